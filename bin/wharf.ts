@@ -1,0 +1,230 @@
+#!/usr/bin/env node
+/**
+ * The `wharf` command: the server (`serve`), its operations (`migrate`, `config check`,
+ * `plugins list`, `version`) and the commands plugins add. Heavy modules load inside the
+ * handlers that need them, so `wharf version` and `wharf --help` start nothing.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import yargs, { type Argv } from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import pkg from '../package.json' with { type: 'json' };
+import { ConfigError, resolveConfig, type AnyPlugin, type ConfigSources, type ResolvedConfig } from '../core/config.ts';
+import type { CommandContext, PluginCommand } from '../core/plugin.ts';
+import { builtinPlugins } from '../plugins/index.ts';
+
+interface GlobalArgs {
+  config?: string;
+  dataDir?: string;
+  listen?: string;
+  json?: boolean;
+}
+
+/** Exit codes: 1 a failure at run time, 2 a configuration or usage error. */
+const EXIT_FAILURE = 1;
+const EXIT_CONFIG = 2;
+
+function fail(message: string, code = EXIT_FAILURE): never {
+  process.stderr.write(`wharf: ${message}\n`);
+  process.exit(code);
+}
+
+function configSources(args: GlobalArgs, file = args.config ?? process.env.WHARF_CONFIG): ConfigSources {
+  const sources: ConfigSources = { env: process.env, flags: { listen: args.listen, dataDir: args.dataDir } };
+  if (file) {
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      fail(`config error: ${file}: ${code === 'ENOENT' ? 'file not found' : (err as Error).message}`, EXIT_CONFIG);
+    }
+    sources.toml = { text, file };
+  }
+  return sources;
+}
+
+function loadConfig(args: GlobalArgs, plugins: readonly AnyPlugin[], file?: string): ResolvedConfig {
+  try {
+    return resolveConfig(plugins, configSources(args, file));
+  } catch (err) {
+    if (err instanceof ConfigError) fail(err.lines.map((l) => `config error: ${l}`).join('\nwharf: '), EXIT_CONFIG);
+    throw err;
+  }
+}
+
+function commandContext(args: GlobalArgs, plugins: readonly AnyPlugin[]): CommandContext {
+  return {
+    async open() {
+      const config = loadConfig(args, plugins);
+      const { openDatabase, migrate } = await import('../core/db.ts');
+      const { loadKeys, prepareDataDir } = await import('../core/keys.ts');
+      const { migrationSets } = await import('../core/lifecycle.ts');
+      prepareDataDir(config.core.server.data_dir);
+      const db = openDatabase(config.core.database.path, { busyTimeoutMs: config.core.database.busy_timeout_ms });
+      migrate(db, migrationSets(config.order));
+      return { config: config.core, db, keys: loadKeys(config.core.server.data_dir), close: () => db.close() };
+    },
+    print(text, json) {
+      process.stdout.write(args.json && json !== undefined ? `${JSON.stringify(json)}\n` : `${text}\n`);
+    },
+  };
+}
+
+async function serve(args: GlobalArgs, plugins: readonly AnyPlugin[]): Promise<void> {
+  const config = loadConfig(args, plugins);
+  const { start, BootError } = await import('../core/lifecycle.ts');
+  let running;
+  try {
+    running = await start(config, { listen: true });
+  } catch (err) {
+    if (err instanceof BootError) fail(err.message);
+    throw err;
+  }
+  const { log } = running;
+  log.info(
+    { url: running.url, public_url: config.core.server.public_url, data_dir: config.core.server.data_dir, plugins: config.order.map((p) => p.name) },
+    'listening',
+  );
+  process.stderr.write(`Wharf ${pkg.version} listening on ${running.url} (public URL ${config.core.server.public_url})\n`);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    running.close().then(
+      () => {
+        log.info('stopped');
+        log.flush(() => process.exit(0));
+      },
+      (err) => {
+        log.error({ err }, 'shutdown failed');
+        log.flush(() => process.exit(EXIT_FAILURE));
+      },
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+async function versions(): Promise<{ wharf: string; node: string; sqlite: string }> {
+  const { openDatabase } = await import('../core/db.ts');
+  const db = openDatabase(':memory:');
+  const sqlite = (db.prepare('SELECT sqlite_version() AS v').get() as { v: string }).v;
+  db.close();
+  return { wharf: pkg.version, node: process.versions.node, sqlite };
+}
+
+function addPluginCommands(cli: Argv<GlobalArgs>, plugins: readonly AnyPlugin[]): void {
+  const groups = new Map<string, PluginCommand[]>();
+  for (const plugin of plugins) {
+    for (const command of plugin.commands ?? []) {
+      const list = groups.get(command.group ?? '') ?? [];
+      list.push(command);
+      groups.set(command.group ?? '', list);
+    }
+  }
+  const toModule = (command: PluginCommand) => ({
+    command: command.command,
+    describe: command.describe,
+    builder: (y: Argv) => (command.builder ? command.builder(y) : y),
+    handler: async (argv: Record<string, unknown>) => {
+      const code = await command.handler(argv, commandContext(argv as GlobalArgs, plugins));
+      if (code) process.exitCode = code;
+    },
+  });
+  for (const [group, commands] of groups) {
+    if (!group) {
+      for (const c of commands) cli.command(toModule(c));
+      continue;
+    }
+    cli.command(group, `${group} commands`, (y) => {
+      for (const c of commands) y.command(toModule(c));
+      return y.demandCommand(1, `name a ${group} command`);
+    });
+  }
+}
+
+export async function main(argv: string[], plugins: readonly AnyPlugin[] = builtinPlugins): Promise<void> {
+  const cli = yargs(argv)
+    .scriptName('wharf')
+    .usage('$0 <command> [options]')
+    .option('config', { type: 'string', describe: 'TOML config file (or WHARF_CONFIG); none = embedded defaults', global: true })
+    .option('data-dir', { type: 'string', describe: 'Data directory (overrides server.data_dir)', global: true })
+    .option('listen', { type: 'string', describe: 'HOST:PORT to listen on (overrides server.listen)', global: true })
+    .option('json', { type: 'boolean', describe: 'Print results as JSON', global: true })
+    .command('serve', 'Run the server', {}, (args) => serve(args as GlobalArgs, plugins))
+    .command('migrate <action>', 'Show or apply database migrations', (y) =>
+      y.positional('action', { choices: ['status', 'up'] as const, demandOption: true }),
+      async (args) => {
+        const config = loadConfig(args, plugins);
+        const { openDatabase, migrate, migrationStatus } = await import('../core/db.ts');
+        const { migrationSets } = await import('../core/lifecycle.ts');
+        const { prepareDataDir } = await import('../core/keys.ts');
+        prepareDataDir(config.core.server.data_dir);
+        const db = openDatabase(config.core.database.path, { busyTimeoutMs: config.core.database.busy_timeout_ms });
+        try {
+          const sets = migrationSets(config.order);
+          const rows = args.action === 'up' ? migrate(db, sets) : migrationStatus(db, sets);
+          if (args.json) {
+            process.stdout.write(`${JSON.stringify(rows)}\n`);
+          } else if (args.action === 'up') {
+            process.stdout.write(rows.length ? rows.map((r) => `applied ${r.plugin}/${r.id}\n`).join('') : 'nothing to apply\n');
+          } else {
+            for (const r of rows) process.stdout.write(`${r.appliedAt ? 'applied' : 'pending'}  ${r.plugin}/${r.id}${r.appliedAt ? `  ${r.appliedAt}` : ''}\n`);
+          }
+        } catch (err) {
+          fail((err as Error).message);
+        } finally {
+          db.close();
+        }
+      },
+    )
+    .command('config', 'Configuration', (y) =>
+      y
+        .command('check <file>', 'Validate a config file (and WHARF_* overrides) without starting anything', (c) =>
+          c.positional('file', { type: 'string', demandOption: true }),
+          (args) => {
+            const config = loadConfig(args, plugins, args.file);
+            process.stdout.write(`${path.basename(args.file)}: ok (plugins: ${config.order.map((p) => p.name).join(', ') || 'none'})\n`);
+          },
+        )
+        .demandCommand(1, 'name a config command'),
+    )
+    .command('plugins', 'Plugins', (y) =>
+      y
+        .command('list', 'List the built-in plugins and whether the config enables them', {}, (args) => {
+          const config = loadConfig(args as GlobalArgs, plugins);
+          const enabled = new Set(config.order.map((p) => p.name));
+          const rows = plugins.map((p) => ({
+            name: p.name,
+            enabled: enabled.has(p.name),
+            dependsOn: [...(p.dependsOn ?? [])],
+            description: p.description,
+          }));
+          if (args.json) process.stdout.write(`${JSON.stringify(rows)}\n`);
+          else for (const r of rows) process.stdout.write(`${r.name.padEnd(12)} ${r.enabled ? 'enabled ' : 'disabled'}  ${r.description}${r.dependsOn.length ? ` (needs ${r.dependsOn.join(', ')})` : ''}\n`);
+        })
+        .demandCommand(1, 'name a plugins command'),
+    )
+    .command('version', 'Print the versions of Wharf, Node and SQLite', {}, async (args) => {
+      const v = await versions();
+      process.stdout.write(args.json ? `${JSON.stringify(v)}\n` : `wharf ${v.wharf}\nnode ${v.node}\nsqlite ${v.sqlite}\n`);
+    });
+  addPluginCommands(cli as unknown as Argv<GlobalArgs>, plugins);
+  await cli
+    .demandCommand(1, 'name a command (see wharf --help)')
+    .strict()
+    .version(pkg.version)
+    .help()
+    .alias('h', 'help')
+    .fail((message, err) => {
+      if (err) throw err;
+      fail(`${message} (see wharf --help)`, EXIT_CONFIG);
+    })
+    .parseAsync();
+}
+
+if (import.meta.main) {
+  main(hideBin(process.argv)).catch((err) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err)));
+}

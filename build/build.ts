@@ -1,0 +1,102 @@
+/**
+ * `npm run build`: bundle with esbuild, then make `dist/wharf`, a Node single-executable
+ * application on the project's pinned Node (24.21.0), carrying better-sqlite3's addon as an
+ * asset and a V8 code cache.
+ *
+ *   node build/build.ts            bundle + binary
+ *   node build/build.ts --bundle   bundle only (dist/wharf.cjs)
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+import { SQLITE_ASSET } from '../core/native.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const dist = path.join(root, 'dist');
+const bundleFile = path.join(dist, 'wharf.cjs');
+const binary = path.join(dist, 'wharf');
+const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+
+function step(label: string, started = performance.now()) {
+  return () => process.stdout.write(`${label} (${Math.round(performance.now() - started)} ms)\n`);
+}
+
+export async function bundle(): Promise<string> {
+  const done = step('bundle');
+  fs.mkdirSync(dist, { recursive: true });
+  await build({
+    entryPoints: [path.join(root, 'build/entry.ts')],
+    outfile: bundleFile,
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node24',
+    minifySyntax: true,
+    minifyWhitespace: true,
+    legalComments: 'none',
+    logLevel: 'warning',
+    // yargs reads import.meta.url, which esbuild's cjs output would silently turn into {}.
+    define: { 'import.meta.url': '__import_meta_url', 'import.meta.main': 'false' },
+    banner: { js: "const __import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
+  });
+  done();
+  return bundleFile;
+}
+
+function nodeBinary(): string {
+  const candidate = path.join(root, 'node_modules/node/bin/node');
+  const execPath = fs.existsSync(candidate) ? candidate : process.execPath;
+  const version = execFileSync(execPath, ['--version']).toString().trim();
+  if (!version.startsWith('v24.')) throw new Error(`the binary must embed Node 24, found ${version} at ${execPath}`);
+  return execPath;
+}
+
+export async function buildBinary(): Promise<string> {
+  await bundle();
+  const node = nodeBinary();
+  const addon = path.join(root, 'node_modules/better-sqlite3/prebuilds', `${process.platform}-${process.arch}.node`);
+  if (!fs.existsSync(addon)) throw new Error(`no prebuilt better-sqlite3 addon at ${addon}`);
+  const blob = path.join(dist, 'sea-prep.blob');
+  const seaConfig = path.join(dist, 'sea-config.json');
+  fs.writeFileSync(
+    seaConfig,
+    JSON.stringify({
+      main: bundleFile,
+      output: blob,
+      disableExperimentalSEAWarning: true,
+      useCodeCache: true,
+      assets: { [SQLITE_ASSET]: addon },
+    }),
+  );
+  let done = step('sea blob');
+  execFileSync(node, ['--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
+  done();
+
+  done = step('inject');
+  const tmp = `${binary}.tmp`;
+  fs.copyFileSync(node, tmp);
+  fs.chmodSync(tmp, 0o755);
+  try {
+    execFileSync('strip', ['--strip-all', tmp], { stdio: 'ignore' });
+  } catch {
+    process.stdout.write('strip not available; the binary keeps its symbols\n');
+  }
+  const postject = path.join(root, 'node_modules/postject/dist/cli.js');
+  // postject prints harmless "Can't find string offset" lines; keep its output out of the way.
+  execFileSync(node, [postject, tmp, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], { stdio: 'ignore' });
+  fs.renameSync(tmp, binary);
+  done();
+  const mib = fs.statSync(binary).size / 2 ** 20;
+  process.stdout.write(`${path.relative(root, binary)}: ${mib.toFixed(1)} MiB\n`);
+  return binary;
+}
+
+if (import.meta.main) {
+  const only = process.argv.includes('--bundle');
+  (only ? bundle() : buildBinary()).catch((err: unknown) => {
+    process.stderr.write(`build failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

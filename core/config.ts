@@ -1,0 +1,409 @@
+/**
+ * Configuration: a TOML file, overridden by `WHARF_*` environment variables, overridden by
+ * command-line flags; validated strictly against the core's schema and every plugin's, then
+ * frozen. Every problem is one line naming the key path and where it came from (file line,
+ * variable or flag). Nothing is started or migrated before the whole config is valid.
+ */
+import path from 'node:path';
+import { parse as parseToml, TomlError } from 'smol-toml';
+import { z } from 'zod';
+import type { Plugin } from './plugin.ts';
+
+// biome-ignore lint: plugins of every config type live in one list.
+export type AnyPlugin = Plugin<any, any>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+const listenAddress = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]*):\d{1,5}$/, { message: 'expected HOST:PORT, for example 127.0.0.1:8080', abort: true })
+  .refine((s) => Number(s.slice(s.lastIndexOf(':') + 1)) <= 65535, 'port must be at most 65535');
+
+/** The core's own sections. Every field is documented here once; the README and config.example.toml follow. */
+export const coreSchema = z.strictObject({
+  server: z
+    .strictObject({
+      listen: listenAddress
+        .default('127.0.0.1:8080')
+        .describe('Address and port the HTTP server listens on (HOST:PORT). Flag --listen.'),
+      public_url: z
+        .url({ protocol: /^https?$/ })
+        .optional()
+        .describe(
+          'URL at which clients reach this server (scheme, host, port). Used in links, cookies (Secure when https) and the CLI discovery document. Default: http://<listen>.',
+        ),
+      data_dir: z
+        .string()
+        .min(1)
+        .default('./wharf-data')
+        .describe(
+          'Directory for the database, keys and embedded objects; created with mode 0700. Relative paths are relative to the working directory. Flag --data-dir.',
+        ),
+      body_limit_bytes: z
+        .int()
+        .min(1024)
+        .default(1_048_576)
+        .describe('Largest JSON or form request body accepted, in bytes; larger bodies get 413.'),
+      trust_proxy: z
+        .boolean()
+        .default(false)
+        .describe('Trust X-Forwarded-For / X-Forwarded-Proto from a reverse proxy in front of Wharf.'),
+      metrics: z.boolean().default(true).describe('Serve Prometheus metrics at GET /metrics.'),
+      shutdown_timeout_ms: z
+        .int()
+        .min(0)
+        .default(10_000)
+        .describe('On SIGTERM/SIGINT, how long in-flight requests may take before connections are closed, in milliseconds.'),
+    })
+    .prefault({})
+    .describe('The HTTP server.'),
+  log: z
+    .strictObject({
+      level: z.enum(LOG_LEVELS).default('info').describe('Least severe level written to stdout (JSON lines).'),
+    })
+    .prefault({})
+    .describe('Logging.'),
+  database: z
+    .strictObject({
+      path: z.string().min(1).optional().describe('SQLite database file. Default: <data_dir>/wharf.db.'),
+      busy_timeout_ms: z
+        .int()
+        .min(0)
+        .default(5000)
+        .describe('How long a write waits for a lock held by another process (for example `wharf admin` while the server runs), in milliseconds.'),
+    })
+    .prefault({})
+    .describe('The SQLite database.'),
+});
+
+type CoreSections = z.output<typeof coreSchema>;
+
+/** The core settings after defaults and derivations: absolute paths, a public URL, host and port. */
+export interface CoreConfig {
+  server: CoreSections['server'] & { host: string; port: number; public_url: string; data_dir: string };
+  log: CoreSections['log'];
+  database: CoreSections['database'] & { path: string };
+}
+
+export interface ResolvedConfig {
+  core: CoreConfig;
+  /** Each enabled plugin's validated, frozen config section. */
+  plugins: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+  /** The enabled plugins, dependencies first. */
+  order: readonly AnyPlugin[];
+  /** The config file that was read, if any. */
+  file: string | undefined;
+}
+
+/** One or more problems with the configuration, each a line naming the key and its origin. */
+export class ConfigError extends Error {
+  readonly lines: string[];
+  constructor(lines: string[]) {
+    super(lines.join('\n'));
+    this.name = 'ConfigError';
+    this.lines = lines;
+  }
+}
+
+/** Where a value came from, for error messages. */
+type Origin = string;
+
+export interface ConfigSources {
+  /** TOML text and the name to report it under. */
+  toml?: { text: string; file: string };
+  /** Environment, of which the `WHARF_<SECTION>__<KEY>` variables are read. */
+  env?: NodeJS.ProcessEnv;
+  /** Command-line flags. */
+  flags?: { listen?: string; dataDir?: string };
+  /** Working directory that relative paths resolve against. */
+  cwd?: string;
+}
+
+/** The full schema: the core's sections and one section per plugin of the registry. */
+export function configSchema(plugins: readonly AnyPlugin[]) {
+  const sections: Record<string, z.ZodType> = {};
+  for (const p of plugins) {
+    sections[p.name] = p.config
+      .extend({
+        enabled: z
+          .boolean()
+          .default(p.enabledByDefault ?? true)
+          .describe(`Run the ${p.name} plugin.`),
+      })
+      .prefault({})
+      .describe(p.description);
+  }
+  return coreSchema.extend({
+    plugins: z.strictObject(sections).prefault({}).describe('Plugins, one section each: [plugins.<name>].'),
+  });
+}
+
+/** Reads the config from its sources, validates it whole and returns it frozen, or throws ConfigError. */
+export function resolveConfig(plugins: readonly AnyPlugin[], sources: ConfigSources = {}): ResolvedConfig {
+  const schema = configSchema(plugins);
+  const origins = new Map<string, Origin>();
+  let raw: Record<string, unknown> = {};
+
+  if (sources.toml) {
+    raw = readToml(sources.toml.text, sources.toml.file);
+    for (const [key, line] of keyLines(sources.toml.text)) origins.set(key, `${sources.toml.file}:${line}`);
+  }
+  const jsonSchema = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
+  const errors: string[] = [];
+  for (const [name, value] of Object.entries(sources.env ?? {})) {
+    if (!name.startsWith('WHARF_') || !name.includes('__') || value === undefined) continue;
+    const keyPath = name.slice('WHARF_'.length).toLowerCase().split('__');
+    const leaf = schemaAt(jsonSchema, keyPath);
+    if (!leaf) {
+      errors.push(`${name}: unknown key "${keyPath.join('.')}"`);
+      continue;
+    }
+    setPath(raw, keyPath, coerce(value, leaf));
+    origins.set(keyPath.join('.'), name);
+  }
+  const flagKeys: [keyof NonNullable<ConfigSources['flags']>, string[], string][] = [
+    ['listen', ['server', 'listen'], '--listen'],
+    ['dataDir', ['server', 'data_dir'], '--data-dir'],
+  ];
+  for (const [flag, keyPath, flagName] of flagKeys) {
+    const value = sources.flags?.[flag];
+    if (value === undefined) continue;
+    setPath(raw, keyPath, value);
+    origins.set(keyPath.join('.'), flagName);
+  }
+  if (errors.length) throw new ConfigError(errors);
+
+  const parsed = schema.safeParse(raw, { reportInput: true });
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((issue) => describeIssue(issue, origins, plugins, sources.toml?.file)));
+  }
+  const { plugins: pluginSections, ...coreSections } = parsed.data as CoreSections & {
+    plugins: Record<string, Record<string, unknown> & { enabled: boolean }>;
+  };
+  const enabled = plugins.filter((p) => pluginSections[p.name]?.enabled);
+  const order = sortPlugins(enabled, plugins);
+  const pluginConfigs: Record<string, Readonly<Record<string, unknown>>> = {};
+  for (const p of order) {
+    const { enabled: _enabled, ...section } = pluginSections[p.name] ?? {};
+    pluginConfigs[p.name] = deepFreeze(section);
+  }
+  return Object.freeze({
+    core: deepFreeze(deriveCore(coreSections, sources.cwd ?? process.cwd())),
+    plugins: Object.freeze(pluginConfigs),
+    order: Object.freeze(order),
+    file: sources.toml?.file,
+  });
+}
+
+function deriveCore(sections: CoreSections, cwd: string): CoreConfig {
+  const { listen } = sections.server;
+  const colon = listen.lastIndexOf(':');
+  const host = listen.slice(0, colon).replace(/^\[(.*)\]$/, '$1') || '0.0.0.0';
+  const port = Number(listen.slice(colon + 1));
+  const dataDir = path.resolve(cwd, sections.server.data_dir);
+  const publicHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
+  const publicUrl = (sections.server.public_url ?? `http://${publicHost}:${port}`).replace(/\/+$/, '');
+  return {
+    server: { ...sections.server, host, port, public_url: publicUrl, data_dir: dataDir },
+    log: sections.log,
+    database: {
+      ...sections.database,
+      path: sections.database.path ? path.resolve(cwd, sections.database.path) : path.join(dataDir, 'wharf.db'),
+    },
+  };
+}
+
+/**
+ * Orders plugins so that each comes after what it depends on. A dependency that is not enabled
+ * (or does not exist) and a cycle are errors naming the plugins.
+ */
+export function sortPlugins(enabled: readonly AnyPlugin[], all: readonly AnyPlugin[] = enabled): AnyPlugin[] {
+  const byName = new Map(enabled.map((p) => [p.name, p]));
+  const known = new Set(all.map((p) => p.name));
+  const errors: string[] = [];
+  for (const p of enabled) {
+    for (const dep of p.dependsOn ?? []) {
+      if (byName.has(dep)) continue;
+      errors.push(
+        known.has(dep)
+          ? `plugins.${p.name}: depends on plugin "${dep}", which is disabled (set plugins.${dep}.enabled = true or disable ${p.name})`
+          : `plugins.${p.name}: depends on plugin "${dep}", which does not exist`,
+      );
+    }
+  }
+  if (errors.length) throw new ConfigError(errors);
+
+  const order: AnyPlugin[] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (p: AnyPlugin, trail: string[]): void => {
+    const s = state.get(p.name);
+    if (s === 'done') return;
+    if (s === 'visiting') {
+      const cycle = [...trail.slice(trail.indexOf(p.name)), p.name];
+      throw new ConfigError([`plugins: dependency cycle ${cycle.join(' -> ')}`]);
+    }
+    state.set(p.name, 'visiting');
+    for (const dep of p.dependsOn ?? []) visit(byName.get(dep)!, [...trail, p.name]);
+    state.set(p.name, 'done');
+    order.push(p);
+  };
+  for (const p of enabled) visit(p, []);
+  return order;
+}
+
+function readToml(text: string, file: string): Record<string, unknown> {
+  try {
+    return parseToml(text) as Record<string, unknown>;
+  } catch (err) {
+    if (err instanceof TomlError) {
+      const reason = err.message.split('\n')[0]?.replace(/^Invalid TOML document: /, '') ?? 'invalid TOML';
+      throw new ConfigError([`${file}:${err.line}:${err.column}: malformed TOML: ${reason}`]);
+    }
+    throw err;
+  }
+}
+
+/**
+ * Maps each key path of a TOML document to the line that sets it (`server.listen` -> 3). A
+ * line-based scan: tables, arrays of tables, dotted and quoted keys. Used only for messages.
+ */
+export function keyLines(text: string): Map<string, number> {
+  const lines = new Map<string, number>();
+  let table: string[] = [];
+  const splitKey = (key: string) =>
+    key
+      .split('.')
+      .map((part) => part.trim().replace(/^"(.*)"$|^'(.*)'$/, '$1$2'))
+      .filter(Boolean);
+  text.split(/\r?\n/).forEach((line, index) => {
+    const header = /^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$/.exec(line);
+    if (header?.[1]) {
+      table = splitKey(header[1]);
+      const key = table.join('.');
+      if (!lines.has(key)) lines.set(key, index + 1);
+      return;
+    }
+    const assign = /^\s*([A-Za-z0-9_\-."' ]+?)\s*=/.exec(line);
+    if (assign?.[1]) {
+      const key = [...table, ...splitKey(assign[1])].join('.');
+      if (!lines.has(key)) lines.set(key, index + 1);
+    }
+  });
+  return lines;
+}
+
+function describeIssue(
+  issue: z.core.$ZodIssue,
+  origins: Map<string, Origin>,
+  plugins: readonly AnyPlugin[],
+  file: string | undefined,
+): string {
+  const keyPath = issue.path.map(String);
+  const where = (key: string[]) => {
+    for (let n = key.length; n > 0; n--) {
+      const origin = origins.get(key.slice(0, n).join('.'));
+      if (origin) return `${origin}: `;
+    }
+    return file ? `${file}: ` : '';
+  };
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys
+      .map((k) => {
+        const full = [...keyPath, k];
+        if (keyPath.length === 1 && keyPath[0] === 'plugins') {
+          return `${where(full)}unknown plugin "${k}" (built-in plugins: ${plugins.map((p) => p.name).join(', ')})`;
+        }
+        return `${where(full)}unknown key "${full.join('.')}"`;
+      })
+      .join('\n');
+  }
+  const key = keyPath.join('.') || '(root)';
+  let message = issue.message.replace(/^Invalid input: /, '').replace(/^Invalid option: /, '');
+  if (issue.code === 'invalid_type') message = `expected ${issue.expected}${received(issue.input)}`;
+  return `${where(keyPath)}"${key}": ${message}`;
+}
+
+function received(input: unknown): string {
+  if (input === undefined) return '';
+  const kind = Array.isArray(input) ? 'array' : input === null ? 'null' : typeof input;
+  return `, got ${kind}${kind === 'string' || kind === 'number' || kind === 'boolean' ? ` ${JSON.stringify(input)}` : ''}`;
+}
+
+interface JsonSchema {
+  type?: string | string[];
+  properties?: Record<string, JsonSchema>;
+  anyOf?: JsonSchema[];
+  description?: string;
+  default?: unknown;
+  enum?: unknown[];
+  items?: JsonSchema;
+}
+
+function schemaAt(schema: JsonSchema, keyPath: string[]): JsonSchema | undefined {
+  let node: JsonSchema | undefined = schema;
+  for (const key of keyPath) {
+    node = node?.properties?.[key];
+    if (!node) return undefined;
+  }
+  return node.properties ? undefined : node;
+}
+
+/** Environment values are text; give them the type the schema expects, leaving bad text for validation to name. */
+function coerce(value: string, leaf: JsonSchema): unknown {
+  const types = [leaf.type, ...(leaf.anyOf ?? []).map((s) => s.type)].flat().filter(Boolean);
+  if (types.includes('string')) return value;
+  if (types.includes('integer') || types.includes('number')) return value.trim() !== '' && Number.isFinite(Number(value)) ? Number(value) : value;
+  if (types.includes('boolean')) return value === 'true' || value === '1' ? true : value === 'false' || value === '0' ? false : value;
+  if (types.includes('array') || types.includes('object')) {
+    try {
+      return JSON.parse(value);
+    } catch {
+      return types.includes('array') ? value.split(',').map((s) => s.trim()).filter(Boolean) : value;
+    }
+  }
+  return value;
+}
+
+function setPath(target: Record<string, unknown>, keyPath: string[], value: unknown): void {
+  let node = target;
+  for (const key of keyPath.slice(0, -1)) {
+    const next = node[key];
+    node = (node[key] = next && typeof next === 'object' && !Array.isArray(next) ? next : {}) as Record<string, unknown>;
+  }
+  node[keyPath[keyPath.length - 1]!] = value;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Documentation of every key, read from the schema: used to check config.example.toml and the README. */
+export interface KeyDoc {
+  key: string;
+  type: string;
+  default: unknown;
+  description: string;
+}
+
+export function documentKeys(plugins: readonly AnyPlugin[]): KeyDoc[] {
+  const json = z.toJSONSchema(configSchema(plugins), { io: 'input', unrepresentable: 'any' }) as JsonSchema;
+  const out: KeyDoc[] = [];
+  const walk = (node: JsonSchema, prefix: string[]) => {
+    for (const [key, child] of Object.entries(node.properties ?? {})) {
+      const keyPath = [...prefix, key];
+      if (child.properties) {
+        walk(child, keyPath);
+        continue;
+      }
+      const types = [child.type, ...(child.anyOf ?? []).map((s) => s.type)].flat().filter(Boolean) as string[];
+      const type = child.enum ? child.enum.map((v) => JSON.stringify(v)).join(' | ') : [...new Set(types)].join(' | ') || 'any';
+      out.push({ key: keyPath.join('.'), type, default: child.default, description: child.description ?? '' });
+    }
+  };
+  walk(json, []);
+  return out;
+}

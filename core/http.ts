@@ -1,0 +1,157 @@
+/**
+ * The core's HTTP middleware: request ids, the request log line and metrics, errors written in
+ * the envelope of the route group a path belongs to, JSON and form bodies, and the 404/405
+ * fallback. Each is a factory returning a named function.
+ */
+import { randomUUID } from 'node:crypto';
+import type Router from '@koa/router';
+import type { Context, Next } from 'koa';
+import getRawBody from 'raw-body';
+import { Counter, Histogram, type Registry } from 'prom-client';
+import { type Envelope, formatters, rateLimitBody, toWharfError, WharfError } from './errors.ts';
+import type { Logger } from './logger.ts';
+import type { RouteGroup } from './plugin.ts';
+
+declare module 'koa' {
+  interface Request {
+    /** The parsed JSON or form body; undefined when the request has none or another type. */
+    body?: unknown;
+    /** The exact bytes of a JSON body, for signature checks. */
+    rawBody?: Buffer;
+  }
+  interface DefaultState {
+    requestId: string;
+  }
+  interface ExtendableContext {
+    /** A logger bound to this request's id. */
+    log: Logger;
+  }
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Picks a route group for a path: the longest prefix that matches on a segment boundary. */
+export function envelopeFinder(groups: readonly Pick<RouteGroup, 'prefixes' | 'envelope'>[]) {
+  const table = groups
+    .flatMap((g) => g.prefixes.map((prefix) => ({ prefix: prefix.replace(/\/+$/, ''), envelope: g.envelope })))
+    .sort((a, b) => b.prefix.length - a.prefix.length);
+  return function envelopeFor(path: string): Envelope {
+    for (const { prefix, envelope } of table) {
+      if (path === prefix || path.startsWith(`${prefix}/`) || prefix === '') return envelope;
+    }
+    return 'plain';
+  };
+}
+
+/**
+ * Outermost middleware: request id, one log line per request, metrics, and the error writer.
+ * Everything thrown below it is answered here, in the envelope of the path's route group.
+ */
+export function requestHandling(options: { log: Logger; metrics: Registry; envelopeFor: (path: string) => Envelope }) {
+  const { log, envelopeFor } = options;
+  const requests = new Counter({
+    name: 'wharf_http_requests_total',
+    help: 'HTTP requests by method, route and status.',
+    labelNames: ['method', 'route', 'status'],
+    registers: [options.metrics],
+  });
+  const durations = new Histogram({
+    name: 'wharf_http_request_duration_seconds',
+    help: 'HTTP request durations by method and route.',
+    labelNames: ['method', 'route'],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [options.metrics],
+  });
+
+  return async function handleRequest(ctx: Context, next: Next) {
+    const started = process.hrtime.bigint();
+    const incoming = ctx.get('x-request-id');
+    const requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    ctx.state.requestId = requestId;
+    ctx.set('X-Request-Id', requestId);
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body == null) throw new WharfError('not_found', 'Not found');
+    } catch (thrown) {
+      const err = toWharfError(thrown);
+      if (err.status >= 500) ctx.log.error({ err: thrown, code: err.code }, 'request failed');
+      else ctx.log.debug({ code: err.code, message: err.message }, 'request refused');
+      writeError(ctx, err, envelopeFor(ctx.path));
+    } finally {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
+      requests.inc({ method: ctx.method, route, status: ctx.status });
+      durations.observe({ method: ctx.method, route }, seconds);
+      log.info(
+        { request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, duration_ms: Math.round(seconds * 1e4) / 10 },
+        'request',
+      );
+    }
+  };
+}
+
+/** Writes an error in the given envelope; 429 uses its own shape everywhere. */
+export function writeError(ctx: Context, err: WharfError, envelope: Envelope): void {
+  // Headers set by the failed handler (a Content-Disposition, say) must not leak into the error.
+  for (const name of ['content-disposition', 'content-encoding', 'etag', 'last-modified']) ctx.remove(name);
+  ctx.status = err.status;
+  ctx.body = err.code === 'rate_limited' ? rateLimitBody(err) : formatters[envelope](err, ctx.state.requestId);
+  if (err.retryAfter !== undefined) ctx.set('Retry-After', String(err.retryAfter));
+  for (const [name, value] of Object.entries(err.headers ?? {})) ctx.set(name, value);
+}
+
+const JSON_TYPES = ['application/json', 'application/*+json'];
+const FORM_TYPE = 'application/x-www-form-urlencoded';
+
+/**
+ * Parses JSON and urlencoded form bodies up to `limit` bytes into `ctx.request.body`. Other
+ * content types are left unread for handlers that stream (uploads).
+ */
+export function bodyParser(options: { limit: number }) {
+  return async function parseBody(ctx: Context, next: Next) {
+    const hasBody = ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
+    const type = hasBody ? ctx.request.is(...JSON_TYPES, FORM_TYPE) : false;
+    if (type) {
+      let raw: Buffer;
+      try {
+        raw = await getRawBody(ctx.req, { limit: options.limit, length: ctx.request.length });
+      } catch (err) {
+        throw toWharfError(err);
+      }
+      if (type === FORM_TYPE) {
+        ctx.request.body = Object.fromEntries(new URLSearchParams(raw.toString('utf8')));
+      } else if (raw.length > 0) {
+        ctx.request.rawBody = raw;
+        try {
+          ctx.request.body = JSON.parse(raw.toString('utf8'));
+        } catch (err) {
+          throw new WharfError('invalid_json', `Malformed JSON body: ${(err as Error).message}`);
+        }
+      }
+    }
+    await next();
+  };
+}
+
+/**
+ * After every router: a path that some route knows under another method answers 405 with
+ * `Allow`; anything else falls through to the 404 of `requestHandling`.
+ */
+export function methodNotAllowed(routers: readonly Router[]) {
+  return async function rejectMethod(ctx: Context, next: Next) {
+    await next();
+    if (ctx.status !== 404 || ctx.body != null) return;
+    const allowed = new Set<string>();
+    for (const router of routers) {
+      for (const layer of router.match(ctx.path, ctx.method).path) {
+        for (const method of layer.methods) allowed.add(method);
+      }
+    }
+    if (allowed.size === 0) return;
+    if (allowed.has('GET')) allowed.add('HEAD');
+    const allow = [...allowed].sort().join(', ');
+    throw new WharfError('method_not_allowed', `Method ${ctx.method} is not allowed here (allowed: ${allow})`, {
+      headers: { Allow: allow },
+    });
+  };
+}

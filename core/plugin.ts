@@ -1,0 +1,126 @@
+/**
+ * The plugin contract. A plugin declares its name, what it depends on, a strict config schema,
+ * its migrations and its commands; `setup` receives a context and returns what the plugin adds
+ * to the running server. The core checks, collects and composes; it knows no plugin by name.
+ */
+import type Router from '@koa/router';
+import type { Middleware } from 'koa';
+import type { Argv } from 'yargs';
+import type { z } from 'zod';
+import type { AuthRegistry } from './auth.ts';
+import type { Database } from './db.ts';
+import type { Envelope } from './errors.ts';
+import type { Keys } from './keys.ts';
+import type { Logger } from './logger.ts';
+import type { Registry } from 'prom-client';
+import type { CoreConfig } from './config.ts';
+
+/** A schema change, as code. Runs synchronously inside the boot transaction; never edited once shipped. */
+export interface Migration {
+  /** Unique within the plugin and sortable: `001-create-users`. */
+  id: string;
+  up(db: Database): void;
+}
+
+/**
+ * Services that plugins export, keyed by plugin name. A plugin adds itself by augmenting this
+ * interface, so `ctx.use('identity')` is typed:
+ *
+ * ```ts
+ * declare module '../../core/plugin.ts' { interface Services { identity: IdentityService } }
+ * ```
+ */
+// biome-ignore lint: an empty interface is the point, it is augmented by plugins.
+export interface Services {}
+
+/** A router mounted by the core, with the error envelope of its group. */
+export interface RouteGroup {
+  /**
+   * Path prefixes that belong to this group. A request under one of them that matches no route
+   * answers 404 (or 405) in this group's envelope.
+   */
+  prefixes: readonly string[];
+  envelope: Envelope;
+  router: Router;
+}
+
+export interface PluginMiddleware {
+  name: string;
+  /** Lower runs earlier. The core's body parser sits at 500: below it you see the raw request. */
+  priority: number;
+  fn: Middleware;
+}
+
+/** What the core hands each plugin's `setup`. */
+export interface PluginContext<C> {
+  name: string;
+  /** This plugin's section of the config, validated and frozen. */
+  config: Readonly<C>;
+  /** The core's own settings (listen address, public URL, data dir). */
+  core: Readonly<CoreConfig>;
+  db: Database;
+  log: Logger;
+  keys: Keys;
+  auth: AuthRegistry;
+  metrics: Registry;
+  /** The service of a plugin this one declared in `dependsOn`. */
+  use<K extends keyof Services>(name: K): Services[K];
+}
+
+/** What a plugin adds to the running server. */
+export interface PluginInstance<S = unknown> {
+  /** What dependents get from `ctx.use(name)`. */
+  service?: S;
+  routes?: RouteGroup[];
+  middleware?: PluginMiddleware[];
+  /** Readiness for `GET /readyz`; a false answer or a throw makes the server not ready. */
+  ready?(): boolean | Promise<boolean>;
+  /** Called after HTTP has drained, in reverse setup order. */
+  close?(): void | Promise<void>;
+}
+
+/** What a command handler gets: the parsed arguments and a way to reach the server's state. */
+export interface CommandContext {
+  /** Loads the config (from `--config`, `WHARF_*` and flags), opens the database and applies migrations. */
+  open(): Promise<{ config: CoreConfig; db: Database; keys: Keys; close(): void }>;
+  /** Prints a result: JSON under `--json`, otherwise the text. */
+  print(text: string, json?: unknown): void;
+}
+
+/**
+ * A command a plugin adds to `wharf`. Declared on the plugin itself, not returned by `setup`,
+ * so that `wharf --help` can list it without starting anything.
+ */
+export interface PluginCommand {
+  /** yargs command string, for example `create-user` or `upload <file>`. */
+  command: string;
+  /** The command group it belongs to (`admin`, `files`, ...); omitted = top level. */
+  group?: string;
+  describe: string;
+  builder?(yargs: Argv): Argv;
+  /** Returns the exit code (0 when omitted). */
+  handler(args: Record<string, unknown>, ctx: CommandContext): Promise<number | void>;
+}
+
+export interface Plugin<C extends Record<string, unknown> = Record<string, unknown>, S = unknown> {
+  /** Equals its TOML section key: `[plugins.<name>]`. Lowercase. */
+  name: string;
+  /** One line for `wharf plugins list`. */
+  description: string;
+  /** Plugins that must be enabled and set up first. */
+  dependsOn?: readonly string[];
+  /** Strict config schema (a `z.strictObject` whose fields all have defaults or are optional). */
+  config: z.ZodObject;
+  /** Whether the plugin runs when its section does not say `enabled`. Default true. */
+  enabledByDefault?: boolean;
+  migrations?: readonly Migration[];
+  commands?: readonly PluginCommand[];
+  setup(ctx: PluginContext<C>): PluginInstance<S> | Promise<PluginInstance<S>>;
+}
+
+/** Declares a plugin with its config type inferred from its schema. */
+export function definePlugin<Schema extends z.ZodObject, S = unknown>(
+  plugin: Omit<Plugin<z.output<Schema>, S>, 'config'> & { config: Schema },
+): Plugin<z.output<Schema>, S> {
+  return plugin;
+}

@@ -1,0 +1,128 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import Router from '@koa/router';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { definePlugin } from '../../core/plugin.ts';
+import { resolveConfig } from '../../core/config.ts';
+import { migrationStatus, openDatabase } from '../../core/db.ts';
+import { BootError, start } from '../../core/lifecycle.ts';
+import { createLogger } from '../../core/logger.ts';
+import { journalPlugin } from '../helpers/plugins.ts';
+import { startApp, tempDir } from '../helpers/app.ts';
+
+const quiet = createLogger('silent');
+
+describe('lifecycle', () => {
+  it('sets plugins up in dependency order and closes them last-in-first-out after HTTP', async () => {
+    const journal: string[] = [];
+    const plugins = [
+      journalPlugin('c', journal, { dependsOn: ['b'] }),
+      journalPlugin('a', journal),
+      journalPlugin('b', journal, { dependsOn: ['a'] }),
+    ];
+    const app = await startApp('', { plugins });
+    expect(journal).toEqual(['setup a', 'setup b', 'setup c']);
+    const tables = app.running.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%_things' ORDER BY name").all();
+    expect(tables).toEqual([{ name: 'a_things' }, { name: 'b_things' }, { name: 'c_things' }]);
+    await app.close();
+    expect(journal.slice(3)).toEqual(['close c', 'close b', 'close a']);
+    await expect(fetch(`${app.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('on a failing setup closes the ones already set up, in reverse, and names the plugin', async () => {
+    const journal: string[] = [];
+    const plugins = [journalPlugin('a', journal), journalPlugin('b', journal, { dependsOn: ['a'] }), journalPlugin('c', journal, { dependsOn: ['b'], failSetup: true })];
+    const dataDir = tempDir();
+    const config = resolveConfig(plugins, { flags: { dataDir, listen: '127.0.0.1:0' } });
+    const boot = start(config, { listen: true, log: quiet });
+    await expect(boot).rejects.toThrow(BootError);
+    await expect(boot).rejects.toThrow('plugin "c" failed to start: c cannot reach its store');
+    expect(journal).toEqual(['setup a', 'setup b', 'close b', 'close a']);
+  });
+
+  it('refuses a port in use with a clear message, leaving nothing running', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as net.AddressInfo).port;
+    const journal: string[] = [];
+    const config = resolveConfig([journalPlugin('a', journal)], { flags: { dataDir: tempDir(), listen: `127.0.0.1:${port}` } });
+    await expect(start(config, { listen: true, log: quiet })).rejects.toThrow(`cannot listen on 127.0.0.1:${port}: address already in use`);
+    expect(journal).toEqual(['setup a', 'close a']);
+    blocker.close();
+  });
+
+  it('refuses a data dir that cannot be written, before creating anything', async () => {
+    const parent = tempDir();
+    const file = path.join(parent, 'not-a-dir');
+    fs.writeFileSync(file, 'x');
+    const config = resolveConfig([], { flags: { dataDir: path.join(file, 'data') } });
+    await expect(start(config, { log: quiet })).rejects.toThrow(/^data dir .*not-a-dir\/data is not writable \(ENOTDIR\)/);
+  });
+
+  it('rolls every migration back when one fails, and records applied ones', async () => {
+    const journal: string[] = [];
+    const good = journalPlugin('good', journal);
+    const bad = journalPlugin('bad', journal);
+    const broken = { ...bad, migrations: [{ id: '001-broken', up: (db: { exec(s: string): void }) => db.exec('CREATE TABLE oops (') }] };
+    const dataDir = tempDir();
+    const config = resolveConfig([good, broken], { flags: { dataDir } });
+    await expect(start(config, { log: quiet })).rejects.toThrow(/^database migration failed: migration bad\/001-broken failed/);
+    const db = openDatabase(path.join(dataDir, 'wharf.db'));
+    expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'good_things'").get()).toBeUndefined();
+    expect(journal).toEqual([]);
+    db.close();
+
+    const fine = await start(resolveConfig([good], { flags: { dataDir } }), { log: quiet });
+    expect(migrationStatus(fine.db, [{ plugin: 'good', migrations: good.migrations! }])).toEqual([
+      { plugin: 'good', id: '001-table', appliedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) },
+    ]);
+    expect(fine.db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(fine.db.pragma('foreign_keys', { simple: true })).toBe(1);
+    expect(fine.db.pragma('busy_timeout', { simple: true })).toBe(5000);
+    await fine.close();
+    // A second start applies nothing twice.
+    const again = await start(resolveConfig([good], { flags: { dataDir } }), { log: quiet });
+    expect((again.db.prepare('SELECT COUNT(*) AS n FROM _migrations').get() as { n: number }).n).toBe(1);
+    await again.close();
+  });
+
+  it('keeps keys across restarts, with mode 0600 in a 0700 data dir', async () => {
+    const dataDir = path.join(tempDir(), 'fresh');
+    const first = await start(resolveConfig([], { flags: { dataDir } }), { log: quiet });
+    const sealed = first.keys.encrypt('s3cret', 'test');
+    await first.close();
+    expect(fs.statSync(dataDir).mode & 0o777).toBe(0o700);
+    for (const f of fs.readdirSync(path.join(dataDir, 'keys'))) expect(fs.statSync(path.join(dataDir, 'keys', f)).mode & 0o777).toBe(0o600);
+    const second = await start(resolveConfig([], { flags: { dataDir } }), { log: quiet });
+    expect(second.keys.decrypt(sealed, 'test')).toBe('s3cret');
+    expect(() => second.keys.decrypt(sealed, 'other-purpose')).toThrow();
+    expect(() => second.keys.decrypt(`${sealed.slice(0, -2)}AA`, 'test')).toThrow();
+    await second.close();
+  });
+
+  it('drains an in-flight request before closing', async () => {
+    const journal: string[] = [];
+    const slow = definePlugin({
+      name: 'slow',
+      description: 'a slow route',
+      config: z.strictObject({}),
+      setup() {
+        const router = new Router();
+        router.get('/slow', async (ctx) => {
+          await new Promise((r) => setTimeout(r, 300));
+          ctx.body = 'done';
+        });
+        return { routes: [{ prefixes: ['/slow'], envelope: 'plain' as const, router }], close: () => void journal.push('close slow') };
+      },
+    });
+    const app = await startApp('', { plugins: [journalPlugin('a', journal), slow] });
+    const pending = app.fetch('/slow').then((r) => r.text());
+    await new Promise((r) => setTimeout(r, 50));
+    const closing = app.close();
+    expect(await pending).toBe('done');
+    await closing;
+    expect(journal).toEqual(['setup a', 'close slow', 'close a']);
+  });
+});
