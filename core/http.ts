@@ -9,7 +9,7 @@ import type { Context, Next } from 'koa';
 import getRawBody from 'raw-body';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { type Envelope, formatters, rateLimitBody, toWharfError, WharfError } from './errors.ts';
-import type { Logger } from './logger.ts';
+import { accessLogger, type Logger } from './logger.ts';
 import type { RouteGroup } from './plugin.ts';
 
 declare module 'koa' {
@@ -48,7 +48,8 @@ export function envelopeFinder(groups: readonly Pick<RouteGroup, 'prefixes' | 'e
  * Everything thrown below it is answered here, in the envelope of the path's route group.
  */
 export function requestHandling(options: { log: Logger; metrics: Registry; envelopeFor: (path: string) => Envelope }) {
-  const { log, envelopeFor } = options;
+  const { envelopeFor } = options;
+  const access = accessLogger(options.log);
   const requests = new Counter({
     name: 'wharf_http_requests_total',
     help: 'HTTP requests by method, route and status.',
@@ -82,10 +83,7 @@ export function requestHandling(options: { log: Logger; metrics: Registry; envel
       const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
       requests.inc({ method: ctx.method, route, status: ctx.status });
       durations.observe({ method: ctx.method, route }, seconds);
-      log.info(
-        { request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, duration_ms: Math.round(seconds * 1e4) / 10 },
-        'request',
-      );
+      access({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, durationMs: Math.round(seconds * 1e4) / 10 });
     }
   };
 }

@@ -90,6 +90,15 @@ describe('request log, health and metrics', () => {
     expect(JSON.stringify(app.logs)).not.toMatch(/SECRET/);
   });
 
+  it('writes a valid JSON line for any path', async () => {
+    const res = await app.fetch('/plain/we"ird\\path%00\u00e9');
+    const id = res.headers.get('x-request-id');
+    await new Promise((r) => setTimeout(r, 20));
+    const line = app.logs.find((l) => l.request_id === id);
+    expect(line).toMatchObject({ level: 'info', service: 'wharf', status: 404, msg: 'request' });
+    expect(String(line!.path)).toContain('we');
+  });
+
   it('redacts credentials that code passes to the logger', () => {
     const before = app.logs.length;
     app.running.log.info({ headers: { authorization: 'Bearer abc', cookie: 'x=1' }, token: 'svc_live_x', user: { password: 'pw' } }, 'probe');

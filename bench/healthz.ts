@@ -1,0 +1,72 @@
+/**
+ * GET /healthz of `wharf serve` (the single executable, embedded defaults) against a bare
+ * node:http server and a bare Koa server, in one run. Measures, interleaving the servers
+ * round by round so machine noise hits all three alike:
+ *  - start-up: spawn to first 200 (median of `starts` runs each);
+ *  - idle memory (RSS after start-up and a few requests, then 1 s idle);
+ *  - requests per second under wrk (1 thread, 50 connections; median of `rounds` runs);
+ * and prints ratios to bare Koa. Usage: node bench/run.ts healthz
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { baselines, ensureBinary, fmt, median, startServer, wrk, type ServerSpec } from './lib.ts';
+
+export async function run(options: { rounds?: number; starts?: number; seconds?: number } = {}): Promise<string> {
+  const rounds = options.rounds ?? 3;
+  const starts = options.starts ?? 10;
+  const seconds = options.seconds ?? 5;
+  const bin = ensureBinary();
+  const dataRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-'));
+  const wharf: ServerSpec = {
+    name: 'wharf serve (binary)',
+    argsFor: (port) => [bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', path.join(dataRoot, `d${port}`)]],
+  };
+  const specs = [baselines.http, baselines.koa, wharf];
+  const startMs = new Map<string, number[]>(specs.map((s) => [s.name, []]));
+  const rss = new Map<string, { total: number; anon: number }>();
+  const rps = new Map<string, number[]>(specs.map((s) => [s.name, []]));
+  const p99 = new Map<string, number[]>(specs.map((s) => [s.name, []]));
+
+  for (let i = 0; i < starts; i++) {
+    for (const spec of specs) {
+      const server = await startServer(spec);
+      startMs.get(spec.name)!.push(server.startMs);
+      if (i === 0) {
+        for (let k = 0; k < 20; k++) await (await fetch(`${server.url}/healthz`)).arrayBuffer();
+        await new Promise((r) => setTimeout(r, 1000));
+        rss.set(spec.name, server.rssMiB());
+      }
+      await server.stop();
+    }
+  }
+  for (let round = 0; round < rounds; round++) {
+    for (const spec of specs) {
+      const server = await startServer(spec);
+      wrk(`${server.url}/healthz`, { seconds: 1 }); // warm-up
+      const r = wrk(`${server.url}/healthz`, { seconds });
+      if (r.errors) throw new Error(`${spec.name}: ${r.errors} errors under load`);
+      rps.get(spec.name)!.push(r.rps);
+      p99.get(spec.name)!.push(r.p99ms);
+      await server.stop();
+    }
+  }
+  fs.rmSync(dataRoot, { recursive: true, force: true });
+
+  const koa = baselines.koa.name;
+  const lines = [
+    `binary size: ${fmt(fs.statSync(bin).size / 2 ** 20, 1)} MiB (${path.relative(process.cwd(), bin)})`,
+    '',
+    '| server | start to first 200 (ms, median) | start ratio to Koa | idle RSS, MiB (private part) | /healthz req/s (median) | req/s ratio to Koa | p99 (ms) |',
+    '|---|---|---|---|---|---|---|',
+  ];
+  for (const spec of specs) {
+    const s = median(startMs.get(spec.name)!);
+    const r = median(rps.get(spec.name)!);
+    lines.push(
+      `| ${spec.name} | ${fmt(s, 0)} | ${fmt(s / median(startMs.get(koa)!))} | ${fmt(rss.get(spec.name)!.total, 1)} (${fmt(rss.get(spec.name)!.anon, 1)}) | ${fmt(r, 0)} | ${fmt(r / median(rps.get(koa)!))} | ${fmt(median(p99.get(spec.name)!))} |`,
+    );
+  }
+  lines.push('', `(${starts} starts and ${rounds} load rounds of ${seconds} s per server, interleaved; wrk -t1 -c50)`);
+  return lines.join('\n');
+}

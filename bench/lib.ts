@@ -1,0 +1,136 @@
+/** Shared pieces of the benchmarks: servers to start, wrk to load them, medians and ratios. */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const node = process.execPath;
+
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+export interface Server {
+  name: string;
+  child: ChildProcess;
+  url: string;
+  /** Milliseconds from spawn to the first 200 on the probe path. */
+  startMs: number;
+  /** Resident memory in MiB: all of it, and the private (anonymous) part. */
+  rssMiB(): { total: number; anon: number };
+  stop(): Promise<void>;
+}
+
+export interface ServerSpec {
+  name: string;
+  /** Command and arguments; the port is appended by `argsFor`. */
+  argsFor(port: number): [string, string[]];
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Starts a server and polls `probe` every 2 ms until it answers 200. */
+export async function startServer(spec: ServerSpec, probe = '/healthz'): Promise<Server> {
+  const port = await freePort();
+  const [cmd, args] = spec.argsFor(port);
+  const t0 = performance.now();
+  const child = spawn(cmd, args, { cwd: spec.cwd ?? root, env: { ...process.env, ...spec.env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  const url = `http://127.0.0.1:${port}`;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${spec.name} exited: ${stderr}`);
+    try {
+      const res = await fetch(url + probe);
+      await res.arrayBuffer();
+      if (res.status === 200) break;
+    } catch {
+      // not yet
+    }
+    if (performance.now() - t0 > 30_000) throw new Error(`${spec.name} did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  const startMs = performance.now() - t0;
+  return {
+    name: spec.name,
+    child,
+    url,
+    startMs,
+    rssMiB() {
+      const status = fs.readFileSync(`/proc/${child.pid}/status`, 'utf8');
+      const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)![1]) / 1024;
+      return { total: kb('VmRSS'), anon: kb('RssAnon') };
+    },
+    stop() {
+      return new Promise((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      });
+    },
+  };
+}
+
+/** wrk from Debian's package, installed on first use. */
+export function ensureWrk(): string {
+  const found = spawnSync('sh', ['-c', 'command -v wrk']).stdout.toString().trim();
+  if (found) return found;
+  process.stderr.write('bench: installing wrk (apt-get)\n');
+  execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk'], { stdio: 'inherit' });
+  return 'wrk';
+}
+
+export interface WrkResult {
+  rps: number;
+  p50ms: number;
+  p99ms: number;
+  errors: number;
+}
+
+/** Runs wrk against a URL: one thread, `connections` connections, `seconds` long. */
+export function wrk(url: string, options: { connections?: number; seconds?: number; script?: string; headers?: Record<string, string> } = {}): WrkResult {
+  const args = ['-t1', `-c${options.connections ?? 50}`, `-d${options.seconds ?? 5}s`, '--latency'];
+  for (const [k, v] of Object.entries(options.headers ?? {})) args.push('-H', `${k}: ${v}`);
+  if (options.script) args.push('-s', options.script);
+  args.push(url);
+  const out = execFileSync(ensureWrk(), args, { encoding: 'utf8' });
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]);
+  const unit = (v: string, u: string) => Number(v) * (u === 'us' ? 0.001 : u === 's' ? 1000 : 1);
+  const lat = (p: string) => {
+    const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
+    return m ? unit(m[1]!, m[2]!) : NaN;
+  };
+  const errs = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
+  const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  const errors = (errs ? Number(errs[1]) : 0) + (sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0);
+  return { rps, p50ms: lat('50'), p99ms: lat('99'), errors };
+}
+
+export function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+export function fmt(n: number, digits = 2): string {
+  return n.toFixed(digits);
+}
+
+/** The single executable, built when missing or older than the sources. */
+export function ensureBinary(): string {
+  const bin = path.join(root, 'dist/wharf');
+  if (!fs.existsSync(bin) || process.env.BENCH_REBUILD === '1') {
+    execFileSync(node, [path.join(root, 'build/build.ts')], { stdio: 'inherit' });
+  }
+  return bin;
+}
+
+export const baselines: Record<'http' | 'koa', ServerSpec> = {
+  http: { name: 'bare node:http', argsFor: (port) => [node, [path.join(root, 'bench/baselines/bare-http.mjs'), String(port)]] },
+  koa: { name: 'bare Koa', argsFor: (port) => [node, [path.join(root, 'bench/baselines/bare-koa.mjs'), String(port)]] },
+};

@@ -1,0 +1,22 @@
+/**
+ * The benchmark runner: `npm run bench [-- name ...]` runs the named benchmarks (all when none
+ * is named) and prints Markdown for BENCHMARKS.md. Benchmarks are scripts, not tests: each
+ * compares Wharf with a bare baseline in the same run and reports ratios.
+ */
+const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
+  healthz: () => import('./healthz.ts'),
+};
+
+const wanted = process.argv.slice(2);
+for (const name of wanted) {
+  if (!(name in benchmarks)) {
+    process.stderr.write(`unknown benchmark ${name}; known: ${Object.keys(benchmarks).join(', ')}\n`);
+    process.exit(2);
+  }
+}
+for (const name of wanted.length ? wanted : Object.keys(benchmarks)) {
+  const started = Date.now();
+  const { run } = await benchmarks[name]!();
+  const report = await run();
+  process.stdout.write(`### ${name}\n\n${report}\n\n(${Math.round((Date.now() - started) / 1000)} s, node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)})\n\n`);
+}
