@@ -11,6 +11,7 @@ import { hideBin } from 'yargs/helpers';
 import pkg from '../package.json' with { type: 'json' };
 import { ConfigError, resolveConfig, type AnyPlugin, type ConfigSources, type ResolvedConfig } from '../core/config.ts';
 import type { CommandContext, PluginCommand } from '../core/plugin.ts';
+import { WharfError } from '../core/errors.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 
 interface GlobalArgs {
@@ -63,7 +64,7 @@ function commandContext(args: GlobalArgs, plugins: readonly AnyPlugin[]): Comman
       prepareDataDir(config.core.server.data_dir);
       const db = openDatabase(config.core.database.path, { busyTimeoutMs: config.core.database.busy_timeout_ms });
       migrate(db, migrationSets(config.order));
-      return { config: config.core, db, keys: loadKeys(config.core.server.data_dir), close: () => db.close() };
+      return { config: config.core, plugins: config.plugins, db, keys: loadKeys(config.core.server.data_dir), close: () => db.close() };
     },
     print(text, json) {
       process.stdout.write(args.json && json !== undefined ? `${JSON.stringify(json)}\n` : `${text}\n`);
@@ -87,6 +88,7 @@ async function serve(args: GlobalArgs, plugins: readonly AnyPlugin[]): Promise<v
     'listening',
   );
   process.stderr.write(`Wharf ${pkg.version} listening on ${running.url} (public URL ${config.core.server.public_url})\n`);
+  for (const line of running.notices) process.stderr.write(`${line}\n`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -129,8 +131,13 @@ function addPluginCommands(cli: Argv<GlobalArgs>, plugins: readonly AnyPlugin[])
     describe: command.describe,
     builder: (y: Argv) => (command.builder ? command.builder(y) : y),
     handler: async (argv: Record<string, unknown>) => {
-      const code = await command.handler(argv, commandContext(argv as GlobalArgs, plugins));
-      if (code) process.exitCode = code;
+      try {
+        const code = await command.handler(argv, commandContext(argv as GlobalArgs, plugins));
+        if (code) process.exitCode = code;
+      } catch (err) {
+        if (err instanceof WharfError) fail(err.message);
+        throw err;
+      }
     },
   });
   for (const [group, commands] of groups) {

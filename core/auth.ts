@@ -26,6 +26,8 @@ export interface Resolver {
   source: { bearer: (token: string) => boolean } | { cookie: string };
   /** The principal for this credential, or null when it is invalid, expired or revoked. */
   resolve(value: string, ctx: Context): Promise<Principal | null> | Principal | null;
+  /** How `GET /api/cli/me` shows this resolver's principals (for kinds the identity plugin does not own). */
+  describe?(principal: Principal): Record<string, unknown>;
 }
 
 export interface AuthResult {
@@ -49,6 +51,11 @@ export class AuthRegistry {
   register(resolver: Resolver): void {
     if (this.#resolvers.some((r) => r.name === resolver.name)) throw new Error(`resolver ${resolver.name} registered twice`);
     this.#resolvers.push(resolver);
+  }
+
+  /** The description of a principal by the resolver that produced it, if it gives one. */
+  describe(principal: Principal, resolverName: string | undefined): Record<string, unknown> | undefined {
+    return this.#resolvers.find((r) => r.name === resolverName)?.describe?.(principal);
   }
 
   /** Bearer first (it is explicit), then cookies in registration order. */

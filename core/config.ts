@@ -393,7 +393,9 @@ export function documentKeys(plugins: readonly AnyPlugin[]): KeyDoc[] {
   const json = z.toJSONSchema(configSchema(plugins), { io: 'input', unrepresentable: 'any' }) as JsonSchema;
   const out: KeyDoc[] = [];
   const walk = (node: JsonSchema, prefix: string[]) => {
-    for (const [key, child] of Object.entries(node.properties ?? {})) {
+    // Leaves before nested tables: in TOML a table's own keys must come before its sub-tables.
+    const entries = Object.entries(node.properties ?? {}).sort(([, a], [, b]) => Number(!!a.properties) - Number(!!b.properties));
+    for (const [key, child] of entries) {
       const keyPath = [...prefix, key];
       if (child.properties) {
         walk(child, keyPath);

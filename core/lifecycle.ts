@@ -30,6 +30,8 @@ export interface Running {
   db: Database;
   keys: Keys;
   log: Logger;
+  /** Lines the plugins want the operator to read (printed by `serve`). */
+  notices: string[];
   /** Services of the plugins, by name. */
   services: Partial<Services>;
   /** The HTTP server, when `listen` was asked for. */
@@ -179,6 +181,7 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
     keys,
     log,
     services: services as Partial<Services>,
+    notices: started.flatMap((s) => s.instance.notices ?? []),
     server,
     url: server ? baseUrl(server.address() as AddressInfo) : undefined,
     close: () =>

@@ -75,6 +75,8 @@ export interface PluginInstance<S = unknown> {
   middleware?: PluginMiddleware[];
   /** Readiness for `GET /readyz`; a false answer or a throw makes the server not ready. */
   ready?(): boolean | Promise<boolean>;
+  /** Lines for the operator, printed on stderr once the server listens (a first-start setup link, say). */
+  notices?: string[];
   /** Called after HTTP has drained, in reverse setup order. */
   close?(): void | Promise<void>;
 }
@@ -82,7 +84,7 @@ export interface PluginInstance<S = unknown> {
 /** What a command handler gets: the parsed arguments and a way to reach the server's state. */
 export interface CommandContext {
   /** Loads the config (from `--config`, `WHARF_*` and flags), opens the database and applies migrations. */
-  open(): Promise<{ config: CoreConfig; db: Database; keys: Keys; close(): void }>;
+  open(): Promise<{ config: CoreConfig; plugins: Readonly<Record<string, Readonly<Record<string, unknown>>>>; db: Database; keys: Keys; close(): void }>;
   /** Prints a result: JSON under `--json`, otherwise the text. */
   print(text: string, json?: unknown): void;
 }

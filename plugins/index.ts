@@ -4,5 +4,6 @@
  */
 import type { AnyPlugin } from '../core/config.ts';
 import example from './example/index.ts';
+import identity from './identity/index.ts';
 
-export const builtinPlugins: readonly AnyPlugin[] = [example];
+export const builtinPlugins: readonly AnyPlugin[] = [identity, example];

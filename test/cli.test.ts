@@ -34,12 +34,12 @@ describe('wharf command', () => {
     fs.writeFileSync(good, '[server]\nlisten = "127.0.0.1:9999"\n[plugins.example]\nenabled = true\n');
     const ok = wharf(['config', 'check', good]);
     expect(ok.status).toBe(0);
-    expect(ok.stdout).toBe('good.toml: ok (plugins: example)\n');
+    expect(ok.stdout).toBe('good.toml: ok (plugins: identity, example)\n');
     const bad = path.join(dir, 'bad.toml');
     fs.writeFileSync(bad, '[server]\nlisten = "127.0.0.1:9999"\n\n[plugins.exampel]\n');
     const r = wharf(['config', 'check', bad]);
     expect(r.status).toBe(2);
-    expect(r.stderr).toBe(`wharf: config error: ${bad}:4: unknown plugin "exampel" (built-in plugins: example)\n`);
+    expect(r.stderr).toBe(`wharf: config error: ${bad}:4: unknown plugin "exampel" (built-in plugins: identity, example)\n`);
     const missing = wharf(['config', 'check', path.join(dir, 'nope.toml')]);
     expect(missing.status).toBe(2);
     expect(missing.stderr).toContain('nope.toml: file not found');
@@ -53,10 +53,12 @@ describe('wharf command', () => {
     const list = JSON.parse(wharf(['plugins', 'list', '--json']).stdout);
     expect(list).toContainEqual(expect.objectContaining({ name: 'example', enabled: false }));
     const env = { WHARF_PLUGINS__EXAMPLE__ENABLED: 'true' };
-    expect(wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout).toBe('pending  example/001-create-visits\n');
-    expect(wharf(['migrate', 'up', '--data-dir', dataDir], { env }).stdout).toBe('applied example/001-create-visits\n');
+    const pending = wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout;
+    expect(pending).toContain('pending  example/001-create-visits\n');
+    expect(pending).toMatch(/^pending  identity\/001-/);
+    expect(wharf(['migrate', 'up', '--data-dir', dataDir], { env }).stdout).toContain('applied example/001-create-visits\n');
     expect(wharf(['migrate', 'up', '--data-dir', dataDir], { env }).stdout).toBe('nothing to apply\n');
-    expect(wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout).toMatch(/^applied  example\/001-create-visits  \d{4}-/);
+    expect(wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout).toMatch(/^applied  example\/001-create-visits  \d{4}-/m);
     expect(wharf(['example', 'visits', 'Ada', '--data-dir', dataDir], { env }).stdout).toBe('0\n');
   });
 

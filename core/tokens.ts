@@ -1,0 +1,19 @@
+/** Helpers for opaque secrets: generation, the hash stored in place of a secret, comparison. */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** `bytes` random bytes as URL-safe text. */
+export function randomToken(bytes = 32): string {
+  return randomBytes(bytes).toString('base64url');
+}
+
+/** SHA-256 of a secret, hex: what is stored and looked up instead of the secret. */
+export function sha256Hex(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+/** Constant-time equality of two strings (false when their lengths differ). */
+export function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}

@@ -1,0 +1,43 @@
+/**
+ * Request validation with zod schemas. A failure is a WharfError carrying one message per
+ * field: file-storage and identity routes answer 400 `{error}` naming the first problem,
+ * messaging routes 422 with every field's messages. The same schemas describe the API in
+ * OpenAPI, so what is documented is what is enforced.
+ */
+import { z } from 'zod';
+import { type FieldErrors, WharfError } from './errors.ts';
+
+function issueMessage(issue: z.core.$ZodIssue): string {
+  const field = issue.path.map(String).join('.') || 'body';
+  if (issue.code === 'invalid_type' && issue.input === undefined) return `${field} is required`;
+  if (issue.code === 'invalid_type') return `${field} must be ${article(issue.expected)}`;
+  if (issue.code === 'unrecognized_keys') return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `${[...issue.path, k].join('.')}`).join(', ')}`;
+  return `${field}: ${issue.message.replace(/^Invalid input: /, '')}`;
+}
+
+function article(expected: string): string {
+  const noun = expected === 'int' ? 'integer' : expected;
+  return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`;
+}
+
+/** Per-field messages of a failed parse, keyed by dotted path. */
+export function fieldErrors(error: z.ZodError): FieldErrors {
+  const fields: FieldErrors = {};
+  for (const issue of error.issues) {
+    const keys = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...issue.path, k].join('.')) : [issue.path.map(String).join('.') || 'body'];
+    for (const key of keys) (fields[key] ??= []).push(issueMessage(issue));
+  }
+  return fields;
+}
+
+/**
+ * Parses `input` or throws: `bad_request` (400) whose message names the first problem, or,
+ * with `status: 422`, `validation_failed` with every field's messages.
+ */
+export function validate<S extends z.ZodType>(schema: S, input: unknown, options: { status?: 400 | 422 } = {}): z.output<S> {
+  const result = schema.safeParse(input ?? {}, { reportInput: true });
+  if (result.success) return result.data;
+  const fields = fieldErrors(result.error);
+  if (options.status === 422) throw new WharfError('validation_failed', 'The given data was invalid.', { fields });
+  throw new WharfError('bad_request', issueMessage(result.error.issues[0]!), { fields });
+}

@@ -1,0 +1,56 @@
+/** The identity plugin's tables. Shipped migrations are never edited; add new ones. */
+import type { Migration } from '../../core/plugin.ts';
+
+export const migrations: Migration[] = [
+  {
+    id: '001-users-orgs-sessions',
+    up(db) {
+      db.exec(`
+        CREATE TABLE identity_users (
+          id TEXT PRIMARY KEY,
+          email TEXT,
+          email_norm TEXT UNIQUE,
+          name TEXT,
+          password_hash TEXT,
+          external_id TEXT UNIQUE,
+          created_at TEXT NOT NULL,
+          updated_at TEXT NOT NULL
+        );
+        CREATE TABLE identity_orgs (
+          id TEXT PRIMARY KEY,
+          slug TEXT NOT NULL UNIQUE,
+          name TEXT NOT NULL,
+          external_id TEXT UNIQUE,
+          created_at TEXT NOT NULL
+        );
+        CREATE TABLE identity_memberships (
+          org_id TEXT NOT NULL REFERENCES identity_orgs(id) ON DELETE CASCADE,
+          user_id TEXT NOT NULL REFERENCES identity_users(id) ON DELETE CASCADE,
+          role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+          created_at TEXT NOT NULL,
+          PRIMARY KEY (org_id, user_id)
+        );
+        CREATE INDEX identity_memberships_by_user ON identity_memberships (user_id, created_at);
+        -- id_hash: SHA-256 of the session id carried inside the signed cookie.
+        CREATE TABLE identity_login_sessions (
+          id_hash TEXT PRIMARY KEY,
+          user_id TEXT NOT NULL REFERENCES identity_users(id) ON DELETE CASCADE,
+          active_org_id TEXT REFERENCES identity_orgs(id) ON DELETE SET NULL,
+          created_at TEXT NOT NULL,
+          last_seen_at TEXT NOT NULL,
+          expires_at TEXT NOT NULL,
+          revoked_at TEXT,
+          user_agent TEXT,
+          address TEXT
+        );
+        CREATE INDEX identity_login_sessions_by_user ON identity_login_sessions (user_id);
+        CREATE TABLE identity_setup_tokens (
+          token_hash TEXT PRIMARY KEY,
+          created_at TEXT NOT NULL,
+          expires_at TEXT NOT NULL,
+          used_at TEXT
+        );
+      `);
+    },
+  },
+];

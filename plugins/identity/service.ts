@@ -1,0 +1,70 @@
+/** The identity service: users, organizations and memberships, and password sign-in. */
+import { randomBytes } from 'node:crypto';
+import { WharfError } from '../../core/errors.ts';
+import type { IdentityConfig } from './config.ts';
+import { hashPassword, verifyPassword } from './passwords.ts';
+import type { IdentityStore } from './store.ts';
+import type { IdentityService, User } from './types.ts';
+
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+export interface BuiltinIdentity extends IdentityService {
+  /** The user for an email and password, or null; takes the same time whether or not the email exists. */
+  authenticate(email: string, password: string): Promise<User | null>;
+  setPassword(userId: string, password: string): Promise<void>;
+  checkPassword(password: string): void;
+  /** Validates and hashes a new user's fields, so the insert can happen inside a transaction. */
+  prepareUser(input: { email: string; password?: string; name?: string | null }): Promise<{ email: string; name: string | null; passwordHash: string | null }>;
+}
+
+export async function createIdentityService(store: IdentityStore, config: IdentityConfig): Promise<BuiltinIdentity> {
+  // Unknown emails are checked against this hash, so they cost what a wrong password costs.
+  const decoy = await hashPassword(randomBytes(16).toString('hex'), config.scrypt_cost);
+
+  const checkPassword = (password: string) => {
+    if (password.length < config.password_min_length) {
+      throw new WharfError('bad_request', `password must be at least ${config.password_min_length} characters`);
+    }
+  };
+
+  const prepareUser: BuiltinIdentity['prepareUser'] = async ({ email, password, name }) => {
+    if (!EMAIL.test(email.trim())) throw new WharfError('bad_request', 'email is not a valid address');
+    if (password !== undefined) checkPassword(password);
+    const passwordHash = password === undefined ? null : await hashPassword(password, config.scrypt_cost);
+    return { email: email.trim(), name: name?.trim() || null, passwordHash };
+  };
+
+  return {
+    async createUser(input) {
+      return store.insertUser(await prepareUser(input));
+    },
+    prepareUser,
+    createOrg({ name, slug, ownerId }) {
+      const trimmed = name.trim();
+      if (!trimmed) throw new WharfError('bad_request', 'name is required');
+      if (trimmed.length > 100) throw new WharfError('bad_request', 'name must be at most 100 characters');
+      return store.transaction(() => {
+        const org = store.insertOrg({ name: trimmed, slug });
+        store.setMember(org.id, ownerId, 'owner');
+        return org;
+      });
+    },
+    addMember: (orgId, userId, role) => store.setMember(orgId, userId, role),
+    findUserByEmail: (email) => store.credentialsByEmail(email)?.user,
+    getUser: (id) => store.userById(id),
+    getOrg: (idOrSlug) => store.org(idOrSlug),
+    roleOf: (userId, orgId) => store.role(userId, orgId),
+    orgsOf: (userId) => store.orgsOf(userId),
+    async authenticate(email, password) {
+      const found = store.credentialsByEmail(email);
+      const ok = await verifyPassword(password, found?.passwordHash ?? decoy);
+      return ok && found?.passwordHash ? found.user : null;
+    },
+    async setPassword(userId, password) {
+      checkPassword(password);
+      store.setPassword(userId, await hashPassword(password, config.scrypt_cost));
+      store.revokeUserSessions(userId);
+    },
+    checkPassword,
+  };
+}
