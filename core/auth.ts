@@ -58,17 +58,24 @@ export class AuthRegistry {
     return this.#resolvers.find((r) => r.name === resolverName)?.describe?.(principal);
   }
 
+  /**
+   * Resolves a token the way a bearer header would be, for operations that carry the token
+   * elsewhere (in the body, as `POST /api/files` does).
+   */
+  async resolveToken(token: string, ctx: Context): Promise<AuthResult> {
+    const resolver = this.#resolvers.find((r) => 'bearer' in r.source && r.source.bearer(token));
+    if (!resolver) return { failure: 'invalid' };
+    const principal = await resolver.resolve(token, ctx);
+    return principal ? { principal, resolver: resolver.name } : { failure: 'invalid', resolver: resolver.name };
+  }
+
   /** Bearer first (it is explicit), then cookies in registration order. */
   async resolve(ctx: Context): Promise<AuthResult> {
     const header = ctx.get('authorization');
     if (header) {
       const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
       if (!match?.[1]) return { failure: 'invalid' };
-      const token = match[1];
-      const resolver = this.#resolvers.find((r) => 'bearer' in r.source && r.source.bearer(token));
-      if (!resolver) return { failure: 'invalid' };
-      const principal = await resolver.resolve(token, ctx);
-      return principal ? { principal, resolver: resolver.name } : { failure: 'invalid', resolver: resolver.name };
+      return this.resolveToken(match[1], ctx);
     }
     for (const resolver of this.#resolvers) {
       if (!('cookie' in resolver.source)) continue;
