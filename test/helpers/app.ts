@@ -10,6 +10,7 @@ import { resolveConfig, type AnyPlugin } from '../../core/config.ts';
 import { start, type Running } from '../../core/lifecycle.ts';
 import { createLogger } from '../../core/logger.ts';
 import { builtinPlugins } from '../../plugins/index.ts';
+import { freePort } from './cli.ts';
 
 export interface TestApp {
   running: Running;
@@ -41,10 +42,11 @@ export interface StartOptions {
 
 export async function startApp(toml = '', options: StartOptions = {}): Promise<TestApp> {
   const dataDir = options.dataDir ?? tempDir();
+  // A known port (not 0) so the derived public URL is the one clients really use.
   const config = resolveConfig(options.plugins ?? builtinPlugins, {
     toml: { text: toml, file: 'test.toml' },
     env: options.env ?? {},
-    flags: { listen: '127.0.0.1:0', dataDir },
+    flags: { listen: `127.0.0.1:${await freePort()}`, dataDir },
   });
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({
