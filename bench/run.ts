@@ -5,6 +5,7 @@
  */
 const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   healthz: () => import('./healthz.ts'),
+  auth: () => import('./auth.ts'),
 };
 
 const wanted = process.argv.slice(2);

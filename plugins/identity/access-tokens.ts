@@ -3,6 +3,7 @@
  * audience `wharf-cli`, naming the user and the organization approved at sign-in, one hour.
  */
 import { SignJWT, errors as joseErrors, jwtVerify } from 'jose';
+import { VerifiedTokens } from '../../core/cache.ts';
 import type { Keys } from '../../core/keys.ts';
 
 export const CLI_AUDIENCE = 'wharf-cli';
@@ -18,6 +19,7 @@ export class AccessTokens {
   readonly #keys: Keys;
   readonly #issuer: string;
   readonly #ttl: number;
+  readonly #verified = new VerifiedTokens<AccessClaims>();
 
   constructor(keys: Keys, issuer: string, ttlSeconds: number) {
     this.#keys = keys;
@@ -43,6 +45,8 @@ export class AccessTokens {
 
   /** The claims of a valid token, or null (bad signature, expired, wrong issuer or audience). */
   async verify(token: string): Promise<AccessClaims | null> {
+    const cached = this.#verified.get(token);
+    if (cached) return cached;
     try {
       const { payload } = await jwtVerify(token, this.#keys.verifyKey, {
         issuer: this.#issuer,
@@ -50,8 +54,10 @@ export class AccessTokens {
         algorithms: ['EdDSA'],
         typ: 'at+jwt',
       });
-      if (typeof payload.sub !== 'string') return null;
-      return { userId: payload.sub, orgId: typeof payload.org === 'string' ? payload.org : null };
+      if (typeof payload.sub !== 'string' || typeof payload.exp !== 'number') return null;
+      const claims = { userId: payload.sub, orgId: typeof payload.org === 'string' ? payload.org : null };
+      this.#verified.set(token, claims, payload.exp);
+      return claims;
     } catch (err) {
       if (err instanceof joseErrors.JOSEError) return null;
       throw err;

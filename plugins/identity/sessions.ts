@@ -6,6 +6,7 @@
 import type { Context } from 'koa';
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
 import type { CoreConfig } from '../../core/config.ts';
+import { VerifiedTokens } from '../../core/cache.ts';
 import { WharfError } from '../../core/errors.ts';
 import type { Keys } from '../../core/keys.ts';
 import { randomToken, sha256Hex } from '../../core/tokens.ts';
@@ -16,7 +17,6 @@ import type { SessionPrincipal } from './types.ts';
 export const SESSION_COOKIE = '__session';
 const AUDIENCE = 'wharf:session';
 const TOUCH_EVERY_MS = 60_000;
-const CACHE_LIMIT = 10_000;
 
 interface Claims {
   sid: string;
@@ -31,8 +31,7 @@ export class SessionManager {
   readonly #config: IdentityConfig;
   readonly #issuer: string;
   readonly #secure: boolean;
-  /** Verified tokens, so a busy dashboard does not pay a signature check per request. */
-  readonly #verified = new Map<string, Claims>();
+  readonly #verified = new VerifiedTokens<Claims>();
 
   constructor(store: IdentityStore, keys: Keys, config: IdentityConfig, core: CoreConfig) {
     this.#store = store;
@@ -78,15 +77,13 @@ export class SessionManager {
   }
 
   async #verify(token: string): Promise<Claims | null> {
-    const now = Math.floor(Date.now() / 1000);
     const cached = this.#verified.get(token);
-    if (cached) return cached.exp > now ? cached : null;
+    if (cached) return cached;
     try {
       const { payload } = await jwtVerify(token, this.#keys.verifyKey, { issuer: this.#issuer, audience: AUDIENCE, algorithms: ['EdDSA'] });
-      if (typeof payload.sid !== 'string' || typeof payload.sub !== 'string') return null;
-      const claims = { sid: payload.sid, sub: payload.sub, iat: payload.iat ?? now, exp: payload.exp ?? now };
-      if (this.#verified.size >= CACHE_LIMIT) this.#verified.delete(this.#verified.keys().next().value!);
-      this.#verified.set(token, claims);
+      if (typeof payload.sid !== 'string' || typeof payload.sub !== 'string' || typeof payload.exp !== 'number') return null;
+      const claims = { sid: payload.sid, sub: payload.sub, iat: payload.iat ?? 0, exp: payload.exp };
+      this.#verified.set(token, claims, claims.exp);
       return claims;
     } catch (err) {
       if (err instanceof joseErrors.JOSEError) return null;

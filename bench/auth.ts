@@ -1,0 +1,79 @@
+/**
+ * The cost of authentication (issue 3): requests per second of `GET /api/cli/me` with a
+ * dashboard cookie and with a command-line OAuth bearer, as ratios to `GET /healthz` of the
+ * same server in the same run; and the sign-in time the default scrypt cost gives.
+ * Usage: node bench/run.ts auth
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadKeys } from '../core/keys.ts';
+import { AccessTokens } from '../plugins/identity/access-tokens.ts';
+import { ensureBinary, fmt, median, startServer, wrk } from './lib.ts';
+
+export async function run(options: { rounds?: number; seconds?: number; logins?: number } = {}): Promise<string> {
+  const rounds = options.rounds ?? 3;
+  const seconds = options.seconds ?? 5;
+  const logins = options.logins ?? 15;
+  const bin = ensureBinary();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-auth-'));
+  const email = 'bench@example.test';
+  const password = 'benchmark password';
+  const created = JSON.parse(
+    execFileSync(bin, ['admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], { encoding: 'utf8' }),
+  ) as { user: { id: string }; org: { id: string } };
+  const server = await startServer({ name: 'wharf', argsFor: (port) => [bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]] });
+  try {
+    const loginMs: number[] = [];
+    let cookie = '';
+    for (let i = 0; i < logins; i++) {
+      const t = performance.now();
+      const res = await fetch(`${server.url}/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin: server.url },
+        body: JSON.stringify({ email, password }),
+      });
+      loginMs.push(performance.now() - t);
+      if (res.status !== 200) throw new Error(`login: ${res.status} ${await res.text()}`);
+      cookie = res.headers.getSetCookie()[0]!.split(';')[0]!;
+    }
+    const bearer = await new AccessTokens(loadKeys(dataDir), server.url, 3600).issue({ userId: created.user.id, orgId: created.org.id });
+    for (const headers of [{ cookie }, { authorization: `Bearer ${bearer}` }]) {
+      const check = await fetch(`${server.url}/api/cli/me`, { headers });
+      if (check.status !== 200) throw new Error(`/api/cli/me with ${Object.keys(headers)[0]}: ${check.status}`);
+    }
+    const cases: { name: string; url: string; headers: Record<string, string> }[] = [
+      { name: 'GET /healthz (no credential)', url: '/healthz', headers: {} },
+      { name: 'GET /api/cli/me, __session cookie', url: '/api/cli/me', headers: { cookie } },
+      { name: 'GET /api/cli/me, OAuth bearer', url: '/api/cli/me', headers: { authorization: `Bearer ${bearer}` } },
+    ];
+    const rps = new Map(cases.map((c) => [c.name, [] as number[]]));
+    const p99 = new Map(cases.map((c) => [c.name, [] as number[]]));
+    for (let round = 0; round < rounds; round++) {
+      for (const c of cases) {
+        wrk(server.url + c.url, { seconds: 1, headers: c.headers });
+        const r = wrk(server.url + c.url, { seconds, headers: c.headers });
+        if (r.errors) throw new Error(`${c.name}: ${r.errors} errors`);
+        rps.get(c.name)!.push(r.rps);
+        p99.get(c.name)!.push(r.p99ms);
+      }
+    }
+    const base = median(rps.get(cases[0]!.name)!);
+    const lines = ['| request | req/s (median) | ratio to /healthz | p99 (ms) |', '|---|---|---|---|'];
+    for (const c of cases) {
+      const r = median(rps.get(c.name)!);
+      lines.push(`| ${c.name} | ${fmt(r, 0)} | ${fmt(r / base)} | ${fmt(median(p99.get(c.name)!))} |`);
+    }
+    lines.push(
+      '',
+      `sign-in (POST /auth/login, scrypt N=32768 r=8 p=1): median ${fmt(median(loginMs), 0)} ms, max ${fmt(Math.max(...loginMs), 0)} ms over ${logins} sign-ins`,
+      '',
+      `(${rounds} rounds of ${seconds} s per request, interleaved; wrk -t1 -c50; the single executable)`,
+    );
+    return lines.join('\n');
+  } finally {
+    await server.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
