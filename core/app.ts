@@ -22,6 +22,8 @@ export interface HttpAppParts {
   metricsEnabled: boolean;
   /** Readiness of the database and every plugin, by name. */
   readiness(): Promise<Record<string, boolean>>;
+  /** The OpenAPI document of the declared operations. */
+  openapi(): Record<string, unknown>;
 }
 
 /** Where the core's body parser sits among plugin middleware priorities. */
@@ -73,5 +75,8 @@ function healthRoutes(parts: HttpAppParts): RouteGroup {
       ctx.body = await parts.metrics.metrics();
     });
   }
-  return { prefixes: ['/healthz', '/readyz', '/metrics'], envelope: 'plain', router };
+  router.get('/api/openapi.json', (ctx) => {
+    ctx.body = parts.openapi();
+  });
+  return { prefixes: ['/healthz', '/readyz', '/metrics', '/api/openapi.json'], envelope: 'plain', router };
 }

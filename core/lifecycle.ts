@@ -9,6 +9,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type Koa from 'koa';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { createHttpApp } from './app.ts';
+import { ApiRegistry } from './api.ts';
 import { AuthRegistry } from './auth.ts';
 import type { AnyPlugin, ResolvedConfig } from './config.ts';
 import { type Database, type MigrationSet, migrate, openDatabase } from './db.ts';
@@ -26,6 +27,8 @@ export class BootError extends Error {
 
 export interface Running {
   config: ResolvedConfig;
+  /** Operations declared with schemas (the OpenAPI document). */
+  api: ApiRegistry;
   app: Koa;
   db: Database;
   keys: Keys;
@@ -83,6 +86,7 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
   const metrics = new Registry();
   collectDefaultMetrics({ register: metrics, prefix: 'wharf_' });
   const auth = new AuthRegistry();
+  const api = new ApiRegistry();
   const services: Partial<Record<string, unknown>> = {};
   try {
     try {
@@ -102,6 +106,7 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
           log: log.child({ plugin: plugin.name }),
           keys,
           auth,
+          api,
           metrics,
           use(name) {
             if (!deps.has(name)) throw new Error(`plugin ${plugin.name} uses "${String(name)}" without declaring it in dependsOn`);
@@ -129,6 +134,13 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
     bodyLimit: core.server.body_limit_bytes,
     trustProxy: core.server.trust_proxy,
     metricsEnabled: core.server.metrics,
+    openapi: () =>
+      api.document({
+        title: 'Wharf API',
+        version: '1.0.0',
+        description: 'File storage (apps, tokens, files, uploads) and the messaging gateway (sessions, messages, webhooks), one server.',
+        serverUrl: core.server.public_url,
+      }),
     async readiness() {
       const checks: Record<string, boolean> = {};
       try {
@@ -176,6 +188,7 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
   let closing: Promise<void> | undefined;
   const running: Running = {
     config,
+    api,
     app,
     db,
     keys,

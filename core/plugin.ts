@@ -7,6 +7,7 @@ import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import type { Argv } from 'yargs';
 import type { z } from 'zod';
+import type { ApiRegistry } from './api.ts';
 import type { AuthRegistry } from './auth.ts';
 import type { Database } from './db.ts';
 import type { Envelope } from './errors.ts';
@@ -62,6 +63,8 @@ export interface PluginContext<C> {
   log: Logger;
   keys: Keys;
   auth: AuthRegistry;
+  /** Operations declared with schemas: validation and the OpenAPI document. */
+  api: ApiRegistry;
   metrics: Registry;
   /** The service of a plugin this one declared in `dependsOn`. */
   use<K extends keyof Services>(name: K): Services[K];
