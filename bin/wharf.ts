@@ -13,6 +13,7 @@ import { ConfigError, resolveConfig, type AnyPlugin, type ConfigSources, type Re
 import type { CommandContext, PluginCommand } from '../core/plugin.ts';
 import { WharfError } from '../core/errors.ts';
 import { builtinPlugins } from '../plugins/index.ts';
+import { addClientCommands } from '../client/commands.ts';
 
 interface GlobalArgs {
   config?: string;
@@ -218,6 +219,7 @@ export async function main(argv: string[], plugins: readonly AnyPlugin[] = built
       const v = await versions();
       process.stdout.write(args.json ? `${JSON.stringify(v)}\n` : `wharf ${v.wharf}\nnode ${v.node}\nsqlite ${v.sqlite}\n`);
     });
+  addClientCommands(cli as unknown as Argv);
   addPluginCommands(cli as unknown as Argv<GlobalArgs>, plugins);
   await cli
     .demandCommand(1, 'name a command (see wharf --help)')

@@ -1,0 +1,85 @@
+/**
+ * The client commands of `wharf`: sign-in and identity (`login`, `logout`, `whoami`). They
+ * talk to an instance over HTTP and never open a database.
+ */
+import type { Argv } from 'yargs';
+import { credentialsPath, normalizeInstance, readCredentials, writeCredentials } from './credentials.ts';
+import { Client, ClientError } from './http.ts';
+import { login } from './login.ts';
+
+export interface ClientArgs {
+  instance?: string;
+  org?: string;
+  json?: boolean;
+}
+
+/** The instance a command talks to: --instance, WHARF_INSTANCE, or the last one signed in to. */
+export function instanceOf(args: ClientArgs): string {
+  const chosen = args.instance ?? process.env.WHARF_INSTANCE ?? readCredentials().current;
+  if (!chosen) throw new ClientError('no instance: give --instance URL (or sign in first with wharf login --instance URL)');
+  return normalizeInstance(chosen);
+}
+
+export function clientFor(args: ClientArgs): Client {
+  return new Client({ instance: instanceOf(args), org: args.org });
+}
+
+function out(args: ClientArgs, text: string, json: unknown): void {
+  process.stdout.write(args.json ? `${JSON.stringify(json)}\n` : `${text}\n`);
+}
+
+/** Runs a client command body, turning a ClientError into one line on stderr and exit 1. */
+export function run<A extends ClientArgs>(fn: (args: A) => Promise<void>): (args: object) => Promise<void> {
+  return async (args) => {
+    try {
+      await fn(args as A);
+    } catch (err) {
+      if (err instanceof ClientError) {
+        process.stderr.write(`wharf: ${err.message}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      throw err;
+    }
+  };
+}
+
+export function addClientCommands(cli: Argv): void {
+  cli
+    .option('instance', { type: 'string', describe: 'Wharf instance URL for client commands (or WHARF_INSTANCE)', global: true })
+    .option('org', { type: 'string', describe: 'Organization (id or slug) client commands act in (X-Service-Org)', global: true })
+    .command(
+      'login',
+      'Sign in to an instance with the device flow',
+      {},
+      run<ClientArgs>(async (args) => {
+        const instance = instanceOf(args);
+        const me = await login({ instance, say: (line) => process.stderr.write(`${line}\n`) });
+        out(args, `Signed in to ${instance} as ${me.email ?? me.userId} (organizations: ${me.orgs.map((o) => o.slug ?? o.id).join(', ') || 'none'})`, me);
+      }),
+    )
+    .command(
+      'logout',
+      'Forget the sign-in to an instance',
+      {},
+      run<ClientArgs>(async (args) => {
+        const instance = instanceOf(args);
+        const file = readCredentials();
+        const had = instance in file.instances;
+        delete file.instances[instance];
+        if (file.current === instance) file.current = Object.keys(file.instances)[0] ?? null;
+        writeCredentials(file);
+        out(args, had ? `Signed out of ${instance}` : `Not signed in to ${instance}`, { instance, signedOut: had });
+      }),
+    )
+    .command(
+      'whoami',
+      'Show the signed-in user and its organizations',
+      {},
+      run<ClientArgs>(async (args) => {
+        const client = clientFor(args);
+        const me = await client.request<{ kind: string; userId: string; email: string | null; name: string | null; orgs: { id: string; slug: string | null; name: string }[] }>('GET', '/api/cli/me');
+        out(args, `${me.email ?? me.userId}${me.name ? ` (${me.name})` : ''} on ${client.instance}\norganizations: ${me.orgs.map((o) => `${o.slug ?? o.id} (${o.name})`).join(', ') || 'none'}\ncredentials: ${credentialsPath()}`, me);
+      }),
+    );
+}
