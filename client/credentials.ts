@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { ClientError } from './errors.ts';
 
 export interface InstanceCredentials {
   accessToken: string;
@@ -33,7 +34,7 @@ export function readCredentials(file = credentialsPath()): CredentialsFile {
     return { current: parsed.current ?? null, instances: parsed.instances ?? {} };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { current: null, instances: {} };
-    throw new Error(`cannot read ${file}: ${(err as Error).message}`);
+    throw new ClientError(`cannot read ${file}: ${(err as Error).message}`);
   }
 }
 
@@ -51,8 +52,8 @@ export function normalizeInstance(url: string): string {
   try {
     parsed = new URL(url);
   } catch {
-    throw new Error(`not a URL: ${url}`);
+    throw new ClientError(`not a URL: ${url}`);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error(`instance must be http or https: ${url}`);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new ClientError(`instance must be http or https: ${url}`);
   return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`;
 }

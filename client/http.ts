@@ -5,15 +5,9 @@
 import pkg from '../package.json' with { type: 'json' };
 import { type CredentialsFile, type InstanceCredentials, readCredentials, writeCredentials } from './credentials.ts';
 
-/** A failure to show the user: one line, exit code 1. */
-export class ClientError extends Error {
-  readonly status: number | undefined;
-  constructor(message: string, status?: number) {
-    super(message);
-    this.name = 'ClientError';
-    this.status = status;
-  }
-}
+import { ClientError } from './errors.ts';
+
+export { ClientError };
 
 export interface ClientOptions {
   instance: string;

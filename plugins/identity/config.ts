@@ -65,7 +65,7 @@ export const identityConfig = z.strictObject({
   setup_link_ttl_minutes: z.int().min(1).default(60).describe('How long the first-start setup link stays valid, in minutes.'),
   min_cli_version: z.string().default('0.1.0').describe('Oldest command-line client version the server supports (minCliVersion in /api/cli/config).'),
   cli_client_id: z.string().min(1).default('wharf-cli').describe('OAuth client id of the command-line client in built-in mode.'),
-  device_code_ttl_seconds: z.int().min(60).default(600).describe('How long a device code can be approved and redeemed, in seconds.'),
+  device_code_ttl_seconds: z.int().min(1).default(600).describe('How long a device code can be approved and redeemed, in seconds.'),
   device_poll_interval_seconds: z.int().min(1).default(5).describe('Minimum seconds between two token polls of one device code; faster polls get slow_down.'),
   access_token_ttl_seconds: z.int().min(60).default(3600).describe('Lifetime of command-line access tokens (JWT), in seconds.'),
   refresh_token_ttl_days: z.int().min(1).default(30).describe('Lifetime of command-line refresh tokens, in days.'),

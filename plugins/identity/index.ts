@@ -10,9 +10,13 @@ import { AccessTokens, JWT_SHAPE } from './access-tokens.ts';
 import { identityConfig, type IdentityConfig } from './config.ts';
 import { crossSiteGuard, LoginThrottle } from './guards.ts';
 import { migrations } from './migrations.ts';
+import { setupOidc } from './oidc.ts';
 import { authRoutes, setupRoutes } from './routes/auth.ts';
 import { cliRoutes } from './routes/cli.ts';
 import { orgRoutes } from './routes/orgs.ts';
+import { devicePageRoutes } from './routes/device-page.ts';
+import { oauthRoutes } from './routes/oauth.ts';
+import { DeviceFlow } from './device.ts';
 import { createIdentityService } from './service.ts';
 import { SESSION_COOKIE, SessionManager } from './sessions.ts';
 import { IdentityStore } from './store.ts';
@@ -108,7 +112,8 @@ export default definePlugin({
     const accessTokens = new AccessTokens(keys, core.server.public_url, config.access_token_ttl_seconds);
     const publicOrigin = new URL(core.server.public_url).origin;
 
-    if (config.mode === 'oidc') throw new Error('mode "oidc" needs [plugins.identity.oidc]; not available in this build yet');
+    // External OpenID Connect mode has its own resolvers and routes; everything below is built-in mode only.
+    if (config.mode === 'oidc') return setupOidc({ config, core, store, identity, auth, log, orgOverride: withOrgOverride });
 
     auth.register({
       name: 'identity:session-cookie',
@@ -148,6 +153,8 @@ export default definePlugin({
     }, 3_600_000);
     prune.unref();
 
+    const deviceFlow = new DeviceFlow({ db, store, accessTokens, config, publicUrl: core.server.public_url });
+
     return {
       service: identity satisfies IdentityService,
       notices,
@@ -162,6 +169,8 @@ export default definePlugin({
         { prefixes: ['/auth'], envelope: 'plain', router: authRoutes(deps) },
         { prefixes: ['/setup'], envelope: 'plain', router: setupRoutes(deps) },
         { prefixes: ['/api/orgs'], envelope: 'plain', router: orgRoutes(store, identity) },
+        { prefixes: ['/oauth'], envelope: 'plain', router: oauthRoutes(deviceFlow) },
+        { prefixes: ['/device'], envelope: 'plain', router: devicePageRoutes({ ...deps, flow: deviceFlow }) },
         {
           prefixes: ['/api/cli'],
           envelope: 'plain',

@@ -53,4 +53,45 @@ export const migrations: Migration[] = [
       `);
     },
   },
+  {
+    id: '002-device-flow',
+    up(db) {
+      db.exec(`
+        -- RFC 8628 device authorization requests. code_hash: SHA-256 of the device code;
+        -- user_code_hash: SHA-256 of the user code normalized to its 8 letters (no dash).
+        CREATE TABLE identity_device_codes (
+          code_hash TEXT PRIMARY KEY,
+          user_code_hash TEXT NOT NULL UNIQUE,
+          client_id TEXT NOT NULL,
+          scope TEXT,
+          status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'approved', 'denied', 'redeemed')),
+          user_id TEXT REFERENCES identity_users(id) ON DELETE CASCADE,
+          org_id TEXT REFERENCES identity_orgs(id) ON DELETE SET NULL,
+          interval_seconds INTEGER NOT NULL,
+          last_polled_at TEXT,
+          created_at TEXT NOT NULL,
+          expires_at TEXT NOT NULL,
+          decided_at TEXT,
+          redeemed_at TEXT
+        );
+        CREATE INDEX identity_device_codes_by_expiry ON identity_device_codes (expires_at);
+        -- Command-line refresh tokens. token_hash: SHA-256 of the opaque token. A family is one
+        -- sign-in and every token rotated from it; used_at marks a spent token, whose reuse
+        -- revokes the family.
+        CREATE TABLE identity_refresh_tokens (
+          token_hash TEXT PRIMARY KEY,
+          family_id TEXT NOT NULL,
+          user_id TEXT NOT NULL REFERENCES identity_users(id) ON DELETE CASCADE,
+          org_id TEXT REFERENCES identity_orgs(id) ON DELETE SET NULL,
+          client_id TEXT NOT NULL,
+          created_at TEXT NOT NULL,
+          expires_at TEXT NOT NULL,
+          used_at TEXT,
+          revoked_at TEXT
+        );
+        CREATE INDEX identity_refresh_tokens_by_family ON identity_refresh_tokens (family_id);
+        CREATE INDEX identity_refresh_tokens_by_expiry ON identity_refresh_tokens (expires_at);
+      `);
+    },
+  },
 ];

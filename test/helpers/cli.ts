@@ -20,6 +20,27 @@ export function wharf(args: string[], options: { cwd?: string; env?: NodeJS.Proc
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+/**
+ * `wharf ...args` from source, asynchronously: for client commands that talk to a server running
+ * in this same process (spawnSync would block that server and deadlock).
+ */
+export function wharfAsync(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [sourceEntry, ...args], { cwd: options.cwd ?? root, env: { ...cleanEnv(), ...options.env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.once('error', reject);
+    child.once('exit', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+    child.stdin.end(options.input ?? '');
+  });
+}
+
 /** The environment without WHARF_* variables of the developer's shell. */
 export function cleanEnv(): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('WHARF_')));

@@ -1,0 +1,9 @@
+/** A failure to show the user of the command line: one line, exit code 1. */
+export class ClientError extends Error {
+  readonly status: number | undefined;
+  constructor(message: string, status?: number) {
+    super(message);
+    this.name = 'ClientError';
+    this.status = status;
+  }
+}

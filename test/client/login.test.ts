@@ -1,0 +1,103 @@
+/** `wharf login`, `whoami`, `logout` as a user runs them, against a running instance. */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startApp, tempDir, type TestApp } from '../helpers/app.ts';
+import { cleanEnv, root, wharfAsync as wharf } from '../helpers/cli.ts';
+import { identityOf, signIn, type SignedIn } from '../helpers/identity.ts';
+
+let app: TestApp;
+let user: SignedIn;
+
+beforeAll(async () => {
+  app = await startApp('[plugins.identity]\nscrypt_cost = 1024\ndevice_poll_interval_seconds = 1\n');
+  user = await signIn(app, { orgName: 'CLI Org' });
+});
+afterAll(() => app.close());
+
+/** Runs `wharf login`, approves (or denies) the code it prints, and resolves with its outcome. */
+function loginAs(configHome: string, approve: boolean): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(root, 'bin/wharf.ts'), 'login', '--instance', app.url], {
+      env: { ...cleanEnv(), XDG_CONFIG_HOME: configHome },
+    });
+    let stdout = '';
+    let stderr = '';
+    let decided = false;
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', async (d) => {
+      stderr += d;
+      const code = /confirm the code ([A-Z]{4}-[A-Z]{4})/.exec(stderr)?.[1];
+      if (!code || decided) return;
+      decided = true;
+      const res = await app.request('POST', '/oauth/device/approve', { body: { user_code: code, orgId: user.orgId, approve }, headers: user.headers });
+      if (res.status !== 200) reject(new Error(`approve: ${res.status} ${res.text}`));
+    });
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('wharf login', () => {
+  it('signs in with the device flow, keeps the tokens 0600, and whoami uses them', async () => {
+    const home = tempDir();
+    const r = await loginAs(home, true);
+    expect(r.stderr).toMatch(new RegExp(`^Open ${app.url}/device\\?user_code=[A-Z]{4}-[A-Z]{4} and confirm the code`));
+    expect(r.code, r.stderr + r.stdout).toBe(0);
+    expect(r.stdout).toBe(`Signed in to ${app.url} as ${user.email} (organizations: cli-org)\n`);
+    const file = path.join(home, 'wharf', 'credentials.json');
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    const saved = JSON.parse(fs.readFileSync(file, 'utf8'));
+    expect(saved.current).toBe(app.url);
+    expect(saved.instances[app.url]).toMatchObject({ accessToken: expect.stringMatching(/^eyJ/), refreshToken: expect.any(String), user: { userId: user.userId } });
+
+    const env = { XDG_CONFIG_HOME: home };
+    const me = await wharf(['whoami', '--json'], { env });
+    expect(me.status).toBe(0);
+    expect(JSON.parse(me.stdout)).toMatchObject({ kind: 'oauth', userId: user.userId, email: user.email });
+
+    // An expired access token is refreshed (and the refresh token rotated) without the user noticing.
+    saved.instances[app.url].expiresAt = Date.now() - 1000;
+    fs.writeFileSync(file, JSON.stringify(saved));
+    const refreshed = await wharf(['whoami', '--json'], { env });
+    expect(refreshed.status).toBe(0);
+    const after = JSON.parse(fs.readFileSync(file, 'utf8')).instances[app.url];
+    expect(after.refreshToken).not.toBe(saved.instances[app.url].refreshToken);
+    expect(after.expiresAt).toBeGreaterThan(Date.now());
+
+    // A password reset ends command-line sign-ins too: the next refresh fails with a clear message.
+    await (identityOf(app) as unknown as { setPassword(id: string, pw: string): Promise<void> }).setPassword(user.userId, 'reset by an admin');
+    const expired = JSON.parse(fs.readFileSync(file, 'utf8'));
+    expired.instances[app.url].expiresAt = Date.now() - 1000;
+    fs.writeFileSync(file, JSON.stringify(expired));
+    const refused = await wharf(['whoami'], { env });
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toMatch(/^wharf: the sign-in to .* has expired \(invalid_grant\); run wharf login\n$/);
+    user = await signIn(app, { orgName: 'CLI Org 2' });
+
+    const out = await wharf(['logout'], { env });
+    expect(out.stdout).toBe(`Signed out of ${app.url}\n`);
+    expect(JSON.parse(fs.readFileSync(file, 'utf8')).instances).toEqual({});
+    const none = await wharf(['whoami'], { env });
+    expect(none.status).toBe(1);
+    expect(none.stderr).toBe('wharf: no instance: give --instance URL (or sign in first with wharf login --instance URL)\n');
+  });
+
+  it('reports a denied sign-in and an unreachable or wrong instance in one line', async () => {
+    const home = tempDir();
+    const denied = await loginAs(home, false);
+    expect(denied.code).toBe(1);
+    expect(denied.stderr).toMatch(/wharf: the sign-in was denied\n$/);
+    expect(fs.existsSync(path.join(home, 'wharf', 'credentials.json'))).toBe(false);
+
+    const unreachable = await wharf(['login', '--instance', 'http://127.0.0.1:9'], { env: { XDG_CONFIG_HOME: home } });
+    expect(unreachable.status).toBe(1);
+    expect(unreachable.stderr).toMatch(/^wharf: cannot reach http:\/\/127\.0\.0\.1:9: /);
+    const notWharf = await wharf(['login', '--instance', `${app.url}/healthz`], { env: { XDG_CONFIG_HOME: home } });
+    expect(notWharf.status).toBe(1);
+    expect(notWharf.stderr).toMatch(/is not a Wharf instance/);
+    const badUrl = await wharf(['whoami', '--instance', 'ftp://x'], { env: { XDG_CONFIG_HOME: home } });
+    expect(badUrl.status).toBe(1);
+    expect(badUrl.stderr).toBe('wharf: instance must be http or https: ftp://x\n');
+  });
+});
