@@ -185,9 +185,10 @@ if [ ${#need[@]} -gt 0 ]; then
   log "installing packages: ${need[*]} (log: $INSTALL_LOG)"
   export DEBIAN_FRONTEND=noninteractive
   : >"$INSTALL_LOG"
-  apt-get update >>"$INSTALL_LOG" 2>&1 </dev/null 9>&- \
+  # /tmp/wharf-apt.lock serialises every apt-get the tests run (test/helpers/browser.ts too).
+  flock /tmp/wharf-apt.lock apt-get -o DPkg::Lock::Timeout=600 update >>"$INSTALL_LOG" 2>&1 </dev/null 9>&- \
     || fail "apt-get update failed" "$INSTALL_LOG"
-  apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=300 "${need[@]}" >>"$INSTALL_LOG" 2>&1 </dev/null 9>&- \
+  flock /tmp/wharf-apt.lock apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=600 "${need[@]}" >>"$INSTALL_LOG" 2>&1 </dev/null 9>&- \
     || fail "apt-get install ${need[*]} failed" "$INSTALL_LOG"
   for c in radosgw ceph-mon ceph-osd ceph radosgw-admin monmaptool curl; do
     command -v "$c" >/dev/null || fail "$c still missing after apt-get install" "$INSTALL_LOG"
