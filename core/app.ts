@@ -32,7 +32,9 @@ export const BODY_PARSER_PRIORITY = 500;
 export const AUTH_PRIORITY = 0;
 
 export function createHttpApp(parts: HttpAppParts): Koa {
-  const app = new Koa({ proxy: parts.trustProxy });
+  // Behind a proxy, only the address the proxy itself appended is believed: a client can put
+  // anything in the X-Forwarded-For it sends.
+  const app = new Koa({ proxy: parts.trustProxy, maxIpsCount: parts.trustProxy ? 1 : 0 });
   app.silent = true;
   const rootLog = parts.log;
   Object.defineProperty(app.context, 'log', {

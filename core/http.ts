@@ -32,10 +32,12 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Picks a route group for a path: the longest prefix that matches on a segment boundary. */
 export function envelopeFinder(groups: readonly Pick<RouteGroup, 'prefixes' | 'envelope'>[]) {
+  // Case-insensitive, as the router matches paths.
   const table = groups
-    .flatMap((g) => g.prefixes.map((prefix) => ({ prefix: prefix.replace(/\/+$/, ''), envelope: g.envelope })))
+    .flatMap((g) => g.prefixes.map((prefix) => ({ prefix: prefix.replace(/\/+$/, '').toLowerCase(), envelope: g.envelope })))
     .sort((a, b) => b.prefix.length - a.prefix.length);
-  return function envelopeFor(path: string): Envelope {
+  return function envelopeFor(rawPath: string): Envelope {
+    const path = rawPath.toLowerCase();
     for (const { prefix, envelope } of table) {
       if (path === prefix || path.startsWith(`${prefix}/`) || prefix === '') return envelope;
     }

@@ -18,6 +18,7 @@ describe('errors answer in the route group envelope', () => {
     ['POST', '/msg/echo', '{"a":', 400, { success: false, message: expect.stringMatching(/^Malformed JSON body/) }],
     ['GET', '/plain/nowhere', undefined, 404, { error: 'Not found' }],
     ['GET', '/msg/nowhere', undefined, 404, { success: false, error: 'Not found' }],
+    ['GET', '/MSG/Nowhere', undefined, 404, { success: false, error: 'Not found' }],
     ['DELETE', '/plain/echo', undefined, 405, { error: 'Method DELETE is not allowed here (allowed: POST)' }],
     ['DELETE', '/msg/echo', undefined, 405, { success: false, message: 'Method DELETE is not allowed here (allowed: POST)' }],
     ['GET', '/plain/missing', undefined, 404, { error: 'Session not found' }],
@@ -121,5 +122,25 @@ describe('request log, health and metrics', () => {
     expect(metrics).toMatch(/wharf_http_requests_total\{method="GET",route="\/example\/hello",status="200"\} \d+/);
     expect(metrics).toMatch(/wharf_http_request_duration_seconds_bucket/);
     expect(metrics).toMatch(/wharf_process_resident_memory_bytes/);
+  });
+});
+
+describe('behind a reverse proxy', () => {
+  it('believes only the address the proxy appended to X-Forwarded-For', async () => {
+    const proxied = await startApp('[server]\ntrust_proxy = true\n', { plugins: [probePlugin] });
+    const direct = await startApp('', { plugins: [probePlugin] });
+    try {
+      const ipOf = (koa: typeof proxied.running.app) =>
+        koa.createContext(
+          { headers: { 'x-forwarded-for': '6.6.6.6, 10.0.0.7' }, socket: { remoteAddress: '127.0.0.1' }, url: '/', method: 'GET' } as never,
+          { getHeader() {}, setHeader() {}, removeHeader() {} } as never,
+        ).ip;
+      // The client wrote 6.6.6.6; the proxy appended 10.0.0.7, the address it saw.
+      expect(ipOf(proxied.running.app)).toBe('10.0.0.7');
+      expect(ipOf(direct.running.app)).toBe('127.0.0.1');
+    } finally {
+      await proxied.close();
+      await direct.close();
+    }
   });
 });
