@@ -6,6 +6,8 @@
 const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   healthz: () => import('./healthz.ts'),
   auth: () => import('./auth.ts'),
+  'rate-limit': () => import('./rate-limit.ts'),
+  messaging: () => import('./messaging.ts'),
 };
 
 const wanted = process.argv.slice(2);

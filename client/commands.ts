@@ -6,6 +6,7 @@ import type { Argv } from 'yargs';
 import { credentialsPath, normalizeInstance, readCredentials, writeCredentials } from './credentials.ts';
 import { Client, ClientError } from './http.ts';
 import { login } from './login.ts';
+import { addMessagingCommands } from './messaging.ts';
 
 export interface ClientArgs {
   instance?: string;
@@ -82,4 +83,5 @@ export function addClientCommands(cli: Argv): void {
         out(args, `${me.email ?? me.userId}${me.name ? ` (${me.name})` : ''} on ${client.instance}\norganizations: ${me.orgs.map((o) => `${o.slug ?? o.id} (${o.name})`).join(', ') || 'none'}\ncredentials: ${credentialsPath()}`, me);
       }),
     );
+  addMessagingCommands(cli);
 }

@@ -5,5 +5,7 @@
 import type { AnyPlugin } from '../core/config.ts';
 import example from './example/index.ts';
 import identity from './identity/index.ts';
+import rateLimit from './rate_limit/index.ts';
+import sessions from './sessions/index.ts';
 
-export const builtinPlugins: readonly AnyPlugin[] = [identity, example];
+export const builtinPlugins: readonly AnyPlugin[] = [identity, sessions, example, rateLimit];

@@ -1,0 +1,94 @@
+/**
+ * The messaging gateway (issue 6): requests per second of `POST /api/send-message` on a sandbox
+ * session (to another sandbox session, where it arrives as an inbound message with its receipts,
+ * and to an outside number, where it stays sent), and the cost of credential resolution: `GET
+ * /api/status` with a session API key and `GET /api/personal-access-tokens` with a personal
+ * access token. Each is a ratio to `GET /healthz` of the same server in the same run. The server
+ * runs from source (`node bin/wharf.ts serve`) with the rate_limit plugin disabled, so the figures
+ * are the gateway's own (bench/rate-limit.ts measures the limiter).
+ * Usage: node bench/run.ts messaging
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fmt, median, node, root, startServer, wrk } from './lib.ts';
+
+async function api(url: string, method: string, headers: Record<string, string>, body?: unknown): Promise<any> {
+  const init = { method, headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body) };
+  // A kept-alive connection from before a long wrk run may have been closed by the server: one retry.
+  const res = await fetch(url, init).catch(() => fetch(url, init));
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${text}`);
+  return JSON.parse(text);
+}
+
+export async function run(options: { rounds?: number; seconds?: number } = {}): Promise<string> {
+  const rounds = options.rounds ?? 3;
+  const seconds = options.seconds ?? 5;
+  const wharf = path.join(root, 'bin/wharf.ts');
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-messaging-'));
+  const email = 'bench@example.test';
+  const password = 'benchmark password';
+  execFileSync(node, [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], { encoding: 'utf8' });
+  const server = await startServer({
+    name: 'wharf',
+    argsFor: (port) => [node, [wharf, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
+    env: { WHARF_PLUGINS__RATE_LIMIT__ENABLED: 'false', WHARF_LOG__LEVEL: 'warn' },
+  });
+  try {
+    const login = await fetch(`${server.url}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', origin: server.url }, body: JSON.stringify({ email, password }) });
+    if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
+    const cookie = login.headers.getSetCookie()[0]!.split(';')[0]!;
+    const pat = (await api(`${server.url}/api/personal-access-tokens`, 'POST', { cookie, origin: server.url }, { name: 'bench' })).data.token as string;
+    const patHeaders = { authorization: `Bearer ${pat}` };
+    const sender = (await api(`${server.url}/api/sandbox-sessions`, 'POST', patHeaders, { name: 'Sender', account_protection: false, log_messages: true })).data;
+    const recipient = (await api(`${server.url}/api/sandbox-sessions`, 'POST', patHeaders, { name: 'Recipient' })).data;
+    const keyHeaders = { authorization: `Bearer ${sender.api_key}` };
+
+    const script = (to: string) => {
+      const file = path.join(dataDir, `send-${to.replace(/\D/g, '')}.lua`);
+      fs.writeFileSync(file, `wrk.method = "POST"\nwrk.body = '${JSON.stringify({ to, text: 'benchmark message' })}'\nwrk.headers["Content-Type"] = "application/json"\n`);
+      return file;
+    };
+    const toSandbox = script(recipient.phone_number);
+    const toOutside = script('+14155550100');
+    const probe = await api(`${server.url}/api/send-message`, 'POST', keyHeaders, { to: recipient.phone_number, text: 'probe' });
+    if (probe.data.status !== 'delivered') throw new Error(`probe send: ${JSON.stringify(probe)}`);
+
+    const cases: { name: string; url: string; headers: Record<string, string>; script?: string }[] = [
+      { name: 'GET /healthz (no credential)', url: '/healthz', headers: {} },
+      { name: 'GET /api/status, session API key', url: '/api/status', headers: keyHeaders },
+      { name: 'GET /api/personal-access-tokens, personal access token', url: '/api/personal-access-tokens', headers: patHeaders },
+      { name: 'POST /api/send-message, text to another sandbox session (delivered)', url: '/api/send-message', headers: keyHeaders, script: toSandbox },
+      { name: 'POST /api/send-message, text to an outside number (sent)', url: '/api/send-message', headers: keyHeaders, script: toOutside },
+    ];
+    const rps = new Map(cases.map((c) => [c.name, [] as number[]]));
+    const p99 = new Map(cases.map((c) => [c.name, [] as number[]]));
+    for (let round = 0; round < rounds; round++) {
+      for (const c of cases) {
+        const opts = { headers: c.headers, ...(c.script ? { script: c.script } : {}) };
+        wrk(server.url + c.url, { ...opts, seconds: 1 });
+        const r = wrk(server.url + c.url, { ...opts, seconds });
+        if (r.errors) throw new Error(`${c.name}: ${r.errors} errors`);
+        rps.get(c.name)!.push(r.rps);
+        p99.get(c.name)!.push(r.p99ms);
+      }
+    }
+    const sent = (await api(`${server.url}/api/whatsapp-sessions/${sender.id}/message-logs?per_page=1`, 'GET', patHeaders)).data.total as number;
+    const base = median(rps.get(cases[0]!.name)!);
+    const lines = ['| request | req/s (median) | ratio to /healthz | p99 (ms) |', '|---|---|---|---|'];
+    for (const c of cases) {
+      const r = median(rps.get(c.name)!);
+      lines.push(`| ${c.name} | ${fmt(r, 0)} | ${fmt(r / base)} | ${fmt(median(p99.get(c.name)!))} |`);
+    }
+    lines.push(
+      '',
+      `(${rounds} rounds of ${seconds} s per request, interleaved; wrk -t1 -c50; from source, rate_limit disabled, webhooks enabled with no webhook URL set; ${sent} messages logged by the end)`,
+    );
+    return lines.join('\n');
+  } finally {
+    await server.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}

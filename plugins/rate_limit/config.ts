@@ -1,0 +1,133 @@
+/**
+ * The rate_limit plugin's config: `[plugins.rate_limit]` and one table per rule,
+ * `[plugins.rate_limit.rules.<name>]`. The built-in rules have defaults and can be changed;
+ * rules of other names can be added. A request counts against the one rule whose prefix is
+ * the longest match for its path.
+ */
+import { z } from 'zod';
+
+/**
+ * Credential kinds a rule can give their own limit, as principal kinds in snake_case
+ * (`sessionKey` -> `session_key`). A kind not listed here (a future one) gets the rule's `limit`.
+ */
+export const KIND_NAMES = ['session', 'oauth', 'pat', 'session_key', 'app_token'] as const;
+export type KindName = (typeof KIND_NAMES)[number];
+
+/** Paths that are never limited: health, readiness and metrics (probes and scrapers must always get through). */
+export const EXEMPT_PATHS: readonly string[] = ['/healthz', '/readyz', '/metrics'];
+
+/** A prefix as it is compared with request paths: lowercase (the router ignores case), no trailing slash except `/` itself. */
+export function normalizePrefix(prefix: string): string {
+  const lower = prefix.toLowerCase().replace(/\/+$/, '');
+  return lower === '' ? '/' : lower;
+}
+
+function isExemptPrefix(prefix: string): boolean {
+  const p = normalizePrefix(prefix);
+  return EXEMPT_PATHS.some((exempt) => p === exempt || p.startsWith(`${exempt}/`));
+}
+
+const count = z.int().min(1).max(1_000_000_000);
+
+const prefix = z
+  .string()
+  .regex(/^\/[^\s?#*]*$/, { message: 'must be a path prefix starting with "/" (no wildcard, query or spaces), like "/api/files"', abort: true })
+  .refine((p) => !isExemptPrefix(p), 'health, readiness and metrics routes (/healthz, /readyz, /metrics) are never limited');
+
+const docs = {
+  prefixes:
+    'Path prefixes the rule covers, matched on whole segments and ignoring case; they share one counter per caller (so an alias cannot double the allowance). A request counts against the rule with the longest matching prefix. Rules of your own go in [plugins.rate_limit.rules.<name>] with prefixes and limit.',
+  limit: 'Requests allowed per window to each credential (one counter per PAT, session key, app token or user) of a kind without its own entry in `kinds`.',
+  anonymous: 'Requests allowed per window to each client address for calls without a valid credential (none, invalid, expired or revoked).',
+  kinds:
+    'Per-kind limits replacing `limit`, for example { pat = 120, session_key = 60 }. Kinds: session (dashboard cookie), oauth (command-line token), pat (personal access token), session_key (session API key), app_token (file-storage API token).',
+  window: "Window length of this rule, in seconds. Default: the plugin's window_seconds.",
+};
+/** The other built-in rules point at the first one's descriptions rather than repeat them. */
+const shortDocs: typeof docs = {
+  prefixes: 'Path prefixes this rule covers (as in rules.default).',
+  limit: 'Requests per window to each credential (as in rules.default).',
+  anonymous: 'Requests per window to each client address without a valid credential (as in rules.default).',
+  kinds: 'Per-kind limits replacing `limit` (as in rules.default).',
+  window: 'Window length of this rule, in seconds (as in rules.default).',
+};
+
+const windowSeconds = z.int().min(1).max(86_400).optional();
+const kinds = z.partialRecord(z.enum(KIND_NAMES), count).optional();
+
+/** A built-in rule: every field has a default, so it exists whatever the file says. */
+function builtinRule(defaults: { prefixes: string[]; limit: number; anonymous: number }, doc = shortDocs) {
+  return z
+    .strictObject({
+      prefixes: z.array(prefix).min(1).default(defaults.prefixes).describe(doc.prefixes),
+      limit: count.default(defaults.limit).describe(doc.limit),
+      anonymous: count.default(defaults.anonymous).describe(doc.anonymous),
+      kinds: kinds.describe(doc.kinds),
+      window_seconds: windowSeconds.describe(doc.window),
+    })
+    .prefault({});
+}
+
+/** A rule of the operator's own name: `prefixes` and `limit` are required (checked below, for a clearer message). */
+const customRule = z.strictObject({
+  prefixes: z.array(prefix).min(1).optional().describe(docs.prefixes),
+  limit: count.optional().describe(docs.limit),
+  anonymous: count.optional().describe(`${docs.anonymous} Default: limit.`),
+  kinds: kinds.describe(docs.kinds),
+  window_seconds: windowSeconds.describe(docs.window),
+});
+
+export const BUILTIN_RULES = ['default', 'send_message', 'sessions', 'files', 'login'] as const;
+
+const rules = z
+  .object({
+    default: builtinRule({ prefixes: ['/'], limit: 600, anonymous: 300 }, docs),
+    send_message: builtinRule({ prefixes: ['/api/send-message'], limit: 60, anonymous: 30 }),
+    sessions: builtinRule({ prefixes: ['/api/whatsapp-sessions', '/api/messaging-sessions'], limit: 120, anonymous: 60 }),
+    files: builtinRule({ prefixes: ['/api/files'], limit: 600, anonymous: 600 }),
+    login: builtinRule({ prefixes: ['/auth/login'], limit: 60, anonymous: 60 }),
+  })
+  .catchall(customRule)
+  .superRefine((value, ctx) => {
+    const owner = new Map<string, string>();
+    for (const [name, rule] of Object.entries(value) as [string, z.output<typeof customRule>][]) {
+      if (!(BUILTIN_RULES as readonly string[]).includes(name) && (rule.prefixes === undefined || rule.limit === undefined)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [name],
+          message: `rule "${name}" needs "prefixes" and "limit" (built-in rules, which have defaults: ${BUILTIN_RULES.join(', ')})`,
+        });
+        continue;
+      }
+      for (const [index, p] of (rule.prefixes ?? []).entries()) {
+        const normalized = normalizePrefix(p);
+        const other = owner.get(normalized);
+        if (other !== undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [name, 'prefixes', index],
+            message: other === name ? `prefix "${p}" is listed twice` : `prefix "${p}" is already covered by rule "${other}"`,
+          });
+        } else owner.set(normalized, name);
+      }
+    }
+  })
+  .prefault({})
+  .describe('Rules, one table each: [plugins.rate_limit.rules.<name>].');
+
+export const rateLimitConfig = z.strictObject({
+  store: z
+    .enum(['memory'])
+    .default('memory')
+    .describe('Where counters live. "memory": in this process; they start empty after a restart and are not shared between instances.'),
+  window_seconds: z.int().min(1).max(86_400).default(60).describe('Default window length of every rule, in seconds (fixed windows, starting at a caller\'s first request).'),
+  ipv6_subnet: z
+    .int()
+    .min(32)
+    .max(128)
+    .default(64)
+    .describe('Calls without a valid credential are counted per client address; IPv6 addresses count per subnet of this many leading bits, since one host often has a whole /64.'),
+  rules,
+});
+
+export type RateLimitConfig = z.output<typeof rateLimitConfig>;

@@ -1,0 +1,77 @@
+/**
+ * The two messaging credentials. Both are opaque random strings with a distinct prefix, so the
+ * core's resolver registry picks the right resolver without touching the database:
+ * `wsk_<43 base64url chars>` is a session API key, `wpat_<43 base64url chars>` a personal access
+ * token. Only their SHA-256 is used to look them up; every request looks them up again (no
+ * cache), so a regenerated key or a revoked token fails on the very next request.
+ */
+import { randomBytes } from 'node:crypto';
+import type { AuthRegistry } from '../../core/auth.ts';
+import { randomToken, sha256Hex } from '../../core/tokens.ts';
+import type { IdentityService } from '../identity/types.ts';
+import type { SessionsStore } from './store.ts';
+import type { PatPrincipal, SessionKeyPrincipal } from './types.ts';
+
+export const SESSION_KEY_PREFIX = 'wsk_';
+export const PAT_PREFIX = 'wpat_';
+const SESSION_KEY_SHAPE = /^wsk_[A-Za-z0-9_-]{43}$/;
+const PAT_SHAPE = /^wpat_[A-Za-z0-9_-]{43}$/;
+
+export function newSessionKey(): { key: string; hash: string } {
+  const key = `${SESSION_KEY_PREFIX}${randomToken(32)}`;
+  return { key, hash: sha256Hex(key) };
+}
+
+export function newPat(): { token: string; hash: string; hint: string } {
+  const token = `${PAT_PREFIX}${randomToken(32)}`;
+  return { token, hash: sha256Hex(token), hint: token.slice(-4) };
+}
+
+/** A webhook secret: 32 random bytes, hex (what the default signing mode sends as is). */
+export function newWebhookSecret(): string {
+  return randomBytes(32).toString('hex');
+}
+
+export function registerResolvers(options: {
+  auth: AuthRegistry;
+  store: SessionsStore;
+  identity: IdentityService;
+  lastUsedResolutionMs: number;
+}): void {
+  const { auth, store, identity, lastUsedResolutionMs } = options;
+
+  auth.register({
+    name: 'sessions:session-key',
+    source: { bearer: (token) => token.startsWith(SESSION_KEY_PREFIX) },
+    resolve(token): SessionKeyPrincipal | null {
+      if (!SESSION_KEY_SHAPE.test(token)) return null;
+      const row = store.sessionIdByKeyHash(sha256Hex(token));
+      return row ? { kind: 'sessionKey', sessionId: row.id, orgId: row.org_id } : null;
+    },
+    describe(principal) {
+      const p = principal as SessionKeyPrincipal;
+      return { kind: 'sessionKey', sessionId: p.sessionId, orgId: p.orgId };
+    },
+  });
+
+  auth.register({
+    name: 'sessions:personal-access-token',
+    source: { bearer: (token) => token.startsWith(PAT_PREFIX) },
+    resolve(token): PatPrincipal | null {
+      if (!PAT_SHAPE.test(token)) return null;
+      const row = store.patByHash(sha256Hex(token));
+      if (!row || row.revoked_at) return null;
+      const now = new Date();
+      if (row.expires_at && Date.parse(row.expires_at) <= now.getTime()) return null;
+      // A token acts for its user in its organization: it stops when the user leaves it.
+      if (!identity.roleOf(row.user_id, row.org_id)) return null;
+      if (!row.last_used_at || now.getTime() - Date.parse(row.last_used_at) >= lastUsedResolutionMs) store.touchPat(row.id, now.toISOString());
+      return { kind: 'pat', patId: row.id, orgId: row.org_id, userId: row.user_id };
+    },
+    describe(principal) {
+      const p = principal as PatPrincipal;
+      const org = identity.getOrg(p.orgId);
+      return { kind: 'pat', patId: p.patId, userId: p.userId, orgId: p.orgId, orgs: org ? [{ id: org.id, slug: org.slug, name: org.name }] : [] };
+    },
+  });
+}

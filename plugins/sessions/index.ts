@@ -1,0 +1,99 @@
+/**
+ * The sessions plugin: messaging sessions owned by organizations, their two credentials
+ * (session API keys and personal access tokens), WasenderAPI's session and message operations,
+ * the sandbox network, and the recorded events the webhooks plugin delivers.
+ */
+import { definePlugin } from '../../core/plugin.ts';
+import { checkProxyUrl, systemLookup } from './address-guard.ts';
+import { sessionsConfig } from './config.ts';
+import { registerResolvers } from './credentials.ts';
+import { MediaStore } from './media-store.ts';
+import { migrations } from './migrations.ts';
+import { SandboxNetwork } from './networks/sandbox.ts';
+import { accountRoutes } from './routes/account.ts';
+import type { RouteDeps } from './routes/common.ts';
+import { contactRoutes } from './routes/contacts.ts';
+import { groupRoutes } from './routes/groups.ts';
+import { mediaRoutes } from './routes/media.ts';
+import { messageRoutes } from './routes/messages.ts';
+import { sandboxSessionRoutes, sessionRoutes } from './routes/sessions.ts';
+import { tokenRoutes } from './routes/tokens.ts';
+import { Sessions } from './service.ts';
+import { SessionsStore } from './store.ts';
+import type { SessionsService } from './types.ts';
+
+export default definePlugin({
+  name: 'sessions',
+  description: 'Messaging sessions (WhatsApp-compatible API), session API keys, personal access tokens, the sandbox network, session events.',
+  dependsOn: ['identity'],
+  config: sessionsConfig,
+  migrations,
+  setup({ config, core, db, keys, auth, api, log, use }) {
+    const identity = use('identity');
+    const store = new SessionsStore(db, keys);
+    const sessions = new Sessions(store, log, { accountProtectionSeconds: config.account_protection_interval_seconds });
+    sessions.registerNetwork('sandbox', new SandboxNetwork(db, sessions.host, { publicUrl: core.server.public_url }));
+    registerResolvers({ auth, store, identity, lastUsedResolutionMs: config.pat_last_used_resolution_seconds * 1000 });
+
+    api.scheme('personalAccessToken', {
+      type: 'http',
+      scheme: 'bearer',
+      description:
+        'A personal access token (wpat_...), for account-level operations. A signed-in user (dashboard __session cookie, or a command-line OAuth token) is accepted too.',
+    });
+    api.scheme('sessionApiKey', { type: 'http', scheme: 'bearer', description: "A session's API key (wsk_...), for operations acting as that session's account." });
+
+    const deps: RouteDeps = {
+      sessions,
+      api,
+      config,
+      checkProxy: (url) => checkProxyUrl(url, { allowPrivate: config.allow_private_networks, lookup: systemLookup, timeoutMs: config.dns_timeout_ms }),
+    };
+    const messaging = 'messaging' as const;
+    const { send, messages } = messageRoutes(deps);
+    const [status, user, events, sandbox] = accountRoutes(deps);
+    const media = new MediaStore(db);
+    const mediaRouter = mediaRoutes({ ...deps, media, publicUrl: core.server.public_url });
+    const { contacts, presence, lookups } = contactRoutes(deps);
+
+    const prune = setInterval(() => {
+      const day = 86_400_000;
+      try {
+        store.prune(new Date(Date.now() - config.event_retention_days * day).toISOString(), new Date(Date.now() - config.message_log_retention_days * day).toISOString());
+      } catch (err) {
+        log.error({ err }, 'pruning session events and message logs failed');
+      }
+      try {
+        media.prune(new Date().toISOString());
+      } catch (err) {
+        log.error({ err }, 'pruning expired media URLs failed');
+      }
+    }, 3_600_000);
+    prune.unref();
+
+    return {
+      service: sessions satisfies SessionsService,
+      routes: [
+        { prefixes: ['/api/whatsapp-sessions'], envelope: messaging, router: sessionRoutes(deps, '/api/whatsapp-sessions') },
+        { prefixes: ['/api/messaging-sessions'], envelope: messaging, router: sessionRoutes(deps, '/api/messaging-sessions') },
+        { prefixes: ['/api/sandbox-sessions'], envelope: messaging, router: sandboxSessionRoutes(deps) },
+        { prefixes: ['/api/personal-access-tokens'], envelope: messaging, router: tokenRoutes({ ...deps, identity }) },
+        { prefixes: ['/api/send-message'], envelope: messaging, router: send },
+        { prefixes: ['/api/messages'], envelope: messaging, router: messages },
+        { prefixes: ['/api/status'], envelope: messaging, router: status! },
+        { prefixes: ['/api/user'], envelope: messaging, router: user! },
+        { prefixes: ['/api/webhook-events'], envelope: messaging, router: events! },
+        { prefixes: ['/api/sandbox'], envelope: messaging, router: sandbox! },
+        { prefixes: ['/api/upload', '/api/media', '/api/decrypt-media', '/api/decrypted-media'], envelope: messaging, router: mediaRouter },
+        { prefixes: ['/api/send-presence-update'], envelope: messaging, router: presence },
+        { prefixes: ['/api/contacts'], envelope: messaging, router: contacts },
+        { prefixes: ['/api/on-whatsapp', '/api/lid-from-pn', '/api/pn-from-lid'], envelope: messaging, router: lookups },
+        { prefixes: ['/api/groups'], envelope: messaging, router: groupRoutes(deps) },
+      ],
+      async close() {
+        clearInterval(prune);
+        for (const network of sessions.networks()) await network.close();
+      },
+    };
+  },
+});

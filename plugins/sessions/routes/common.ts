@@ -1,0 +1,216 @@
+/**
+ * What every messaging route shares: the credential each operation declares (checked before the
+ * body is validated, so a missing credential is a 401 whatever the body), the session as the API
+ * shows it, WasenderAPI-style pagination, and the field schemas.
+ */
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import type { ApiRegistry, Method, OperationInput, OperationSpec } from '../../../core/api.ts';
+import { canonicalEvent, EVENT_ALIASES, EVENT_NAMES, type EventName } from '../events.ts';
+import { normalizePhone } from '../networks/nodes.ts';
+import type { Account, Sessions } from '../service.ts';
+import type { SessionsConfig } from '../config.ts';
+import type { ActingSession, SessionRecord } from '../types.ts';
+
+declare module 'koa' {
+  interface DefaultState {
+    /** Set by account-level operations (PAT, dashboard session, CLI token). */
+    account?: Account;
+    /** Set by session-scoped operations (session API key). */
+    acting?: ActingSession;
+  }
+}
+
+export interface RouteDeps {
+  sessions: Sessions;
+  api: ApiRegistry;
+  config: SessionsConfig;
+  /** Checks a proxy URL; a message for `proxy_url`, or null. */
+  checkProxy(url: string): Promise<string | null>;
+}
+
+/** Which credential an operation needs: `account` (a PAT or a signed-in user), `sessionKey`, or none. */
+export type Credential = 'account' | 'sessionKey' | 'public';
+
+export const SECURITY: Readonly<Record<Credential, readonly string[]>> = {
+  account: ['personalAccessToken'],
+  sessionKey: ['sessionApiKey'],
+  public: [],
+};
+
+type Parsed<T> = T extends z.ZodType ? z.output<T> : undefined;
+
+/**
+ * Declares a messaging operation: its credential is checked first (401/403), then its body and
+ * query are validated (422), then the handler runs. The same spec feeds the OpenAPI document.
+ */
+export function operation<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(
+  deps: RouteDeps,
+  router: Router,
+  spec: Omit<OperationSpec<B, Q>, 'security' | 'invalidStatus'> & { credential: Credential },
+  handler: (ctx: Context, input: OperationInput<Parsed<B>, Parsed<Q>>) => unknown | Promise<unknown>,
+): void {
+  const { credential, ...rest } = spec;
+  const verb = spec.method.toLowerCase() as Lowercase<Method>;
+  if (credential === 'account') {
+    router[verb](spec.path, async (ctx, next) => {
+      ctx.state.account = await deps.sessions.account(ctx);
+      await next();
+    });
+  } else if (credential === 'sessionKey') {
+    router[verb](spec.path, async (ctx, next) => {
+      ctx.state.acting = await deps.sessions.actingSession(ctx);
+      await next();
+    });
+  }
+  const errors: Record<number, string> = {};
+  if (credential !== 'public') {
+    errors[401] = 'Missing or invalid credential: `{success: false, message}`';
+    errors[403] = `Valid credential of the wrong kind (this operation needs a ${credential === 'account' ? 'personal access token' : 'session API key'}): \`{success: false, message}\``;
+  }
+  if (spec.body || spec.query) errors[422] = 'Validation failed: `{success: false, message, errors: {field: [messages]}}`';
+  Object.assign(errors, spec.errors);
+  deps.api.route(router, { ...rest, security: SECURITY[credential], invalidStatus: 422, errors }, handler);
+}
+
+/** The account of an account-level operation (set by its credential check). */
+export function accountOf(ctx: Context): Account {
+  const account = ctx.state.account;
+  if (!account) throw new Error('operation declared without the account credential');
+  return account;
+}
+
+/** The session of a session-scoped operation (set by its credential check). */
+export function actingOf(ctx: Context): ActingSession {
+  const acting = ctx.state.acting;
+  if (!acting) throw new Error('operation declared without the sessionKey credential');
+  return acting;
+}
+
+// Field schemas
+
+export const phoneNumber = z
+  .string()
+  .max(32)
+  .refine((v) => normalizePhone(v) !== null, { message: 'must be a phone number in E.164 format, for example +14155550123' })
+  .transform((v) => normalizePhone(v)!);
+
+const httpUrl = z
+  .string()
+  .max(2048)
+  .refine(
+    (v) => {
+      try {
+        const url = new URL(v);
+        return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+      } catch {
+        return false;
+      }
+    },
+    { message: 'must be an http or https URL' },
+  );
+
+export const mediaUrl = httpUrl;
+
+export const webhookEvents = z
+  .array(z.string().max(64))
+  .max(EVENT_NAMES.length + Object.keys(EVENT_ALIASES).length)
+  .superRefine((names, ctx) => {
+    names.forEach((name, i) => {
+      if (!canonicalEvent(name)) ctx.addIssue({ code: 'custom', path: [i], message: `unknown event "${name}" (GET /api/webhook-events lists them)` });
+    });
+  })
+  .transform((names) => [...new Set(names.map((n) => canonicalEvent(n)!))] as EventName[])
+  .describe('Event names to deliver: absent or null means none, [] means all. WasenderAPI spellings (messages-personal.received, ...) are accepted.');
+
+/** Session settings shared by create and update (all optional here). */
+export const sessionSettings = {
+  name: z.string().trim().min(1).max(100).describe('Display name; also the push name sandbox recipients see.'),
+  phone_number: phoneNumber.describe('The account number, E.164.'),
+  account_protection: z.boolean().describe('Limit sends to one message per interval (default 5 seconds).'),
+  log_messages: z.boolean().describe('Keep message content in the message log (needed to resend failed messages).'),
+  webhook_url: httpUrl.nullable().describe('Where webhook events are POSTed.'),
+  webhook_enabled: z.boolean().describe('When false, no deliveries are made.'),
+  webhook_events: webhookEvents.nullable(),
+  read_incoming_messages: z.boolean().describe('Mark incoming messages as read automatically.'),
+  auto_reject_calls: z.boolean().describe('Reject incoming calls (stored; the sandbox has no calls).'),
+  ignore_groups: z.boolean().describe('Drop incoming group messages.'),
+  ignore_channels: z.boolean().describe('Drop incoming newsletter (channel) messages.'),
+  ignore_broadcasts: z.boolean().describe('Drop incoming broadcast and status messages.'),
+  always_online: z.boolean().describe('Show the account as online (stored; the sandbox is always online).'),
+  proxy_url: z.string().max(2048).nullable().describe('http, https or socks5 proxy URL with a public domain name.'),
+};
+
+export const pageQuery = {
+  page: z.coerce.number().int().min(1).max(1_000_000).default(1).describe('Page number, from 1.'),
+  per_page: z.coerce.number().int().min(1).max(100).default(10).describe('Rows per page (at most 100).'),
+};
+
+/** Laravel's paginator shape, which WasenderAPI's log endpoints use. */
+export function paginated<T>(rows: T[], total: number, page: number, perPage: number) {
+  const from = rows.length ? (page - 1) * perPage + 1 : null;
+  return {
+    current_page: page,
+    data: rows,
+    from,
+    to: from === null ? null : from + rows.length - 1,
+    per_page: perPage,
+    total,
+    last_page: Math.max(1, Math.ceil(total / perPage)),
+  };
+}
+
+/** A session as the API shows it; `secrets` adds the webhook secret and proxy URL (single-session reads). */
+export function sessionView(session: SessionRecord, secrets: { apiKey: string; webhookSecret?: string; proxyUrl?: string | null }) {
+  return {
+    id: session.id,
+    name: session.name,
+    phone_number: session.phoneNumber,
+    status: session.status,
+    type: session.type,
+    account_protection: session.accountProtection,
+    log_messages: session.logMessages,
+    webhook_url: session.webhookUrl,
+    webhook_enabled: session.webhookEnabled,
+    webhook_events: session.webhookEvents,
+    read_incoming_messages: session.readIncomingMessages,
+    auto_reject_calls: session.autoRejectCalls,
+    ignore_groups: session.ignoreGroups,
+    ignore_channels: session.ignoreChannels,
+    ignore_broadcasts: session.ignoreBroadcasts,
+    always_online: session.alwaysOnline,
+    api_key: secrets.apiKey,
+    ...(secrets.webhookSecret !== undefined ? { webhook_secret: secrets.webhookSecret } : {}),
+    ...(secrets.proxyUrl !== undefined ? { proxy_url: secrets.proxyUrl } : {}),
+    created_at: session.createdAt,
+    updated_at: session.updatedAt,
+  };
+}
+
+/** OpenAPI description of a session object. */
+export const sessionSchema = z.object({
+  id: z.int(),
+  name: z.string(),
+  phone_number: z.string(),
+  status: z.enum(['connecting', 'connected', 'disconnected', 'need_scan', 'logged_out', 'expired']),
+  type: z.enum(['whatsapp', 'sandbox']),
+  account_protection: z.boolean(),
+  log_messages: z.boolean(),
+  webhook_url: z.string().nullable(),
+  webhook_enabled: z.boolean(),
+  webhook_events: z.array(z.string()).nullable(),
+  read_incoming_messages: z.boolean(),
+  auto_reject_calls: z.boolean(),
+  ignore_groups: z.boolean(),
+  ignore_channels: z.boolean(),
+  ignore_broadcasts: z.boolean(),
+  always_online: z.boolean(),
+  api_key: z.string(),
+  webhook_secret: z.string().optional(),
+  proxy_url: z.string().nullable().optional(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+export const success = <T extends z.ZodType>(data: T) => z.object({ success: z.literal(true), data });

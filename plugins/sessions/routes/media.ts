@@ -1,0 +1,331 @@
+/**
+ * Media (session API key): `POST /api/upload` (a raw body with its Content-Type, a multipart
+ * form, or JSON `{base64, mimetype}`) answers a public URL, `GET /api/media/{id}`, valid for
+ * `upload_ttl_hours`, that `send-message` accepts as `imageUrl`, `documentUrl`, ...;
+ * `POST /api/decrypt-media` takes a received media message node and answers a public URL,
+ * `GET /api/decrypted-media/{id}`, valid for `decrypted_media_ttl_minutes`. Both public URLs
+ * carry no credential: their ids are unguessable (as WasenderAPI's are meant to be), they
+ * expire, and they are served so that a browser can never run them on Wharf's origin.
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import getRawBody from 'raw-body';
+import { z } from 'zod';
+import { toWharfError, WharfError } from '../../../core/errors.ts';
+import { randomToken } from '../../../core/tokens.ts';
+import type { MediaStore } from '../media-store.ts';
+import { mediaOf } from '../networks/nodes.ts';
+import type { MessageNode, NetworkAdapter, StoredMedia } from '../networks/types.ts';
+import { requireConnected } from '../service.ts';
+import type { SessionRecord } from '../types.ts';
+import { actingOf, operation, type RouteDeps } from './common.ts';
+
+export interface MediaDeps extends RouteDeps {
+  media: MediaStore;
+  /** The server's public URL (no trailing slash), for the URLs handed out. */
+  publicUrl: string;
+}
+
+const MIME = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}(\s*;\s*[a-z0-9_.-]+=("[^"\\\r\n]*"|[a-z0-9_.+-]+))*$/i;
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*);base64,/i;
+const MEDIA_FILE = /^([A-Za-z0-9_-]{16,128})(?:\.[A-Za-z0-9]{1,10})?$/;
+
+const EXTENSION: Readonly<Record<string, string>> = {
+  'image/jpeg': '.jpg',
+  'image/png': '.png',
+  'image/gif': '.gif',
+  'image/webp': '.webp',
+  'video/mp4': '.mp4',
+  'video/3gpp': '.3gp',
+  'video/quicktime': '.mov',
+  'audio/mpeg': '.mp3',
+  'audio/ogg': '.ogg',
+  'audio/aac': '.aac',
+  'audio/mp4': '.m4a',
+  'audio/amr': '.amr',
+  'application/pdf': '.pdf',
+  'text/plain': '.txt',
+  'text/csv': '.csv',
+  'application/zip': '.zip',
+};
+
+/** Types a browser may show inline; everything else is served as an attachment. */
+const INLINE = /^(image\/(jpeg|png|gif|webp)|video\/(mp4|3gpp|webm)|audio\/[a-z0-9.+-]+)$/;
+
+const uploadBody = z
+  .strictObject({
+    base64: z
+      .string()
+      .min(1)
+      .describe('JSON uploads: the file, base64-encoded, optionally as a data URL (data:image/png;base64,...). Raw and multipart uploads send no JSON.'),
+    mimetype: z.string().max(255).regex(MIME, 'must be a MIME type such as image/png').optional().describe('The MIME type; overrides the one of a data URL.'),
+    fileName: z.string().min(1).max(255).optional().describe('A file name (documents show it).'),
+  })
+  .partial();
+
+const uploadQuery = z.strictObject({
+  fileName: z.string().min(1).max(255).optional().describe('Raw uploads: a file name for the file (documents show it).'),
+});
+
+const messageEnvelope = z.looseObject({
+  key: z.looseObject({ id: z.string().max(128).optional() }).optional(),
+  message: z.record(z.string(), z.unknown()).describe('The message node: imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage.'),
+});
+
+const decryptBody = z.strictObject({
+  data: z
+    .looseObject({
+      messages: z.union([messageEnvelope, z.array(messageEnvelope).min(1).max(1)]).optional(),
+      key: z.looseObject({ id: z.string().max(128).optional() }).optional(),
+      message: z.record(z.string(), z.unknown()).optional(),
+    })
+    .superRefine((d, ctx) => {
+      if (d.messages === undefined && d.message === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['messages'], message: 'is required: {messages: {key, message}} as WasenderAPI documents it, or the {key, message} of a webhook' });
+      }
+    })
+    .describe('The received message: `{messages: {key, message}}` (WasenderAPI), or a webhook\'s `data` (`{key, message, ...}`).'),
+});
+
+const urlResult = z.object({
+  success: z.literal(true),
+  publicUrl: z.string(),
+  data: z.object({ id: z.string().optional(), publicUrl: z.string(), mimetype: z.string(), size: z.int(), fileName: z.string().nullable(), expiresAt: z.string() }),
+});
+
+function invalid(field: string, message: string): WharfError {
+  return new WharfError('validation_failed', 'The given data was invalid.', { fields: { [field]: [message] } });
+}
+
+function tooLarge(limit: number): WharfError {
+  return new WharfError('payload_too_large', `The file is larger than the upload limit of ${limit} bytes`, { headers: { Connection: 'close' } });
+}
+
+/** `Content-Disposition` for a file name of any characters (RFC 6266 / 8187). */
+export function contentDisposition(kind: 'inline' | 'attachment', fileName: string | null): string {
+  if (!fileName) return kind;
+  const ascii = fileName.replace(/[^\x20-\x7e]|["\\%]/g, '_');
+  const encoded = encodeURIComponent(fileName).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return ascii === fileName ? `${kind}; filename="${ascii}"` : `${kind}; filename="${ascii}"; filename*=UTF-8''${encoded}`;
+}
+
+/** Writes stored bytes as a download that cannot act on Wharf's origin (no sniffing, sandboxed, inline only for media types). */
+function serveFile(ctx: Context, file: StoredMedia, expiresAt: string): void {
+  const mimetype = MIME.test(file.mimetype) ? file.mimetype : 'application/octet-stream';
+  const essence = mimetype.split(';')[0]!.trim().toLowerCase();
+  const seconds = Math.max(0, Math.floor((Date.parse(expiresAt) - Date.now()) / 1000));
+  ctx.set('Content-Type', mimetype);
+  ctx.set('Content-Disposition', contentDisposition(INLINE.test(essence) ? 'inline' : 'attachment', file.fileName));
+  ctx.set('X-Content-Type-Options', 'nosniff');
+  ctx.set('Content-Security-Policy', "default-src 'none'; sandbox");
+  ctx.set('Cross-Origin-Resource-Policy', 'cross-origin');
+  ctx.set('Cache-Control', `private, max-age=${seconds}`);
+  ctx.set('Expires', new Date(expiresAt).toUTCString());
+  ctx.body = file.bytes;
+}
+
+/** Reads the raw body up to `limit` bytes: 413 beyond it (without reading on when Content-Length says so). */
+async function readBody(ctx: Context, limit: number): Promise<Buffer> {
+  try {
+    return await getRawBody(ctx.req, { limit, length: ctx.request.length });
+  } catch (err) {
+    if ((err as { type?: string }).type === 'entity.too.large') throw tooLarge(limit);
+    throw toWharfError(err);
+  }
+}
+
+interface IncomingFile {
+  bytes: Buffer;
+  mimetype: string;
+  fileName?: string;
+}
+
+/** The uploaded file, whichever of the three forms the request uses. */
+async function incomingFile(ctx: Context, body: z.output<typeof uploadBody>, query: z.output<typeof uploadQuery>, limit: number): Promise<IncomingFile> {
+  if (ctx.request.is('application/json', 'application/*+json', 'application/x-www-form-urlencoded')) {
+    if (body.base64 === undefined) throw invalid('base64', 'base64 is required for a JSON upload (or send the file itself as the body, with its Content-Type)');
+    const dataUrl = DATA_URL.exec(body.base64);
+    const encoded = (dataUrl ? body.base64.slice(dataUrl[0].length) : body.base64).replace(/\s+/g, '');
+    if (!BASE64.test(encoded) || encoded.length === 0) throw invalid('base64', 'base64 must be base64-encoded bytes, optionally as a data URL');
+    const mimetype = body.mimetype ?? (dataUrl?.[1] ? `${dataUrl[1]}${dataUrl[2]!}` : undefined);
+    if (!mimetype) throw invalid('mimetype', 'mimetype is required unless base64 is a data URL (data:image/png;base64,...)');
+    if (!MIME.test(mimetype)) throw invalid('mimetype', 'mimetype must be a MIME type such as image/png');
+    if (Math.floor((encoded.length * 3) / 4) > limit + 2) throw tooLarge(limit);
+    const bytes = Buffer.from(encoded, encoded.includes('-') || encoded.includes('_') ? 'base64url' : 'base64');
+    if (bytes.length === 0) throw invalid('base64', 'base64 decodes to no bytes');
+    if (bytes.length > limit) throw tooLarge(limit);
+    return { bytes, mimetype, fileName: body.fileName };
+  }
+  const type = ctx.get('content-type').trim();
+  if (!type) {
+    throw invalid('file', 'send the file as the request body with its Content-Type, as multipart/form-data (field "file"), or as JSON {base64, mimetype}');
+  }
+  if (ctx.request.is('multipart/form-data')) {
+    const raw = await readBody(ctx, limit + 64 * 1024);
+    let form: FormData;
+    try {
+      form = await new Response(raw, { headers: { 'content-type': type } }).formData();
+    } catch {
+      throw invalid('file', 'the multipart/form-data body is malformed');
+    }
+    const entry = form.get('file') ?? [...form.values()].find((v) => typeof v !== 'string');
+    if (!entry || typeof entry === 'string') throw invalid('file', 'the multipart body has no file part (name it "file")');
+    const override = form.get('mimetype');
+    const mimetype = typeof override === 'string' && override ? override : entry.type || 'application/octet-stream';
+    if (!MIME.test(mimetype)) throw invalid('mimetype', 'mimetype must be a MIME type such as image/png');
+    const bytes = Buffer.from(await entry.arrayBuffer());
+    if (bytes.length === 0) throw invalid('file', 'the file part is empty');
+    if (bytes.length > limit) throw tooLarge(limit);
+    return { bytes, mimetype, fileName: query.fileName ?? (entry.name && entry.name !== 'blob' ? entry.name : undefined) };
+  }
+  if (!MIME.test(type)) throw invalid('Content-Type', 'Content-Type must be the MIME type of the file, such as image/png');
+  const bytes = await readBody(ctx, limit);
+  if (bytes.length === 0) throw invalid('file', 'the request body is empty: send the file as the body');
+  return { bytes, mimetype: type, fileName: query.fileName };
+}
+
+export function mediaRoutes(deps: MediaDeps): Router {
+  const { sessions, media, config } = deps;
+  const router = new Router();
+  const tag = 'Media';
+  const base = deps.publicUrl.replace(/\/+$/, '');
+  const connected = (ctx: Context): { session: SessionRecord; network: NetworkAdapter } => {
+    const { session, network } = actingOf(ctx);
+    requireConnected(session, network);
+    return { session, network };
+  };
+
+  operation(
+    deps,
+    router,
+    {
+      method: 'POST',
+      path: '/api/upload',
+      summary:
+        'Upload a file to send later: the raw bytes as the body with their Content-Type, a multipart/form-data body (field "file"), or JSON {base64, mimetype}. Answers a public URL valid for upload_ttl_hours, to use as imageUrl, videoUrl, documentUrl, audioUrl or stickerUrl',
+      tag,
+      credential: 'sessionKey',
+      body: uploadBody,
+      query: uploadQuery,
+      success: { schema: urlResult },
+      errors: {
+        409: 'The session is not connected: `{success: false, error}`',
+        413: 'Larger than upload_max_bytes (or, for JSON, server.body_limit_bytes): `{success: false, message}`',
+      },
+    },
+    async (ctx, { body, query }) => {
+      const { session, network } = connected(ctx);
+      const file = await incomingFile(ctx, body, query, config.upload_max_bytes);
+      const { id } = await network.uploadMedia(session, file);
+      const now = new Date();
+      const expiresAt = new Date(now.getTime() + config.upload_ttl_hours * 3_600_000).toISOString();
+      media.insert({
+        id,
+        kind: 'upload',
+        org_id: session.orgId,
+        session_id: session.id,
+        mimetype: file.mimetype,
+        file_name: file.fileName ?? null,
+        size: file.bytes.length,
+        bytes: null,
+        expires_at: expiresAt,
+        created_at: now.toISOString(),
+      });
+      const essence = file.mimetype.split(';')[0]!.trim().toLowerCase();
+      const publicUrl = `${base}/api/media/${id}${EXTENSION[essence] ?? ''}`;
+      ctx.body = { success: true, publicUrl, data: { id, publicUrl, mimetype: file.mimetype, size: file.bytes.length, fileName: file.fileName ?? null, expiresAt } };
+    },
+  );
+
+  operation(
+    deps,
+    router,
+    {
+      method: 'GET',
+      path: '/api/media/:file',
+      summary: 'An uploaded file, by the public URL POST /api/upload gave (no credential: the id is unguessable; it expires)',
+      tag,
+      credential: 'public',
+      success: { description: 'The bytes, with their Content-Type' },
+      errors: { 404: 'Unknown or expired: `{success: false, error}`' },
+    },
+    async (ctx) => {
+      const id = MEDIA_FILE.exec(ctx.params.file ?? '')?.[1];
+      const row = id ? media.live(id, 'upload', new Date().toISOString()) : undefined;
+      const session = row && sessions.get(row.session_id);
+      const network = session && sessions.network(session);
+      const stored = network && (await network.uploadedMedia(session, row.id));
+      if (!row || !stored) throw new WharfError('not_found', 'Media not found or expired');
+      serveFile(ctx, { ...stored, mimetype: row.mimetype, fileName: row.file_name ?? stored.fileName }, row.expires_at);
+    },
+  );
+
+  operation(
+    deps,
+    router,
+    {
+      method: 'POST',
+      path: '/api/decrypt-media',
+      summary:
+        'Decrypt the media of a received message (imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage); answers a public URL to the plaintext, valid for decrypted_media_ttl_minutes',
+      tag,
+      credential: 'sessionKey',
+      body: decryptBody,
+      success: { schema: urlResult },
+      errors: {
+        404: 'The media is not on the network (any more): `{success: false, error}`',
+        409: 'The session is not connected: `{success: false, error}`',
+      },
+    },
+    async (ctx, { body }) => {
+      const { session, network } = connected(ctx);
+      const { messages } = body.data;
+      const envelope = Array.isArray(messages) ? messages[0] : messages;
+      const node = (envelope?.message ?? body.data.message) as MessageNode;
+      if (!mediaOf(node)) {
+        throw invalid(envelope ? 'data.messages.message' : 'data.message', 'the message has no imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage');
+      }
+      const file = await network.decryptMedia(session, node);
+      const id = randomToken(32);
+      const now = new Date();
+      const expiresAt = new Date(now.getTime() + config.decrypted_media_ttl_minutes * 60_000).toISOString();
+      media.insert({
+        id,
+        kind: 'decrypted',
+        org_id: session.orgId,
+        session_id: session.id,
+        mimetype: file.mimetype,
+        file_name: file.fileName,
+        size: file.bytes.length,
+        bytes: file.bytes,
+        expires_at: expiresAt,
+        created_at: now.toISOString(),
+      });
+      const publicUrl = `${base}/api/decrypted-media/${id}`;
+      ctx.body = { success: true, publicUrl, data: { publicUrl, mimetype: file.mimetype, size: file.bytes.length, fileName: file.fileName, expiresAt } };
+    },
+  );
+
+  operation(
+    deps,
+    router,
+    {
+      method: 'GET',
+      path: '/api/decrypted-media/:id',
+      summary: 'Decrypted media, by the public URL POST /api/decrypt-media gave (no credential: the id is unguessable; it expires)',
+      tag,
+      credential: 'public',
+      success: { description: 'The plaintext bytes, with their Content-Type' },
+      errors: { 404: 'Unknown or expired: `{success: false, error}`' },
+    },
+    (ctx) => {
+      const id = MEDIA_FILE.exec(ctx.params.id ?? '')?.[1];
+      const row = id ? media.live(id, 'decrypted', new Date().toISOString()) : undefined;
+      if (!row?.bytes) throw new WharfError('not_found', 'Media not found or expired');
+      serveFile(ctx, { bytes: row.bytes, mimetype: row.mimetype, fileName: row.file_name }, row.expires_at);
+    },
+  );
+
+  return router;
+}
