@@ -8,6 +8,9 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   auth: () => import('./auth.ts'),
   'rate-limit': () => import('./rate-limit.ts'),
   messaging: () => import('./messaging.ts'),
+  'tokens-validate': () => import('./tokens-validate.ts'),
+  'files-search': () => import('./files-search.ts'),
+  'upload-presign': () => import('./upload-presign.ts'),
 };
 
 const wanted = process.argv.slice(2);

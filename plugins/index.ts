@@ -7,5 +7,7 @@ import example from './example/index.ts';
 import identity from './identity/index.ts';
 import rateLimit from './rate_limit/index.ts';
 import sessions from './sessions/index.ts';
+import storage from './storage/index.ts';
+import tokens from './tokens/index.ts';
 
-export const builtinPlugins: readonly AnyPlugin[] = [identity, sessions, example, rateLimit];
+export const builtinPlugins: readonly AnyPlugin[] = [identity, sessions, storage, tokens, example, rateLimit];

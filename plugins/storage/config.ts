@@ -1,0 +1,90 @@
+/** The storage plugin's config: `[plugins.storage]` and `[plugins.storage.s3]`. */
+import { z } from 'zod';
+
+/** A store's base URL: scheme, host and port only (a path cannot be expressed in StorageConfig). */
+const storeUrl = z
+  .url({ protocol: /^https?$/ })
+  .refine((value) => {
+    const url = new URL(value);
+    return (url.pathname === '/' || url.pathname === '') && !url.search && !url.hash && !url.username && !url.password;
+  }, 'expected scheme, host and port only, for example http://127.0.0.1:9000 (no path, query or credentials)');
+
+export const s3Config = z
+  .strictObject({
+    endpoint: storeUrl
+      .optional()
+      .describe(
+        'URL of the S3-compatible store as this server reaches it (scheme, host, port), for example http://127.0.0.1:9000 or https://s3.eu-west-1.amazonaws.com. Unset: storage is not configured; the server starts, /readyz reports storage not ready and creating an app answers 503.',
+      ),
+    public_endpoint: storeUrl
+      .optional()
+      .describe(
+        'URL at which clients reach the store (scheme, host, port): presigned URLs are signed for it and POST /api/tokens/validate returns it. Default: endpoint. Set it when the server reaches the store on an internal name.',
+      ),
+    region: z
+      .string()
+      .min(1)
+      .default('us-east-1')
+      .describe('Region that requests and presigned URLs are signed for (SigV4). MinIO and Ceph accept us-east-1 unless configured otherwise; Garage usually wants "garage".'),
+    access_key: z.string().min(1).optional().describe('Access key id the server uses for the store. Required when endpoint is set.'),
+    secret_key: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Secret key the server uses for the store. Required when endpoint is set. Prefer the variable WHARF_PLUGINS__STORAGE__S3__SECRET_KEY to writing it in a file.'),
+    public_access_key: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'Access key id that POST /api/tokens/validate hands to API token holders. Default: access_key. The s3 driver has no per-app keys: give here a key limited to buckets named <bucket_prefix>* if the store can express that.',
+      ),
+    public_secret_key: z.string().min(1).optional().describe('Secret key that goes with public_access_key. Required when public_access_key is set.'),
+    force_path_style: z
+      .boolean()
+      .default(true)
+      .describe('Path-style addressing (http://host/bucket/key) rather than virtual-hosted (http://bucket.host/key). MinIO, Ceph and Garage need it unless their DNS serves bucket subdomains.'),
+    connect_timeout_ms: z.int().min(100).default(5000).describe('How long to wait for a TCP connection to the store before calling it unreachable, in milliseconds.'),
+    request_timeout_ms: z.int().min(1000).default(30_000).describe('How long one request to the store may stay silent before it is abandoned, in milliseconds.'),
+    max_attempts: z.int().min(1).max(10).default(3).describe('Attempts per store request, the first included (retries use exponential backoff).'),
+  })
+  .superRefine((s3, ctx) => {
+    if (s3.endpoint && !s3.access_key) ctx.addIssue({ code: 'custom', path: ['access_key'], message: 'required when endpoint is set' });
+    if (s3.endpoint && !s3.secret_key) ctx.addIssue({ code: 'custom', path: ['secret_key'], message: 'required when endpoint is set' });
+    if (s3.public_access_key && !s3.public_secret_key) {
+      ctx.addIssue({ code: 'custom', path: ['public_secret_key'], message: 'required when public_access_key is set' });
+    }
+    if (s3.public_secret_key && !s3.public_access_key) {
+      ctx.addIssue({ code: 'custom', path: ['public_access_key'], message: 'required when public_secret_key is set' });
+    }
+  })
+  .prefault({})
+  .describe('The s3 driver: any S3-compatible store (MinIO, Garage, Ceph RGW, AWS S3, R2).');
+
+export const storageConfig = z.strictObject({
+  driver: z
+    .enum(['s3'])
+    .default('s3')
+    .describe('Where objects live: "s3" is any S3-compatible store, configured in [plugins.storage.s3].'),
+  bucket_prefix: z
+    .string()
+    .regex(/^(?:[a-z0-9][a-z0-9-]{0,25})?$/, 'lowercase letters, digits and hyphens, starting with a letter or digit, at most 26 characters')
+    .default('wharf-')
+    .describe('Each app gets the bucket <bucket_prefix><app id>; at most 26 characters so the name fits the 63 allowed.'),
+  reservation_ttl_seconds: z
+    .int()
+    .min(1)
+    .default(7200)
+    .describe(
+      'How long bytes requested by upload phase 1 count against the storage limit while the upload is not completed, in seconds. Presigned PUT URLs are valid one hour, or this long when it is shorter; keep it above 3600 so slow uploads finish before their reservation expires.',
+    ),
+  reaper_interval_seconds: z
+    .int()
+    .min(1)
+    .default(60)
+    .describe('How often expired reservations are cleaned up, deleting the objects of uploads that were never completed, in seconds.'),
+  s3: s3Config,
+});
+
+export type StoragePluginConfig = z.output<typeof storageConfig>;
+export type S3Config = StoragePluginConfig['s3'];

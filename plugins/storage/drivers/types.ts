@@ -1,0 +1,121 @@
+/**
+ * What the storage plugin needs from a place that keeps objects. Written in terms of buckets,
+ * keys, sizes and presigned URLs, not of one SDK's commands: the `s3` driver implements it with
+ * the AWS SDK, the embedded `fs` driver will implement it on local disk behind its own
+ * S3-compatible endpoint. Every method reports store failures as a {@link StoreError}.
+ */
+
+/** Why a store operation failed, in terms the routes can answer with. */
+export type StoreFailure =
+  /** The store cannot be reached, timed out or answered 5xx: try again later. */
+  | 'unavailable'
+  /** The driver lacks configuration: nothing can work until an operator sets it. */
+  | 'unconfigured'
+  /** The store refused the server's credentials or their permissions. */
+  | 'denied'
+  /** The bucket or object does not exist. */
+  | 'not_found'
+  /** The store refused for another reason (a name taken, a bucket not empty, ...). */
+  | 'failed';
+
+export class StoreError extends Error {
+  readonly failure: StoreFailure;
+  constructor(failure: StoreFailure, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreError';
+    this.failure = failure;
+  }
+}
+
+/** The connection details an app's API token holder gets (the spec's StorageConfig). */
+export interface StorageConnection {
+  endPoint: string;
+  port: number;
+  useSSL: boolean;
+  accessKey: string;
+  secretKey: string;
+}
+
+export interface ObjectInfo {
+  /** Bytes. */
+  size: number;
+}
+
+export interface DeleteOutcome {
+  /** Keys that no longer exist (deleting a missing key counts as deleted). */
+  deleted: string[];
+  /** Keys the store refused or could not be asked to delete, with the reason. */
+  failed: { key: string; reason: string; failure: StoreFailure }[];
+}
+
+export interface PresignPut {
+  bucket: string;
+  key: string;
+  /** Exact body length the URL accepts, in bytes. */
+  size: number;
+  /** Exact Content-Type the uploader must send. */
+  contentType: string;
+  expiresInSeconds: number;
+}
+
+export interface PresignGet {
+  bucket: string;
+  key: string;
+  expiresInSeconds: number;
+  /** File name for the download's Content-Disposition. */
+  downloadName?: string;
+}
+
+export interface StorageDriver {
+  /** `s3`, `fs`: for logs. */
+  readonly name: string;
+  /** Why the driver cannot work (missing configuration), or undefined when it can. */
+  readonly problem: string | undefined;
+  /** Succeeds when the store answers and accepts the server's credentials. */
+  ping(): Promise<void>;
+  /** Creates an empty bucket. */
+  createBucket(bucket: string): Promise<void>;
+  /** Succeeds when the bucket exists and the store answers; `not_found` otherwise. */
+  checkBucket(bucket: string): Promise<void>;
+  /**
+   * Deletes every object of a bucket and abandons its unfinished uploads, reporting each batch
+   * of deleted keys to `onDeleted` as it goes (so records can follow). Throws on the first
+   * failure, after reporting what was deleted. A missing bucket is empty.
+   */
+  emptyBucket(bucket: string, onDeleted: (keys: string[]) => void): Promise<void>;
+  /** Removes an empty bucket; a missing bucket is not an error. */
+  deleteBucket(bucket: string): Promise<void>;
+  /** The object's size, or undefined when it does not exist. */
+  statObject(bucket: string, key: string): Promise<ObjectInfo | undefined>;
+  /** Deletes objects; never throws for a per-key refusal, which is reported in `failed`. */
+  deleteObjects(bucket: string, keys: readonly string[]): Promise<DeleteOutcome>;
+  /** A URL that accepts one PUT of exactly `size` bytes with `contentType` until it expires. */
+  presignPut(request: PresignPut): Promise<string>;
+  /** A URL that serves the object until it expires. */
+  presignGet(request: PresignGet): Promise<string>;
+  /** What a holder of one of the bucket's app tokens uses to reach the store directly. */
+  connectionFor(bucket: string): StorageConnection;
+  close(): void;
+}
+
+/** A driver that lacks configuration: it starts, and every operation names what is missing. */
+export function unconfiguredDriver(name: string, problem: string): StorageDriver {
+  const fail = (): never => {
+    throw new StoreError('unconfigured', problem);
+  };
+  return {
+    name,
+    problem,
+    ping: async () => fail(),
+    createBucket: async () => fail(),
+    checkBucket: async () => fail(),
+    emptyBucket: async () => fail(),
+    deleteBucket: async () => fail(),
+    statObject: async () => fail(),
+    deleteObjects: async () => fail(),
+    presignPut: async () => fail(),
+    presignGet: async () => fail(),
+    connectionFor: () => fail(),
+    close() {},
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * The storage plugin: apps of an organization, each with its own bucket; file records; two-phase
+ * presigned uploads with a storage limit; presigned downloads; the reaper of abandoned uploads.
+ * Objects live behind a driver (`s3` today). With no store configured the plugin still starts:
+ * /readyz reports it not ready and operations that need the store answer 503 naming the missing
+ * settings.
+ */
+import { definePlugin } from '../../core/plugin.ts';
+import { storageConfig } from './config.ts';
+import { createDriver } from './drivers/index.ts';
+import { migrations } from './migrations.ts';
+import { appRoutes } from './routes/apps.ts';
+import { fileRoutes } from './routes/files.ts';
+import { uploadRoutes } from './routes/uploads.ts';
+import { publicApp, Storage, storeFailure } from './service.ts';
+import { StorageStore } from './store.ts';
+import type { StorageService } from './types.ts';
+
+export default definePlugin({
+  name: 'storage',
+  description: 'Apps, their buckets on an S3-compatible store, file records, presigned uploads and downloads.',
+  config: storageConfig,
+  migrations,
+  setup({ config, db, auth, log }) {
+    const store = new StorageStore(db);
+    const driver = createDriver(config);
+    const storage = new Storage(store, driver, config, log);
+    const deps = { store, storage };
+
+    const notices: string[] = [];
+    if (driver.problem) {
+      log.warn({ driver: driver.name }, driver.problem);
+      notices.push(`${driver.problem}. Until then /readyz reports storage not ready and apps cannot be created.`);
+    } else {
+      driver.ping().catch((err: unknown) => log.warn({ err }, 'the object store does not answer yet; storage operations will answer 503 until it does'));
+    }
+
+    const reaper = setInterval(() => {
+      storage.reap().catch((err: unknown) => log.error({ err }, 'upload reaper failed'));
+    }, config.reaper_interval_seconds * 1000);
+    reaper.unref();
+
+    const files = fileRoutes(deps, auth);
+    uploadRoutes(files, deps);
+
+    const service: StorageService = {
+      getApp(appId) {
+        const app = store.app(appId);
+        return app && publicApp(app);
+      },
+      getAppInOrg(appId, orgId) {
+        const app = store.appInOrg(appId, orgId);
+        return app && publicApp(app);
+      },
+      connectionFor(app) {
+        try {
+          return driver.connectionFor(app.bucketName);
+        } catch (err) {
+          throw storeFailure(err, 'no connection details to give');
+        }
+      },
+      onAppDeleted: (listener) => storage.onAppDeleted(listener),
+    };
+
+    return {
+      service,
+      notices,
+      routes: [
+        { prefixes: ['/api/apps'], envelope: 'plain', router: appRoutes(deps) },
+        { prefixes: ['/api/files'], envelope: 'plain', router: files },
+      ],
+      async ready() {
+        if (driver.problem) return false;
+        await driver.ping();
+        return true;
+      },
+      async close() {
+        clearInterval(reaper);
+        await storage.settle();
+        driver.close();
+      },
+    };
+  },
+});

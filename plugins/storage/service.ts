@@ -1,0 +1,363 @@
+/**
+ * The storage plugin's operations, between the routes (which check credentials and bodies) and
+ * the store and driver: provisioning and removing apps with their buckets, recording files only
+ * once their objects are verified, reserving bytes for uploads, and reaping uploads never
+ * completed. Nothing is recorded unless the store has confirmed what the record describes.
+ */
+import { randomUUID } from 'node:crypto';
+import { WharfError } from '../../core/errors.ts';
+import type { Logger } from '../../core/logger.ts';
+import type { StoragePluginConfig } from './config.ts';
+import { type StorageDriver, StoreError } from './drivers/types.ts';
+import { uploadKey } from './object-keys.ts';
+import type { AppState, Direction, StorageStore } from './store.ts';
+import type { App, FileRecord } from './types.ts';
+
+/** Presigned URLs are valid one hour (the spec), upload URLs less when reservations are shorter. */
+export const URL_TTL_SECONDS = 3600;
+/** S3 accepts at most 5 GiB in one PUT; larger objects need multipart uploads. */
+export const MAX_PUT_BYTES = 5 * 1024 ** 3;
+/** How many objects are checked with the store at once. */
+const STAT_CONCURRENCY = 8;
+/** Reservations the reaper handles per run. */
+const REAP_BATCH = 1000;
+
+export interface FileInput {
+  key: string;
+  name: string;
+  size: number;
+  type: string;
+}
+
+export interface UploadRequest {
+  name: string;
+  size: number;
+  type: string;
+}
+
+export interface PresignedUpload extends UploadRequest {
+  key: string;
+  presignedUrl: string;
+}
+
+/** The API view of an app (the counters stay inside). */
+export function publicApp(app: AppState): App {
+  const { seq: _n, storedBytes: _s, fileCount: _f, ...rest } = app;
+  return rest;
+}
+
+/** A driver failure as the answer the caller gets: 503 `{error}` saying what the store did. */
+export function storeFailure(err: unknown, what: string): WharfError {
+  if (!(err instanceof StoreError)) return err instanceof WharfError ? err : new WharfError('internal', 'Internal server error', { cause: err });
+  if (err.failure === 'unconfigured') return new WharfError('unavailable', err.message, { cause: err });
+  if (err.failure === 'unavailable') return new WharfError('unavailable', `Storage is unreachable; ${what}`, { cause: err, retryAfter: 5 });
+  if (err.failure === 'denied') return new WharfError('unavailable', `Storage refused the server's credentials; ${what}`, { cause: err });
+  if (err.failure === 'not_found') return new WharfError('unavailable', `The app's bucket is missing from storage; ${what}`, { cause: err });
+  return new WharfError('unavailable', `Storage refused the operation; ${what}`, { cause: err });
+}
+
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+function duplicateKey(files: readonly { key: string }[]): string | undefined {
+  const seen = new Set<string>();
+  for (const f of files) {
+    if (seen.has(f.key)) return f.key;
+    seen.add(f.key);
+  }
+  return undefined;
+}
+
+export class Storage {
+  readonly #store: StorageStore;
+  readonly #driver: StorageDriver;
+  readonly #config: StoragePluginConfig;
+  readonly #log: Logger;
+  readonly #deletionListeners: ((appId: string) => void)[] = [];
+  #reaping: Promise<void> | undefined;
+
+  constructor(store: StorageStore, driver: StorageDriver, config: StoragePluginConfig, log: Logger) {
+    this.#store = store;
+    this.#driver = driver;
+    this.#config = config;
+    this.#log = log;
+  }
+
+  get driver(): StorageDriver {
+    return this.#driver;
+  }
+
+  onAppDeleted(listener: (appId: string) => void): void {
+    this.#deletionListeners.push(listener);
+  }
+
+  // ---------------------------------------------------------------- apps
+
+  /** Creates the bucket, then the record; a failure leaves neither. */
+  async createApp(orgId: string, input: { name: string; storageLimit: number | null }): Promise<AppState> {
+    const id = randomUUID();
+    const bucketName = `${this.#config.bucket_prefix}${id}`;
+    try {
+      await this.#driver.createBucket(bucketName);
+    } catch (err) {
+      // The store may have created it before the answer was lost.
+      await this.#driver.deleteBucket(bucketName).catch(() => undefined);
+      throw storeFailure(err, 'the app was not created');
+    }
+    try {
+      return this.#store.insertApp({ id, orgId, name: input.name, bucketName, storageLimit: input.storageLimit, now: new Date().toISOString() });
+    } catch (err) {
+      await this.#driver.deleteBucket(bucketName).catch((e: unknown) => this.#log.error({ err: e, bucket: bucketName }, 'could not remove the bucket of an app that failed to record'));
+      throw err;
+    }
+  }
+
+  updateApp(app: AppState, changes: { name?: string; storageLimit?: number | null }): AppState {
+    const updated = this.#store.updateApp({
+      id: app.id,
+      name: changes.name ?? app.name,
+      storageLimit: changes.storageLimit === undefined ? app.storageLimit : changes.storageLimit,
+      now: new Date().toISOString(),
+    });
+    if (!updated) throw new WharfError('not_found', 'App not found');
+    return updated;
+  }
+
+  /**
+   * Empties the bucket (records follow each deleted batch, so none outlives its object), removes
+   * it, then deletes the app with its files, uploads and what other plugins keep about it. While
+   * this runs the app is invisible to every route; if the store fails, it comes back with the
+   * files that are left.
+   */
+  async deleteApp(app: AppState): Promise<void> {
+    if (!this.#store.markDeleting(app.id, app.teamId)) throw new WharfError('not_found', 'App not found');
+    try {
+      for (let attempt = 1; ; attempt++) {
+        await this.#driver.emptyBucket(app.bucketName, (keys) => this.#store.deleteFilesByKeys(app.id, keys));
+        try {
+          await this.#driver.deleteBucket(app.bucketName);
+          break;
+        } catch (err) {
+          // An upload that landed while the bucket was being emptied: empty it again.
+          if (attempt >= 3 || !(err instanceof StoreError) || err.failure !== 'failed') throw err;
+        }
+      }
+    } catch (err) {
+      this.#store.unmarkDeleting(app.id);
+      throw storeFailure(err, 'the app was not deleted (files already removed from storage are no longer listed)');
+    }
+    try {
+      this.#store.transaction(() => {
+        for (const listener of this.#deletionListeners) listener(app.id);
+        this.#store.deleteApp(app.id);
+      });
+    } catch (err) {
+      // The bucket is gone; the app shows again and a second DELETE finishes the job.
+      this.#store.unmarkDeleting(app.id);
+      throw err;
+    }
+  }
+
+  // ---------------------------------------------------------------- files
+
+  listFiles(app: AppState, query: { search?: string; dir: Direction; page: number; pageSize: number }) {
+    const { files, total } = this.#store.listFiles(app, {
+      search: query.search,
+      dir: query.dir,
+      limit: query.pageSize,
+      offset: (query.page - 1) * query.pageSize,
+    });
+    return { files, pagination: { page: query.page, pageSize: query.pageSize, total, totalPages: Math.ceil(total / query.pageSize) } };
+  }
+
+  /** Checks every object with the store: it exists and has the size the caller claims. 400 naming the first key that does not. */
+  async #verifyObjects(app: AppState, files: readonly FileInput[], what: string): Promise<void> {
+    let stats;
+    try {
+      stats = await mapLimit(files, STAT_CONCURRENCY, (f) => this.#driver.statObject(app.bucketName, f.key));
+    } catch (err) {
+      throw storeFailure(err, what);
+    }
+    files.forEach((f, i) => {
+      const stat = stats[i];
+      if (!stat) throw new WharfError('bad_request', `Object "${f.key}" does not exist in the app's bucket; nothing was recorded`);
+      if (stat.size !== f.size) {
+        throw new WharfError('bad_request', `Object "${f.key}" has ${stat.size} bytes, not ${f.size}; nothing was recorded`);
+      }
+    });
+  }
+
+  /**
+   * Records files whose objects are already in the bucket (POST /api/files). A key reserved by
+   * an unfinished upload is taken over; one whose reservation expired is refused (the reaper owns it).
+   */
+  async registerFiles(app: AppState, files: readonly FileInput[]): Promise<FileRecord[]> {
+    const dup = duplicateKey(files);
+    if (dup !== undefined) throw new WharfError('bad_request', `Key "${dup}" appears twice`);
+    await this.#verifyObjects(app, files, 'nothing was recorded');
+    const now = new Date().toISOString();
+    return this.#store.transaction(() => {
+      if (!this.#store.app(app.id)) throw new WharfError('not_found', 'App not found');
+      return files.map((f) => {
+        const upload = this.#store.upload(app.id, f.key);
+        if (upload && (upload.state !== 'pending' || upload.expires_at <= now)) {
+          throw new WharfError('bad_request', `The upload of "${f.key}" expired and its object is being deleted; nothing was recorded`);
+        }
+        if (upload) this.#store.deleteUpload(app.id, f.key);
+        return this.#store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: f.size, type: f.type, now });
+      });
+    });
+  }
+
+  /** Deletes objects, then the records of the ones the store removed. */
+  async deleteFiles(app: AppState, keys: readonly string[]): Promise<void> {
+    const unique = [...new Set(keys)];
+    let outcome;
+    try {
+      outcome = await this.#driver.deleteObjects(app.bucketName, unique);
+    } catch (err) {
+      throw storeFailure(err, 'nothing was deleted');
+    }
+    if (outcome.deleted.length) this.#store.deleteFilesByKeys(app.id, outcome.deleted);
+    if (outcome.failed.length) {
+      const first = outcome.failed[0]!;
+      const kept = `${outcome.failed.length} of ${unique.length} object(s) could not be deleted and keep their records (first "${first.key}")`;
+      throw storeFailure(new StoreError(first.failure, first.reason), kept);
+    }
+  }
+
+  // ---------------------------------------------------------------- uploads
+
+  /** Phase 1: checks the limit, reserves the bytes and keys, then presigns one PUT per file. */
+  async reserveUploads(app: AppState, prefix: string | undefined, files: readonly UploadRequest[]): Promise<PresignedUpload[]> {
+    const tooBig = files.find((f) => f.size > MAX_PUT_BYTES);
+    if (tooBig) throw new WharfError('bad_request', `File "${tooBig.name}" is larger than ${MAX_PUT_BYTES} bytes, the most one presigned PUT accepts`);
+    try {
+      await this.#driver.checkBucket(app.bucketName);
+    } catch (err) {
+      throw storeFailure(err, 'no upload was started');
+    }
+    const ttl = this.#config.reservation_ttl_seconds;
+    const urlTtl = Math.min(URL_TTL_SECONDS, ttl);
+    const planned = files.map((f) => ({ ...f, key: uploadKey(prefix, f.name) }));
+    const requested = files.reduce((sum, f) => sum + f.size, 0);
+    const started = Date.now();
+    const now = new Date(started).toISOString();
+    const expiresAt = new Date(started + ttl * 1000).toISOString();
+    this.#store.transaction(() => {
+      const current = this.#store.app(app.id);
+      if (!current) throw new WharfError('not_found', 'App not found');
+      if (current.storageLimit !== null) {
+        const reserved = this.#store.reservedBytes(app.id, now);
+        if (current.storedBytes + reserved + requested > current.storageLimit) {
+          throw new WharfError(
+            'payload_too_large',
+            `Storage limit exceeded: ${current.storedBytes} bytes stored, ${reserved} reserved by unfinished uploads and ${requested} requested, over the limit of ${current.storageLimit}`,
+          );
+        }
+      }
+      for (const f of planned) this.#store.insertUpload({ appId: app.id, key: f.key, size: f.size, type: f.type, now, expiresAt });
+    });
+    try {
+      return await Promise.all(
+        planned.map(async (f) => ({
+          key: f.key,
+          name: f.name,
+          size: f.size,
+          type: f.type,
+          presignedUrl: await this.#driver.presignPut({ bucket: app.bucketName, key: f.key, size: f.size, contentType: f.type, expiresInSeconds: urlTtl }),
+        })),
+      );
+    } catch (err) {
+      this.#store.deleteUploads(app.id, planned.map((f) => f.key));
+      throw storeFailure(err, 'no upload was started');
+    }
+  }
+
+  /** Phase 2: every key must be an unfinished upload of this app, and its object must be there with its size; then all are recorded at once. */
+  async completeUploads(app: AppState, files: readonly FileInput[]): Promise<FileRecord[]> {
+    const dup = duplicateKey(files);
+    if (dup !== undefined) throw new WharfError('bad_request', `Key "${dup}" appears twice`);
+    const checkReservations = (now: string) => {
+      for (const f of files) {
+        const upload = this.#store.upload(app.id, f.key);
+        if (!upload || upload.state !== 'pending' || upload.expires_at <= now) {
+          throw new WharfError('bad_request', `Key "${f.key}" is not an unfinished upload of this app (never issued, already completed, or expired); nothing was recorded`);
+        }
+        if (upload.size !== f.size) {
+          throw new WharfError('bad_request', `Size of "${f.key}" is ${f.size}, but the upload was issued for ${upload.size} bytes; nothing was recorded`);
+        }
+        if (upload.type !== f.type) {
+          throw new WharfError('bad_request', `Type of "${f.key}" is "${f.type}", but the upload was issued for "${upload.type}"; nothing was recorded`);
+        }
+      }
+    };
+    checkReservations(new Date().toISOString());
+    await this.#verifyObjects(app, files, 'nothing was recorded');
+    const now = new Date().toISOString();
+    return this.#store.transaction(() => {
+      if (!this.#store.app(app.id)) throw new WharfError('not_found', 'App not found');
+      checkReservations(now);
+      return files.map((f) => {
+        this.#store.deleteUpload(app.id, f.key);
+        return this.#store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: f.size, type: f.type, now });
+      });
+    });
+  }
+
+  async presignDownload(app: App, file: FileRecord): Promise<string> {
+    try {
+      return await this.#driver.presignGet({ bucket: app.bucketName, key: file.key, expiresInSeconds: URL_TTL_SECONDS, downloadName: file.name });
+    } catch (err) {
+      throw storeFailure(err, 'no download URL was made');
+    }
+  }
+
+  // ---------------------------------------------------------------- reaper
+
+  /**
+   * Deletes the objects of expired reservations, then the reservations. A key that has a file
+   * record is never deleted. Failures are logged and retried on the next run. One run at a time.
+   */
+  reap(): Promise<void> {
+    this.#reaping ??= this.#reapOnce().finally(() => {
+      this.#reaping = undefined;
+    });
+    return this.#reaping;
+  }
+
+  async #reapOnce(): Promise<void> {
+    if (this.#driver.problem) return;
+    const rows = this.#store.claimExpired(new Date().toISOString(), REAP_BATCH);
+    const byApp = new Map<string, string[]>();
+    for (const r of rows) byApp.set(r.app_id, [...(byApp.get(r.app_id) ?? []), r.key]);
+    for (const [appId, keys] of byApp) {
+      const bucket = this.#store.bucketOf(appId);
+      if (!bucket) continue;
+      const recorded = keys.filter((k) => this.#store.hasFileKey(appId, k));
+      const orphans = keys.filter((k) => !recorded.includes(k));
+      const outcome = orphans.length ? await this.#driver.deleteObjects(bucket, orphans) : { deleted: [], failed: [] };
+      this.#store.deleteUploads(appId, [...recorded, ...outcome.deleted]);
+      if (outcome.failed.length) {
+        this.#log.warn({ app: appId, failed: outcome.failed.length, first: outcome.failed[0] }, 'could not delete the objects of expired uploads; will retry');
+      } else if (outcome.deleted.length) {
+        this.#log.info({ app: appId, deleted: outcome.deleted.length }, 'deleted the objects of expired uploads');
+      }
+    }
+  }
+
+  /** Waits for a reaper run in progress. */
+  async settle(): Promise<void> {
+    await this.#reaping;
+  }
+}

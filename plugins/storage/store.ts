@@ -1,0 +1,285 @@
+/** The storage plugin's SQL: apps, file records, upload reservations. */
+import type { Database } from '../../core/db.ts';
+import type { App, FileRecord } from './types.ts';
+
+interface AppRow {
+  id: string;
+  seq: number;
+  org_id: string;
+  name: string;
+  bucket_name: string;
+  storage_limit: number | null;
+  stored_bytes: number;
+  file_count: number;
+  created_at: string;
+  updated_at: string;
+}
+
+interface FileRow {
+  id: string;
+  app_id: string;
+  key: string;
+  name: string;
+  size: number;
+  type: string;
+  uploaded_at: string;
+}
+
+export interface UploadRow {
+  app_id: string;
+  key: string;
+  size: number;
+  type: string;
+  state: 'pending' | 'reaping';
+  expires_at: string;
+}
+
+/** An app with what is kept beside it: its number (the rowid range of its files) and counters. */
+export interface AppState extends App {
+  seq: number;
+  storedBytes: number;
+  fileCount: number;
+}
+
+export type Direction = 'asc' | 'desc';
+
+const toApp = (r: AppRow): AppState => ({
+  id: r.id,
+  teamId: r.org_id,
+  name: r.name,
+  bucketName: r.bucket_name,
+  storageLimit: r.storage_limit,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+  seq: r.seq,
+  storedBytes: r.stored_bytes,
+  fileCount: r.file_count,
+});
+
+export const toFile = (r: FileRow): FileRecord => ({
+  id: r.id,
+  appId: r.app_id,
+  key: r.key,
+  name: r.name,
+  size: r.size,
+  type: r.type,
+  uploadedAt: r.uploaded_at,
+});
+
+const FILE_COLUMNS = 'f.id, f.app_id, f.key, f.name, f.size, f.type, f.uploaded_at';
+/** Rowids of an app's files: [seq * 2^32, (seq + 1) * 2^32). Computed in SQL, in 64 bits. */
+const APP_RANGE = 's.rowid >= @seq * 4294967296 AND s.rowid < (@seq + 1) * 4294967296';
+
+/** Statements of the file list for one sort direction. */
+function listStatements(db: Database, dir: Direction) {
+  const order = dir === 'asc' ? 'ASC' : 'DESC';
+  const orderBy = `ORDER BY f.uploaded_at ${order}, f.id ${order}`;
+  return {
+    // The page's rowids come from the covering (app_id, uploaded_at, id) index alone; only the
+    // page's rows are read from the table.
+    page: db.prepare(
+      `SELECT ${FILE_COLUMNS} FROM storage_files f WHERE f.seq IN (
+         SELECT f.seq FROM storage_files f WHERE f.app_id = ? ${orderBy} LIMIT ? OFFSET ?
+       ) ${orderBy}`,
+    ),
+    // Terms of 3+ characters: the trigram index finds candidates within the app's rowid range
+    // (CROSS JOIN keeps it the outer loop), instr() confirms the exact substring. Every match
+    // is sorted for the page anyway, so the same pass counts them (count(*) OVER ()).
+    search: db.prepare(
+      `SELECT ${FILE_COLUMNS}, count(*) OVER () AS total FROM storage_files_names s CROSS JOIN storage_files f ON f.seq = s.rowid
+       WHERE s.storage_files_names MATCH @match AND ${APP_RANGE} AND f.app_id = @appId AND instr(f.name, @term) > 0
+       ${orderBy} LIMIT @limit OFFSET @offset`,
+    ),
+    // Terms of 1-2 characters have no trigram: a scan of the app's files.
+    scan: db.prepare(
+      `SELECT ${FILE_COLUMNS}, count(*) OVER () AS total FROM storage_files f WHERE f.app_id = @appId AND instr(f.name, @term) > 0
+       ${orderBy} LIMIT @limit OFFSET @offset`,
+    ),
+  };
+}
+
+/** An FTS5 phrase that matches `term` literally. */
+function phrase(term: string): string {
+  return `"${term.replace(/"/g, '""')}"`;
+}
+
+export class StorageStore {
+  readonly #db: Database;
+  readonly #s;
+  readonly #lists: Record<Direction, ReturnType<typeof listStatements>>;
+
+  constructor(db: Database) {
+    this.#db = db;
+    this.#lists = { asc: listStatements(db, 'asc'), desc: listStatements(db, 'desc') };
+    this.#s = {
+      app: db.prepare('SELECT * FROM storage_apps WHERE id = ? AND deleting = 0'),
+      appInOrg: db.prepare('SELECT * FROM storage_apps WHERE id = ? AND org_id = ? AND deleting = 0'),
+      appsOfOrg: db.prepare('SELECT * FROM storage_apps WHERE org_id = ? AND deleting = 0 ORDER BY created_at DESC, id DESC'),
+      appAny: db.prepare('SELECT * FROM storage_apps WHERE id = ?'),
+      bucketOf: db.prepare('SELECT bucket_name FROM storage_apps WHERE id = ?'),
+      insertApp: db.prepare(
+        `INSERT INTO storage_apps (id, seq, org_id, name, bucket_name, storage_limit, created_at, updated_at)
+         VALUES (@id, (SELECT coalesce(max(seq), 0) + 1 FROM storage_apps), @orgId, @name, @bucketName, @storageLimit, @now, @now)`,
+      ),
+      updateApp: db.prepare(
+        'UPDATE storage_apps SET name = @name, storage_limit = @storageLimit, updated_at = @now WHERE id = @id AND deleting = 0',
+      ),
+      setDeleting: db.prepare('UPDATE storage_apps SET deleting = ? WHERE id = ?'),
+      deleteApp: db.prepare('DELETE FROM storage_apps WHERE id = ?'),
+
+      upsertFile: db.prepare(
+        `INSERT INTO storage_files (seq, id, app_id, key, name, size, type, uploaded_at)
+         VALUES ((SELECT seq * 4294967296 + next_file FROM storage_apps WHERE id = @appId), @id, @appId, @key, @name, @size, @type, @now)
+         ON CONFLICT (app_id, key) DO UPDATE SET name = excluded.name, size = excluded.size, type = excluded.type, uploaded_at = excluded.uploaded_at
+         RETURNING id, app_id, key, name, size, type, uploaded_at`,
+      ),
+      fileInOrg: db.prepare(
+        `SELECT ${FILE_COLUMNS} FROM storage_files f JOIN storage_apps a ON a.id = f.app_id
+         WHERE f.id = ? AND a.org_id = ? AND a.deleting = 0`,
+      ),
+      fileKeyExists: db.prepare('SELECT 1 FROM storage_files WHERE app_id = ? AND key = ?'),
+      deleteFileByKey: db.prepare('DELETE FROM storage_files WHERE app_id = ? AND key = ?'),
+      countSearch: db.prepare(
+        `SELECT count(*) AS n FROM storage_files_names s CROSS JOIN storage_files f ON f.seq = s.rowid
+         WHERE s.storage_files_names MATCH @match AND ${APP_RANGE} AND f.app_id = @appId AND instr(f.name, @term) > 0`,
+      ),
+      countScan: db.prepare('SELECT count(*) AS n FROM storage_files WHERE app_id = @appId AND instr(name, @term) > 0'),
+
+      upload: db.prepare('SELECT * FROM storage_uploads WHERE app_id = ? AND key = ?'),
+      insertUpload: db.prepare(
+        `INSERT INTO storage_uploads (app_id, key, size, type, state, created_at, expires_at)
+         VALUES (@appId, @key, @size, @type, 'pending', @now, @expiresAt)`,
+      ),
+      deleteUpload: db.prepare('DELETE FROM storage_uploads WHERE app_id = ? AND key = ?'),
+      reservedBytes: db.prepare(
+        "SELECT coalesce(sum(size), 0) AS n FROM storage_uploads WHERE app_id = ? AND state = 'pending' AND expires_at > ?",
+      ),
+      expiredUploads: db.prepare(
+        "SELECT app_id, key FROM storage_uploads WHERE expires_at <= ? OR state = 'reaping' ORDER BY expires_at LIMIT ?",
+      ),
+      markReaping: db.prepare("UPDATE storage_uploads SET state = 'reaping' WHERE app_id = ? AND key = ?"),
+    };
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.#db.transaction(fn).immediate();
+  }
+
+  // ---------------------------------------------------------------- apps
+
+  app(id: string): AppState | undefined {
+    const row = this.#s.app.get(id) as AppRow | undefined;
+    return row && toApp(row);
+  }
+
+  appInOrg(id: string, orgId: string): AppState | undefined {
+    const row = this.#s.appInOrg.get(id, orgId) as AppRow | undefined;
+    return row && toApp(row);
+  }
+
+  appsOfOrg(orgId: string): AppState[] {
+    return (this.#s.appsOfOrg.all(orgId) as AppRow[]).map(toApp);
+  }
+
+  /** The bucket of an app even while it is being deleted (for the reaper). */
+  bucketOf(id: string): string | undefined {
+    return (this.#s.bucketOf.get(id) as { bucket_name: string } | undefined)?.bucket_name;
+  }
+
+  insertApp(input: { id: string; orgId: string; name: string; bucketName: string; storageLimit: number | null; now: string }): AppState {
+    this.#s.insertApp.run(input);
+    return toApp(this.#s.appAny.get(input.id) as AppRow);
+  }
+
+  updateApp(input: { id: string; name: string; storageLimit: number | null; now: string }): AppState | undefined {
+    this.#s.updateApp.run(input);
+    return this.app(input.id);
+  }
+
+  /** Marks an app as being deleted; false when it is missing or already being deleted. */
+  markDeleting(id: string, orgId: string): boolean {
+    return this.transaction(() => {
+      if (!this.#s.appInOrg.get(id, orgId)) return false;
+      this.#s.setDeleting.run(1, id);
+      return true;
+    });
+  }
+
+  unmarkDeleting(id: string): void {
+    this.#s.setDeleting.run(0, id);
+  }
+
+  /** Deletes the app row; its files and uploads go with it (foreign keys). */
+  deleteApp(id: string): void {
+    this.#s.deleteApp.run(id);
+  }
+
+  // ---------------------------------------------------------------- files
+
+  upsertFile(input: { id: string; appId: string; key: string; name: string; size: number; type: string; now: string }): FileRecord {
+    return toFile(this.#s.upsertFile.get(input) as FileRow);
+  }
+
+  fileInOrg(id: string, orgId: string): FileRecord | undefined {
+    const row = this.#s.fileInOrg.get(id, orgId) as FileRow | undefined;
+    return row && toFile(row);
+  }
+
+  hasFileKey(appId: string, key: string): boolean {
+    return this.#s.fileKeyExists.get(appId, key) !== undefined;
+  }
+
+  deleteFilesByKeys(appId: string, keys: readonly string[]): void {
+    this.transaction(() => {
+      for (const key of keys) this.#s.deleteFileByKey.run(appId, key);
+    });
+  }
+
+  /** One page of an app's files, newest or oldest first, optionally filtered by a case-sensitive substring of the name. */
+  listFiles(app: AppState, options: { search?: string; dir: Direction; limit: number; offset: number }): { files: FileRecord[]; total: number } {
+    const s = this.#lists[options.dir];
+    const { search, limit, offset } = options;
+    if (!search) {
+      return { files: (s.page.all(app.id, limit, offset) as FileRow[]).map(toFile), total: app.fileCount };
+    }
+    const indexed = [...search].length >= 3;
+    const params = indexed ? { match: phrase(search), seq: app.seq, appId: app.id, term: search } : { appId: app.id, term: search };
+    const rows = (indexed ? s.search : s.scan).all({ ...params, limit, offset }) as (FileRow & { total: number })[];
+    // A page past the end has no row to carry the total: count on its own.
+    const total = rows[0]?.total ?? (offset === 0 ? 0 : ((indexed ? this.#s.countSearch : this.#s.countScan).get(params) as { n: number }).n);
+    return { files: rows.map(toFile), total };
+  }
+
+  // ---------------------------------------------------------------- uploads
+
+  upload(appId: string, key: string): UploadRow | undefined {
+    return this.#s.upload.get(appId, key) as UploadRow | undefined;
+  }
+
+  insertUpload(input: { appId: string; key: string; size: number; type: string; now: string; expiresAt: string }): void {
+    this.#s.insertUpload.run(input);
+  }
+
+  deleteUpload(appId: string, key: string): void {
+    this.#s.deleteUpload.run(appId, key);
+  }
+
+  reservedBytes(appId: string, now: string): number {
+    return (this.#s.reservedBytes.get(appId, now) as { n: number }).n;
+  }
+
+  /** Marks up to `limit` expired reservations as being reaped and returns them (with those left from an earlier run). */
+  claimExpired(now: string, limit: number): { app_id: string; key: string }[] {
+    return this.transaction(() => {
+      const rows = this.#s.expiredUploads.all(now, limit) as { app_id: string; key: string }[];
+      for (const r of rows) this.#s.markReaping.run(r.app_id, r.key);
+      return rows;
+    });
+  }
+
+  deleteUploads(appId: string, keys: readonly string[]): void {
+    this.transaction(() => {
+      for (const key of keys) this.#s.deleteUpload.run(appId, key);
+    });
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * lastUsedAt in batches. A validation per request is the hot path of an SDK; writing a row each
+ * time costs more than the lookup. Times are kept in memory and written at most `flushMs`
+ * later, and at once before anything reads them, so no read ever sees a stale value.
+ */
+import type { Logger } from '../../core/logger.ts';
+import type { TokensStore } from './store.ts';
+
+export class LastUsed {
+  readonly #store: TokensStore;
+  readonly #flushMs: number;
+  readonly #log: Logger;
+  #pending = new Map<string, string>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(store: TokensStore, flushMs: number, log: Logger) {
+    this.#store = store;
+    this.#flushMs = flushMs;
+    this.#log = log;
+  }
+
+  /** Records that a token was used now. */
+  touch(tokenId: string): void {
+    const now = new Date().toISOString();
+    if (this.#flushMs === 0) {
+      this.#store.touchMany([[tokenId, now]]);
+      return;
+    }
+    this.#pending.set(tokenId, now);
+    if (!this.#timer) {
+      this.#timer = setTimeout(() => this.flush(), this.#flushMs);
+      this.#timer.unref();
+    }
+  }
+
+  /** Writes what is pending. Called before every read of the tokens and on close. */
+  flush(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (!this.#pending.size) return;
+    const batch = this.#pending;
+    this.#pending = new Map();
+    try {
+      this.#store.touchMany(batch);
+    } catch (err) {
+      // Keep the times for the next flush rather than lose them (a locked database, say).
+      for (const [id, at] of batch) if (!this.#pending.has(id)) this.#pending.set(id, at);
+      this.#log.warn({ err }, 'could not record token last-use times; will retry');
+      if (!this.#timer) {
+        this.#timer = setTimeout(() => this.flush(), Math.max(this.#flushMs, 100));
+        this.#timer.unref();
+      }
+    }
+  }
+}

@@ -1,0 +1,131 @@
+/** File storage in tests: an app wired to the test S3 server, and the upload round trip. */
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { DeleteBucketCommand, DeleteObjectsCommand, ListBucketsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
+import { startApp, type TestApp } from './app.ts';
+import type { SignedIn } from './identity.ts';
+import type { S3Target } from './s3.ts';
+
+/** A bucket prefix unique to one test file, so concurrent runs on the shared store never meet. */
+export function uniquePrefix(tag: string): string {
+  return `wt-${tag}-${randomBytes(3).toString('hex')}-`;
+}
+
+export interface StorageAppOptions {
+  prefix: string;
+  /** Extra lines for [plugins.storage]. */
+  storage?: string;
+  /** Extra lines for [plugins.storage.s3]. */
+  s3?: string;
+  /** Overrides the target's endpoint (a closed port, say). */
+  endpoint?: string;
+  dataDir?: string;
+}
+
+export function storageToml(target: S3Target, options: StorageAppOptions): string {
+  return [
+    '[plugins.identity]',
+    'scrypt_cost = 1024',
+    '[plugins.storage]',
+    `bucket_prefix = "${options.prefix}"`,
+    options.storage ?? '',
+    '[plugins.storage.s3]',
+    `endpoint = "${options.endpoint ?? target.endpoint}"`,
+    `region = "${target.region}"`,
+    `access_key = "${target.accessKeyId}"`,
+    `secret_key = "${target.secretAccessKey}"`,
+    'max_attempts = 2',
+    'connect_timeout_ms = 2000',
+    options.s3 ?? '',
+  ].join('\n');
+}
+
+export function startStorageApp(target: S3Target, options: StorageAppOptions): Promise<TestApp> {
+  return startApp(storageToml(target, options), options.dataDir ? { dataDir: options.dataDir } : {});
+}
+
+/** A loopback port nothing listens on. */
+export async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+export interface LocalFile {
+  name: string;
+  type: string;
+  body: Buffer;
+}
+
+export function localFile(name: string, size = 16, type = 'application/octet-stream'): LocalFile {
+  return { name, type, body: randomBytes(size) };
+}
+
+/** Phase 1 for `files`; returns the status and body. */
+export function requestUploads(app: TestApp, who: SignedIn, appId: string, files: LocalFile[], prefix?: string) {
+  return app.request('POST', '/api/files/upload', {
+    headers: who.headers,
+    body: { appId, ...(prefix === undefined ? {} : { prefix }), files: files.map((f) => ({ name: f.name, size: f.body.length, type: f.type })) },
+  });
+}
+
+/** PUTs a file's bytes to a presigned URL with plain fetch. */
+export function putTo(url: string, file: LocalFile): Promise<Response> {
+  return fetch(url, { method: 'PUT', headers: { 'content-type': file.type }, body: file.body });
+}
+
+/** Phase 1, the PUTs, phase 2: the recorded files. */
+export async function uploadFiles(app: TestApp, who: SignedIn, appId: string, files: LocalFile[], prefix?: string): Promise<any[]> {
+  const phase1 = await requestUploads(app, who, appId, files, prefix);
+  if (phase1.status !== 200) throw new Error(`phase 1: ${phase1.status} ${phase1.text}`);
+  const uploads = phase1.body.uploads as { key: string; name: string; size: number; type: string; presignedUrl: string }[];
+  for (const [i, u] of uploads.entries()) {
+    const put = await putTo(u.presignedUrl, files[i]!);
+    if (put.status !== 200) throw new Error(`PUT ${u.key}: ${put.status} ${await put.text()}`);
+  }
+  const done = await app.request('POST', '/api/files/upload', {
+    headers: who.headers,
+    body: { appId, action: 'complete', files: uploads.map(({ key, name, size, type }) => ({ key, name, size, type })) },
+  });
+  if (done.status !== 200) throw new Error(`complete: ${done.status} ${done.text}`);
+  return done.body.files;
+}
+
+/** Creates an app; returns its body. */
+export async function createApp(app: TestApp, who: SignedIn, name = 'app', storageLimit?: number | null): Promise<any> {
+  const res = await app.request('POST', '/api/apps', { headers: who.headers, body: { name, ...(storageLimit === undefined ? {} : { storageLimit }) } });
+  if (res.status !== 201) throw new Error(`create app: ${res.status} ${res.text}`);
+  return res.body;
+}
+
+/** Creates an API token for an app; returns the raw token. */
+export async function createToken(app: TestApp, who: SignedIn, appId: string, name = 'token'): Promise<string> {
+  const res = await app.request('POST', '/api/tokens', { headers: who.headers, body: { appId, name } });
+  if (res.status !== 201) throw new Error(`create token: ${res.status} ${res.text}`);
+  return res.body.token;
+}
+
+export function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}
+
+/** Buckets on the store whose names start with `prefix`. */
+export async function bucketsWithPrefix(s3: S3Client, prefix: string): Promise<string[]> {
+  const out = await s3.send(new ListBucketsCommand({}));
+  return (out.Buckets ?? []).map((b) => b.Name!).filter((n) => n.startsWith(prefix));
+}
+
+/** Removes every bucket (and its objects) whose name starts with `prefix`: test clean-up. */
+export async function removeBuckets(s3: S3Client, prefix: string): Promise<void> {
+  for (const bucket of await bucketsWithPrefix(s3, prefix)) {
+    for (;;) {
+      const page = await s3.send(new ListObjectsV2Command({ Bucket: bucket }));
+      const keys = (page.Contents ?? []).map((o) => ({ Key: o.Key! }));
+      if (!keys.length) break;
+      await s3.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }));
+    }
+    await s3.send(new DeleteBucketCommand({ Bucket: bucket }));
+  }
+}

@@ -1,0 +1,218 @@
+/**
+ * GET /api/files: pages that never repeat or skip a file when upload times tie, both directions,
+ * and the search: a case-sensitive substring of the name, served by the trigram index for terms
+ * of three or more characters and by a scan below that, with the same answers either way.
+ */
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestApp } from '../../helpers/app.ts';
+import { signIn } from '../../helpers/identity.ts';
+import { ensureS3, s3Client, type S3Target } from '../../helpers/s3.ts';
+import { bearer, createApp, createToken, removeBuckets, startStorageApp, uniquePrefix } from '../../helpers/storage.ts';
+
+const prefix = uniquePrefix('list');
+
+const NAMES = [
+  'Report-2026.PDF',
+  'report-2025.pdf',
+  'annual REPORT.txt',
+  'photo_001.jpg',
+  'photo_002.jpg',
+  'Photo_003.JPG',
+  'notes "quoted".md',
+  "it's.txt",
+  '100%_done.txt',
+  'a.b',
+  'x',
+  'ab',
+  'résumé.pdf',
+  'naïve-Résumé.doc',
+  '日本語.txt',
+  'under_score',
+  'OR AND NOT.txt',
+  'star*.txt',
+  'NEAR(a b).txt',
+  'col:on.txt',
+];
+
+let target: S3Target;
+let s3: S3Client;
+let app: TestApp;
+let token: string;
+let bucket: string;
+let appId: string;
+
+/** Puts one-byte objects and registers them in one request (so they share one uploadedAt). */
+async function register(names: string[], keyPrefix: string): Promise<any[]> {
+  const files = names.map((name, i) => ({ key: `${keyPrefix}/${i}`, name, size: 1, type: 'text/plain' }));
+  await Promise.all(files.map((f) => s3.send(new PutObjectCommand({ Bucket: bucket, Key: f.key, Body: 'x' }))));
+  const res = await app.request('POST', '/api/files', { body: { token, files } });
+  if (res.status !== 200) throw new Error(`register: ${res.status} ${res.text}`);
+  return res.body.files;
+}
+
+const get = async (query: string) => {
+  const res = await app.request('GET', `/api/files?${query}`, { headers: bearer(token) });
+  expect(res.status, res.text).toBe(200);
+  return res.body as { files: any[]; pagination: { page: number; pageSize: number; total: number; totalPages: number } };
+};
+
+beforeAll(async () => {
+  target = await ensureS3();
+  s3 = s3Client(target);
+  app = await startStorageApp(target, { prefix });
+  const owner = await signIn(app);
+  const created = await createApp(app, owner, 'list');
+  appId = created.id;
+  bucket = created.bucketName;
+  token = await createToken(app, owner, appId);
+}, 11 * 60_000);
+
+afterAll(async () => {
+  await app?.close();
+  if (s3) {
+    await removeBuckets(s3, prefix);
+    s3.destroy();
+  }
+});
+
+describe('paging', () => {
+  let all: any[];
+
+  beforeAll(async () => {
+    // 25 files with one uploadedAt (ties), then 5 later ones.
+    const tied = await register(Array.from({ length: 25 }, (_, i) => `tied-${String(i).padStart(2, '0')}.bin`), 'tied');
+    await new Promise((r) => setTimeout(r, 5));
+    const later = await register(Array.from({ length: 5 }, (_, i) => `later-${i}.bin`), 'later');
+    all = [...tied, ...later];
+    expect(new Set(tied.map((f) => f.uploadedAt)).size).toBe(1);
+  });
+
+  const order = (files: any[], dir: 'asc' | 'desc') =>
+    [...files].sort((a, b) => (a.uploadedAt === b.uploadedAt ? (a.id < b.id ? -1 : 1) : a.uploadedAt < b.uploadedAt ? -1 : 1)).map((f) => f.id)[dir === 'asc' ? 'slice' : 'reverse']();
+
+  it.each(['desc', 'asc'] as const)('%s: pages of 7 cover every file exactly once, in (uploadedAt, id) order', async (dir) => {
+    const seen: string[] = [];
+    const first = await get(`dir=${dir}&pageSize=7&search=.bin`);
+    expect(first.pagination).toEqual({ page: 1, pageSize: 7, total: 30, totalPages: 5 });
+    for (let page = 1; page <= 5; page++) {
+      const body = await get(`dir=${dir}&pageSize=7&page=${page}&search=.bin`);
+      expect(body.files.length).toBe(page < 5 ? 7 : 2);
+      seen.push(...body.files.map((f) => f.id));
+    }
+    expect(seen).toEqual(order(all, dir));
+    expect((await get(`dir=${dir}&pageSize=7&page=6&search=.bin`)).files).toEqual([]);
+  });
+
+  it('the same holds without a search, and for a search served by the scan', async () => {
+    const total = (await get('pageSize=1')).pagination.total;
+    const ids: string[] = [];
+    for (let page = 1; page <= Math.ceil(total / 4); page++) ids.push(...(await get(`pageSize=4&page=${page}`)).files.map((f) => f.id));
+    expect(new Set(ids).size).toBe(total);
+    expect(ids.filter((id) => all.some((f) => f.id === id))).toEqual(order(all, 'desc'));
+    const short: string[] = [];
+    for (let page = 1; page <= 10; page++) short.push(...(await get(`pageSize=3&page=${page}&search=d-`)).files.map((f) => f.id));
+    expect(short).toEqual(order(all.filter((f) => f.name.includes('d-')), 'desc'));
+  });
+
+  it('defaults: page 1, pageSize 10, newest first', async () => {
+    const body = await get('');
+    expect(body.pagination.page).toBe(1);
+    expect(body.pagination.pageSize).toBe(10);
+    expect(body.files).toHaveLength(10);
+    expect(body.files[0].name).toMatch(/^later-/);
+  });
+});
+
+describe('search: a case-sensitive substring of the name', () => {
+  beforeAll(async () => {
+    await register(NAMES, 'names');
+  });
+
+  it.each([
+    'Report',
+    'report',
+    'REPORT',
+    'port',
+    'photo_',
+    'Photo',
+    '.pdf',
+    '.PDF',
+    '"quoted"',
+    '"',
+    "'s",
+    "it's",
+    '%_',
+    '%',
+    '_',
+    'a.',
+    'x',
+    'ab',
+    'é',
+    'sumé',
+    'Résumé',
+    'résumé',
+    '本語',
+    '日本語',
+    'AND',
+    'OR AND',
+    'NOT.txt',
+    '*',
+    'star*',
+    'NEAR(a',
+    'col:on',
+    '-20',
+    'nothing matches this',
+  ])('%j', async (term) => {
+    const expected = NAMES.filter((n) => n.includes(term)).sort();
+    const body = await get(`search=${encodeURIComponent(term)}&pageSize=100`);
+    expect(body.files.map((f) => f.name).filter((n: string) => NAMES.includes(n)).sort()).toEqual(expected);
+    const others = body.files.filter((f) => !NAMES.includes(f.name));
+    for (const f of others) expect(f.name.includes(term)).toBe(true);
+    expect(body.pagination.total).toBe(body.files.length);
+  });
+
+  it("another app's files never show, whatever the term", async () => {
+    const owner = await signIn(app);
+    const other = await createApp(app, owner, 'other');
+    const otherToken = await createToken(app, owner, other.id);
+    await Promise.all(NAMES.map((_, i) => s3.send(new PutObjectCommand({ Bucket: other.bucketName, Key: `o/${i}`, Body: 'x' }))));
+    const reg = await app.request('POST', '/api/files', { body: { token: otherToken, files: NAMES.map((name, i) => ({ key: `o/${i}`, name, size: 1, type: 't' })) } });
+    expect(reg.status).toBe(200);
+    for (const term of ['Report', 'ab', 'photo_', 'x']) {
+      const mine = await get(`search=${encodeURIComponent(term)}&pageSize=100`);
+      expect(mine.files.every((f) => f.appId === appId)).toBe(true);
+      const theirs = await app.request('GET', `/api/files?search=${encodeURIComponent(term)}&pageSize=100`, { headers: bearer(otherToken) });
+      expect(theirs.body.files.map((f: { name: string }) => f.name).sort()).toEqual(NAMES.filter((n) => n.includes(term)).sort());
+      expect(theirs.body.files.every((f: { appId: string }) => f.appId === other.id)).toBe(true);
+    }
+  });
+
+  it('an empty search lists everything', async () => {
+    const all = await get('pageSize=1');
+    expect((await get('search=&pageSize=1')).pagination.total).toBe(all.pagination.total);
+  });
+});
+
+describe('the list is served by indexes', () => {
+  const plan = (sql: string, ...args: unknown[]) =>
+    (app.running.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as { detail: string }[]).map((r) => r.detail).join('\n');
+
+  it("pages walk (app_id, uploaded_at, id); a search of 3+ characters starts from the trigram index, within the app's rowid range", () => {
+    const page = plan(
+      'SELECT f.seq FROM storage_files f WHERE f.app_id = ? ORDER BY f.uploaded_at DESC, f.id DESC LIMIT 10 OFFSET 0',
+      appId,
+    );
+    expect(page).toMatch(/USING COVERING INDEX storage_files_by_time/);
+    expect(page).not.toMatch(/TEMP B-TREE/);
+    const search = plan(
+      `SELECT f.id FROM storage_files_names s CROSS JOIN storage_files f ON f.seq = s.rowid
+       WHERE s.storage_files_names MATCH @match AND s.rowid >= @seq * 4294967296 AND s.rowid < (@seq + 1) * 4294967296
+       AND f.app_id = @appId AND instr(f.name, @term) > 0 ORDER BY f.uploaded_at DESC, f.id DESC LIMIT 10`,
+      { match: '"port"', seq: 1, appId, term: 'port' },
+    );
+    // M: the MATCH; > and <: the app's rowid range, so other apps' files are never read.
+    expect(search.split('\n')[0]).toMatch(/SCAN s VIRTUAL TABLE INDEX \d+:M\d*></);
+    expect(search).toMatch(/SEARCH f USING INTEGER PRIMARY KEY/);
+  });
+});
