@@ -11,6 +11,7 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   'tokens-validate': () => import('./tokens-validate.ts'),
   'files-search': () => import('./files-search.ts'),
   'upload-presign': () => import('./upload-presign.ts'),
+  webhooks: () => import('./webhooks.ts'),
 };
 
 const wanted = process.argv.slice(2);

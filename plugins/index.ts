@@ -9,5 +9,6 @@ import rateLimit from './rate_limit/index.ts';
 import sessions from './sessions/index.ts';
 import storage from './storage/index.ts';
 import tokens from './tokens/index.ts';
+import webhooks from './webhooks/index.ts';
 
-export const builtinPlugins: readonly AnyPlugin[] = [identity, sessions, storage, tokens, example, rateLimit];
+export const builtinPlugins: readonly AnyPlugin[] = [identity, sessions, webhooks, storage, tokens, example, rateLimit];

@@ -32,7 +32,7 @@ describe('SigV4 presigned URLs', () => {
       signingDate: date,
       signableHeaders: new Set(['content-type']),
     });
-    const ours = new SigV4Presigner({ credentials, region, forcePathStyle: pathStyle }).presign({
+    const ours = await new SigV4Presigner({ credentials, region, forcePathStyle: pathStyle }).presign({
       method: 'PUT',
       endpoint: new URL(endpoint),
       bucket: 'wharf-bucket',
@@ -53,7 +53,7 @@ describe('SigV4 presigned URLs', () => {
       expiresIn: 60,
       signingDate: date,
     });
-    const ours = new SigV4Presigner({ credentials, region: 'us-east-1', forcePathStyle: true }).presign({
+    const ours = await new SigV4Presigner({ credentials, region: 'us-east-1', forcePathStyle: true }).presign({
       method: 'GET',
       endpoint: new URL('http://127.0.0.1:7480'),
       bucket: 'b',

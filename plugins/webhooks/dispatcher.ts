@@ -1,0 +1,536 @@
+/**
+ * The dispatcher: takes due deliveries from the outbox and POSTs them, with bounded concurrency
+ * overall and per session, round-robin over sessions so that one slow receiver holds at most its
+ * own slots; records every attempt; reschedules failures with backoff and jitter (Retry-After
+ * honoured within the schedule) and abandons a delivery after its last attempt.
+ *
+ * The outbox in SQLite is the only truth: what is in flight is remembered in memory only, so a
+ * delivery in flight when the process dies is still pending (and due) in the database, and is
+ * sent again after the restart (at least once). Outcomes are written in batches (every few
+ * milliseconds, in one transaction); until then their deliveries stay held in memory, so the
+ * queue never hands one out twice.
+ */
+import type { Dispatcher as HttpDispatcher } from 'undici';
+import type { Keys } from '../../core/keys.ts';
+import type { Logger } from '../../core/logger.ts';
+import type { SessionsService } from '../sessions/types.ts';
+import type { WebhooksConfig } from './config.ts';
+import { signatureHeaders } from './signing.ts';
+import type { Completion, DueRow, WebhooksStore } from './store.ts';
+
+/** What the response excerpt on an attempt record keeps, in bytes. */
+export const EXCERPT_BYTES = 1024;
+const USER_AGENT = 'Wharf-Webhooks/1';
+/** Outcomes are written together: at most this many wait... */
+const FLUSH_BATCH = 256;
+/** ...for at most this long, in milliseconds (a crash meanwhile only means those are sent again). */
+const FLUSH_DELAY_MS = 5;
+
+interface CachedSecrets {
+  /** The session's updated_at when these were read. */
+  stamp: string;
+  secret: string;
+  previous: string | undefined;
+  /** Unix ms. */
+  previousUntil: number;
+}
+
+export interface DispatcherDeps {
+  store: WebhooksStore;
+  sessions: SessionsService;
+  keys: Keys;
+  log: Logger;
+  config: WebhooksConfig;
+  http: HttpDispatcher;
+  /** Called after each attempt, for metrics. */
+  observe?(outcome: 'delivered' | 'failed' | 'abandoned', durationMs: number): void;
+}
+
+interface Outcome {
+  statusCode: number | null;
+  error: string | null;
+  response: string | null;
+  retryAfterMs: number | null;
+  success: boolean;
+}
+
+export const previousSecretContext = (sessionId: number) => `webhooks:previous_secret:${sessionId}`;
+
+export class WebhookDispatcher {
+  readonly #d: DispatcherDeps;
+  readonly #maxDelayMs: number;
+  /** Session id -> attempts of its deliveries in flight now. */
+  readonly #running = new Map<number, number>();
+  /** Session id -> ids of its deliveries in flight, or finished and not yet written: skipped when reading the queue. */
+  readonly #held = new Map<number, Set<number>>();
+  /** Dispatch id -> the controller that cuts its attempt short. */
+  readonly #controllers = new Map<number, AbortController>();
+  /** Session id -> when its earliest pending delivery is due (Unix ms); insertion order is the round-robin order. */
+  readonly #due = new Map<number, number>();
+  /** Events that got a dispatch row in a transaction not yet announced as committed. */
+  readonly #enqueued = new Set<number>();
+  /** Session id -> its decrypted secrets, valid while the session's updated_at is `stamp`. */
+  readonly #secrets = new Map<number, CachedSecrets>();
+  #completions: Completion[] = [];
+  #active = 0;
+  #pumpQueued = false;
+  #flushTimer: NodeJS.Timeout | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Number.POSITIVE_INFINITY;
+  #closing = false;
+  #closed = false;
+  #idle: (() => void) | undefined;
+
+  constructor(deps: DispatcherDeps) {
+    this.#d = deps;
+    this.#maxDelayMs = Math.max(...deps.config.retry_schedule_seconds) * 1000;
+  }
+
+  /** Deliveries in flight now. */
+  get active(): number {
+    return this.#active;
+  }
+
+  /** Whether an attempt of this dispatch is in flight (or its outcome is being written) now. */
+  inFlight(dispatchId: number, sessionId: number): boolean {
+    return this.#held.get(sessionId)?.has(dispatchId) ?? false;
+  }
+
+  /** Reads the outbox (after a restart: everything pending, including what was in flight) and starts sending. */
+  start(): void {
+    this.resync();
+  }
+
+  /** Re-reads every session's earliest due time from the outbox (at start, and now and then as a safety net). */
+  resync(): void {
+    if (this.#closing) return;
+    for (const { session_id, due } of this.#d.store.dueBySession()) this.markDue(session_id, due);
+  }
+
+  /** A dispatch row was written for this event inside its transaction. */
+  enqueued(eventId: number): void {
+    // Ids of rolled-back transactions are never announced; past this size they are dropped and
+    // the periodic resync picks up anything that was still waiting.
+    if (this.#enqueued.size >= 100_000) this.#enqueued.clear();
+    this.#enqueued.add(eventId);
+  }
+
+  /** The event's transaction committed: its delivery is due now. */
+  committed(eventId: number, sessionId: number): void {
+    if (!this.#enqueued.delete(eventId)) return;
+    this.markDue(sessionId, Date.now());
+  }
+
+  /** The session's webhook secret changed: forget the cached one. */
+  forgetSecrets(sessionId: number): void {
+    this.#secrets.delete(sessionId);
+  }
+
+  /** The session has a delivery due at `at` (Unix ms). */
+  markDue(sessionId: number, at: number): void {
+    if (this.#closing) return;
+    const current = this.#due.get(sessionId);
+    if (current === undefined || at < current) this.#due.set(sessionId, at);
+    this.#wakeAt(at);
+  }
+
+  #wakeAt(at: number): void {
+    if (this.#closing) return;
+    if (at <= Date.now()) {
+      if (this.#pumpQueued) return;
+      this.#pumpQueued = true;
+      setImmediate(() => this.#pump());
+      return;
+    }
+    if (at >= this.#timerAt) return;
+    clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(
+      () => {
+        this.#timerAt = Number.POSITIVE_INFINITY;
+        this.#timer = undefined;
+        this.#pump();
+      },
+      Math.min(at - Date.now(), 2 ** 31 - 1),
+    );
+  }
+
+  #pump(): void {
+    this.#pumpQueued = false;
+    if (this.#closing) return;
+    try {
+      if (this.#completions.length >= FLUSH_BATCH) this.#flush();
+      this.#fill();
+    } catch (err) {
+      this.#d.log.error({ err }, 'webhook dispatcher failed to read or write the outbox; retrying in a second');
+      this.#wakeAt(Date.now() + 1000);
+    }
+  }
+
+  #fill(): void {
+    const { config, store } = this.#d;
+    const now = Date.now();
+    let next = Number.POSITIVE_INFINITY;
+    const served: number[] = [];
+    for (const [sessionId, due] of this.#due) {
+      if (this.#active >= config.concurrency) break;
+      if (due > now) {
+        next = Math.min(next, due);
+        continue;
+      }
+      const held = this.#held.get(sessionId);
+      const room = Math.min(config.concurrency_per_session - (this.#running.get(sessionId) ?? 0), config.concurrency - this.#active);
+      if (room <= 0) continue;
+      let started = 0;
+      for (const row of store.due(sessionId, now, room + (held?.size ?? 0))) {
+        if (started >= room) break;
+        if (held?.has(row.id)) continue;
+        this.#start(row);
+        started++;
+      }
+      if (started < room) {
+        // Nothing else is due now: wait for the next retry time of this session, if any. Retry
+        // times not yet written are marked again when they are.
+        const later = store.nextDue(sessionId, now);
+        if (later === null) this.#due.delete(sessionId);
+        else {
+          this.#due.set(sessionId, later);
+          next = Math.min(next, later);
+        }
+      }
+      if (started) served.push(sessionId);
+    }
+    // Sessions just served go to the back of the round.
+    for (const sessionId of served) {
+      const due = this.#due.get(sessionId);
+      if (due === undefined) continue;
+      this.#due.delete(sessionId);
+      this.#due.set(sessionId, due);
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.#wakeAt(next);
+  }
+
+  /** Writes finished attempts in one transaction, then releases their ids and marks their retry times. */
+  #flush(): void {
+    clearTimeout(this.#flushTimer);
+    this.#flushTimer = undefined;
+    if (this.#completions.length === 0) return;
+    const batch = this.#completions;
+    this.#completions = [];
+    this.#d.store.complete(batch, Date.now());
+    for (const c of batch) {
+      const held = this.#held.get(c.sessionId);
+      held?.delete(c.dispatchId);
+      if (held?.size === 0) this.#held.delete(c.sessionId);
+      if (c.status === 'pending' && c.nextAttemptAt !== null) this.markDue(c.sessionId, c.nextAttemptAt);
+    }
+  }
+
+  #completed(completion: Completion): void {
+    this.#completions.push(completion);
+    if (this.#closing) return;
+    if (this.#completions.length >= FLUSH_BATCH) this.#wakeAt(0);
+    else {
+      this.#flushTimer ??= setTimeout(() => {
+        this.#flushTimer = undefined;
+        if (this.#closing) return;
+        try {
+          this.#flush();
+        } catch (err) {
+          this.#d.log.error({ err }, 'writing webhook outcomes failed; retrying in a second');
+          this.#flushTimer = setTimeout(() => this.#wakeAt(0), 1000);
+        }
+      }, FLUSH_DELAY_MS);
+    }
+    // The slot is free now: start the next delivery without waiting for the write.
+    this.#wakeAt(0);
+  }
+
+  #start(row: DueRow): void {
+    this.#active++;
+    this.#running.set(row.session_id, (this.#running.get(row.session_id) ?? 0) + 1);
+    let held = this.#held.get(row.session_id);
+    if (!held) this.#held.set(row.session_id, (held = new Set()));
+    held.add(row.id);
+    const controller = new AbortController();
+    this.#controllers.set(row.id, controller);
+    const number = row.attempt_count + 1;
+    const startedAt = Date.now();
+    this.#attempt(row, controller.signal).then(
+      (result) => this.#finish(row, number, startedAt, result),
+      (err: unknown) => this.#finish(row, number, startedAt, { kind: 'attempted', outcome: failure(null, describeError(err)) }),
+    );
+  }
+
+  #finish(row: DueRow, number: number, startedAt: number, result: AttemptResult): void {
+    this.#active--;
+    this.#controllers.delete(row.id);
+    const running = (this.#running.get(row.session_id) ?? 1) - 1;
+    if (running === 0) this.#running.delete(row.session_id);
+    else this.#running.set(row.session_id, running);
+    if (this.#closed) return;
+    if (this.#active === 0) this.#idle?.();
+    if (result.kind === 'interrupted') {
+      // Cut short by shutdown: nothing is recorded, the delivery stays due and goes out after the restart.
+      const held = this.#held.get(row.session_id);
+      held?.delete(row.id);
+      if (held?.size === 0) this.#held.delete(row.session_id);
+      return;
+    }
+    const now = Date.now();
+    const durationMs = now - startedAt;
+    if (result.kind === 'dropped') {
+      this.#secrets.delete(row.session_id);
+      this.#d.observe?.('abandoned', 0);
+      this.#completed({
+        dispatchId: row.id,
+        sessionId: row.session_id,
+        number: row.attempt_count,
+        startedAt,
+        durationMs: 0,
+        statusCode: null,
+        error: result.reason,
+        response: null,
+        status: 'abandoned',
+        nextAttemptAt: null,
+        url: null,
+        recordAttempt: false,
+      });
+      return;
+    }
+    const { outcome, url } = result;
+    const { config } = this.#d;
+    let status: Completion['status'] = 'delivered';
+    let nextAttemptAt: number | null = null;
+    if (!outcome.success) {
+      if (number >= config.max_attempts) status = 'abandoned';
+      else {
+        status = 'pending';
+        nextAttemptAt = now + this.#delay(number, outcome.retryAfterMs);
+      }
+    }
+    this.#d.observe?.(outcome.success ? 'delivered' : status === 'abandoned' ? 'abandoned' : 'failed', durationMs);
+    this.#completed({
+      dispatchId: row.id,
+      sessionId: row.session_id,
+      number,
+      startedAt,
+      durationMs,
+      statusCode: outcome.statusCode,
+      error: outcome.error,
+      response: outcome.response,
+      status,
+      nextAttemptAt,
+      url: url ?? null,
+      recordAttempt: true,
+    });
+  }
+
+  /** The wait after the n-th failed attempt: the schedule's entry with jitter, lengthened by Retry-After up to the schedule's longest wait. */
+  #delay(failedAttempt: number, retryAfterMs: number | null): number {
+    const { retry_schedule_seconds: schedule, retry_jitter: jitter } = this.#d.config;
+    const base = schedule[Math.min(failedAttempt - 1, schedule.length - 1)]! * 1000;
+    let delay = base * (1 - jitter + 2 * jitter * Math.random());
+    if (retryAfterMs !== null) delay = Math.max(delay, Math.min(retryAfterMs, this.#maxDelayMs));
+    return Math.max(1, Math.round(delay));
+  }
+
+  /** The session's secret and, during a rotation's grace period, its previous one; decrypted once per change of the session. */
+  #secretsOf(sessionId: number, stamp: string, now: number): { secret: string; previous: string | undefined } | undefined {
+    let cached = this.#secrets.get(sessionId);
+    if (!cached || cached.stamp !== stamp) {
+      const settings = this.#d.sessions.webhookSettings(sessionId);
+      if (!settings) return undefined;
+      const previous = this.#d.store.previousSecret(sessionId, now);
+      cached = {
+        stamp,
+        secret: settings.secret,
+        previous: previous && this.#d.keys.decrypt(previous.secret_enc, previousSecretContext(sessionId)),
+        previousUntil: previous?.expires_at ?? 0,
+      };
+      this.#secrets.set(sessionId, cached);
+    }
+    return { secret: cached.secret, previous: cached.previousUntil > now ? cached.previous : undefined };
+  }
+
+  async #attempt(row: DueRow, signal: AbortSignal): Promise<AttemptResult> {
+    const { sessions, config } = this.#d;
+    const session = sessions.get(row.session_id);
+    if (!session) return { kind: 'dropped', reason: 'session deleted: not delivered' };
+    if (!session.webhookEnabled) return { kind: 'dropped', reason: 'webhook disabled: not delivered' };
+    if (!session.webhookUrl) return { kind: 'dropped', reason: 'webhook URL removed: not delivered' };
+    const secrets = this.#secretsOf(row.session_id, session.updatedAt, Date.now());
+    if (!secrets) return { kind: 'dropped', reason: 'session deleted: not delivered' };
+    // The session's current URL: a receiver moved meanwhile gets what is still to be sent.
+    const url = new URL(session.webhookUrl);
+    const body = Buffer.from(row.body);
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': USER_AGENT,
+      ...signatureHeaders({
+        mode: session.webhookSigning,
+        secret: secrets.secret,
+        previousSecret: secrets.previous,
+        webhookId: row.webhook_id,
+        body,
+        timestamp: Math.floor(Date.now() / 1000),
+      }),
+    };
+    if (url.username || url.password) {
+      headers.authorization = `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`;
+    }
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(new AttemptTimeout(config.timeout_ms)), config.timeout_ms);
+    const onShutdown = () => timeout.abort(new Interrupted());
+    signal.addEventListener('abort', onShutdown, { once: true });
+    try {
+      return { kind: 'attempted', url: session.webhookUrl, outcome: await this.#post(url, headers, body, timeout.signal) };
+    } catch (err) {
+      if (timeout.signal.reason instanceof Interrupted) return { kind: 'interrupted' };
+      return { kind: 'attempted', url: session.webhookUrl, outcome: failure(null, describeError(timeout.signal.aborted ? timeout.signal.reason : err)) };
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onShutdown);
+    }
+  }
+
+  async #post(url: URL, headers: Record<string, string>, body: Buffer, signal: AbortSignal): Promise<Outcome> {
+    const { config } = this.#d;
+    const res = await this.#d.http.request({
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method: 'POST',
+      headers,
+      body,
+      signal,
+      headersTimeout: config.timeout_ms,
+      bodyTimeout: config.timeout_ms,
+    });
+    const statusCode = res.statusCode;
+    const kept: Buffer[] = [];
+    let keptBytes = 0;
+    let total = 0;
+    let note: string | null = null;
+    try {
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        total += chunk.length;
+        if (keptBytes < EXCERPT_BYTES) {
+          const part = chunk.subarray(0, EXCERPT_BYTES - keptBytes);
+          kept.push(part);
+          keptBytes += part.length;
+        }
+        if (total > config.response_read_limit_bytes) {
+          note = `answer body longer than ${config.response_read_limit_bytes} bytes: cut off`;
+          break;
+        }
+      }
+    } catch (err) {
+      if (signal.reason instanceof Interrupted) throw err;
+      note = `answer body not read to its end: ${describeError(signal.aborted ? signal.reason : err)}`;
+    } finally {
+      if (!res.body.destroyed && note !== null) res.body.destroy();
+    }
+    const response = keptBytes ? Buffer.concat(kept).toString('utf8') : null;
+    if (statusCode >= 200 && statusCode < 300) return { statusCode, error: note, response, retryAfterMs: null, success: true };
+    const retryAfterMs = parseRetryAfter(res.headers['retry-after']);
+    let error: string;
+    if (statusCode >= 300 && statusCode < 400) {
+      const location = res.headers.location;
+      error = `redirect not followed: the receiver answered ${statusCode}${location ? ` to ${String(location).slice(0, 300)}` : ''}`;
+    } else error = `the receiver answered ${statusCode}`;
+    return { statusCode, error: note ? `${error}; ${note}` : error, response, retryAfterMs, success: false };
+  }
+
+  /**
+   * Stops taking work; lets deliveries in flight finish for up to `waitMs`, cuts the rest (they
+   * stay pending and go out after the restart), and writes what finished.
+   */
+  async close(waitMs: number): Promise<void> {
+    if (this.#closing) return;
+    this.#closing = true;
+    clearTimeout(this.#timer);
+    if (this.#active > 0 && waitMs > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, waitMs);
+        this.#idle = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    for (const controller of this.#controllers.values()) controller.abort();
+    // Let the cut attempts settle, so none records anything after the database is closed.
+    while (this.#active > 0) await new Promise((r) => setImmediate(r));
+    this.#closed = true;
+    try {
+      this.#flush();
+    } catch (err) {
+      this.#d.log.error({ err }, 'writing the last webhook outcomes failed; those deliveries will be sent again');
+    }
+  }
+}
+
+type AttemptResult =
+  | { kind: 'attempted'; outcome: Outcome; url?: string }
+  | { kind: 'dropped'; reason: string }
+  | { kind: 'interrupted' };
+
+class AttemptTimeout extends Error {
+  constructor(ms: number) {
+    super(`timed out after ${ms} ms`);
+    this.name = 'AttemptTimeout';
+  }
+}
+
+class Interrupted extends Error {
+  constructor() {
+    super('interrupted by shutdown');
+    this.name = 'Interrupted';
+  }
+}
+
+function failure(statusCode: number | null, error: string): Outcome {
+  return { statusCode, error, response: null, retryAfterMs: null, success: false };
+}
+
+/** Retry-After as milliseconds: delay-seconds or an HTTP date; null when absent or unreadable. */
+export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | null {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (!text) return null;
+  if (/^\s*\d+\s*$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/** A short, stable description of why an attempt failed. */
+export function describeError(err: unknown): string {
+  const e = err as { name?: string; code?: string; message?: string; cause?: unknown } | undefined;
+  if (e instanceof AttemptTimeout) return e.message;
+  switch (e?.code) {
+    case 'WHARF_BLOCKED_ADDRESS':
+      return e.message ?? 'refused address';
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+    case 'EPIPE':
+      return 'connection reset by the receiver';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'host name does not resolve';
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return 'timed out connecting';
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+      return 'timed out waiting for the receiver';
+    case 'UND_ERR_SOCKET':
+      return 'connection closed by the receiver before it answered';
+    default:
+      break;
+  }
+  if (e?.cause && e.cause !== err) {
+    const inner = e.cause as { code?: string };
+    if (inner.code) return describeError(e.cause);
+  }
+  if (e instanceof AggregateError && e.errors.length) return describeError(e.errors[0]);
+  return (e?.message ?? String(err)).slice(0, 500);
+}

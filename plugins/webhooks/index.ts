@@ -1,0 +1,143 @@
+/**
+ * The webhooks plugin: every recorded session event that matches the session's subscription
+ * (webhook_enabled, webhook_events) gets a dispatch row in a durable SQLite outbox, written in the
+ * transaction that records the event; a dispatcher POSTs them, signed, retried with backoff, at
+ * least once across crashes; dispatch records and redelivery are served under /api/dispatches.
+ */
+import { randomUUID } from 'node:crypto';
+import { Counter, Gauge, Histogram } from 'prom-client';
+import { definePlugin } from '../../core/plugin.ts';
+import type { SessionEvent, SessionsService } from '../sessions/types.ts';
+import { webhooksConfig } from './config.ts';
+import { previousSecretContext, WebhookDispatcher } from './dispatcher.ts';
+import { migrations } from './migrations.ts';
+import { addressPolicy, checkWebhookUrl, guardedAgent, systemResolver } from './network.ts';
+import { dispatchRoutes } from './routes.ts';
+import { WebhooksStore } from './store.ts';
+
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+/** How often the dispatcher re-reads due times from the outbox, in case a wake-up was missed. */
+const RESYNC_MS = 15_000;
+
+/** Whether a session's subscription takes this event: enabled, a URL, and the event named (or every event, for []). */
+export function subscribed(session: ReturnType<SessionsService['get']>, event: SessionEvent['event']): boolean {
+  if (!session?.webhookEnabled || !session.webhookUrl || session.webhookEvents === null) return false;
+  return session.webhookEvents.length === 0 || session.webhookEvents.includes(event);
+}
+
+export default definePlugin({
+  name: 'webhooks',
+  description: 'Webhook delivery of session events: durable outbox, signed and retried deliveries, dispatch records (GET /api/dispatches).',
+  dependsOn: ['sessions'],
+  config: webhooksConfig,
+  migrations,
+  setup({ config, db, keys, log, api, metrics, use }) {
+    const sessions = use('sessions');
+    const store = new WebhooksStore(db);
+    const policy = addressPolicy({ allowPrivateNetworks: config.allow_private_networks, allowedNetworks: config.allowed_networks });
+    const http = guardedAgent({ policy, resolve: systemResolver, connectTimeoutMs: Math.min(config.timeout_ms, 10_000) });
+
+    const attempts = new Counter({
+      name: 'wharf_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome: delivered, failed (to be retried), abandoned (no attempt left, or nothing to deliver to).',
+      labelNames: ['outcome'],
+      registers: [metrics],
+    });
+    const durations = new Histogram({
+      name: 'wharf_webhook_attempt_duration_seconds',
+      help: 'Duration of webhook delivery attempts, from the request to the end of the answer.',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [metrics],
+    });
+    const dispatcher = new WebhookDispatcher({
+      store,
+      sessions,
+      keys,
+      log: log.child({ plugin: 'webhooks' }),
+      config,
+      http,
+      observe(outcome, durationMs) {
+        attempts.inc({ outcome });
+        if (outcome !== 'abandoned' || durationMs > 0) durations.observe(durationMs / 1000);
+      },
+    });
+    new Gauge({
+      name: 'wharf_webhook_deliveries_in_flight',
+      help: 'Webhook deliveries in flight now.',
+      registers: [metrics],
+      collect() {
+        this.set(dispatcher.active);
+      },
+    });
+
+    sessions.addWebhookUrlCheck((url) => checkWebhookUrl(url, { policy, resolve: systemResolver, timeoutMs: config.dns_timeout_ms }));
+
+    // Inside the transaction that records the event: the outbox row commits with it, or neither does.
+    const unsubscribe = sessions.onEvent((event) => {
+      const session = sessions.get(event.sessionId);
+      if (!session || !subscribed(session, event.event)) return;
+      store.enqueue(
+        {
+          orgId: event.orgId,
+          sessionId: event.sessionId,
+          eventId: event.id,
+          webhookId: `msg_${randomUUID().replaceAll('-', '')}`,
+          event: event.event,
+          url: session.webhookUrl!,
+          body: JSON.stringify(event.payload),
+        },
+        Date.now(),
+      );
+      dispatcher.enqueued(event.id);
+    });
+    const unlisten = sessions.afterEvent((event) => dispatcher.committed(event.id, event.sessionId));
+    const unrotate = sessions.onWebhookSecretRotated((rotation) => {
+      const until = rotation.rotatedAt.getTime() + config.secret_rotation_grace_seconds * 1000;
+      store.setPreviousSecret(rotation.sessionId, keys.encrypt(rotation.previousSecret, previousSecretContext(rotation.sessionId)), until);
+      dispatcher.forgetSecrets(rotation.sessionId);
+      return config.secret_rotation_grace_seconds > 0 ? { previousValidUntil: new Date(until) } : undefined;
+    });
+
+    const prune = () => {
+      try {
+        const now = Date.now();
+        const removed = store.prune(now - config.retention_days * DAY, now);
+        if (removed) log.info({ removed }, 'pruned old webhook dispatch records');
+      } catch (err) {
+        log.error({ err }, 'pruning webhook dispatch records failed');
+      }
+    };
+    prune();
+    const pruneTimer = setInterval(prune, HOUR);
+    pruneTimer.unref();
+    const resyncTimer = setInterval(() => {
+      try {
+        dispatcher.resync();
+      } catch (err) {
+        log.error({ err }, 'reading the webhook outbox failed');
+      }
+    }, RESYNC_MS);
+    resyncTimer.unref();
+    dispatcher.start();
+
+    return {
+      routes: [
+        {
+          prefixes: ['/api/dispatches'],
+          envelope: 'messaging',
+          router: dispatchRoutes({ api, sessions, store, dispatcher, maxAttempts: config.max_attempts }),
+        },
+      ],
+      async close() {
+        clearInterval(pruneTimer);
+        clearInterval(resyncTimer);
+        unsubscribe();
+        unlisten();
+        unrotate();
+        await dispatcher.close(config.shutdown_wait_ms);
+        await http.destroy();
+      },
+    };
+  },
+});

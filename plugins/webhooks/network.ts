@@ -1,0 +1,158 @@
+/**
+ * Where webhooks may go: the address policy (public addresses, plus what the config opens), the
+ * check run when a webhook URL is saved, and the undici agent whose connector applies the same
+ * policy to the address it really connects to, so a name that resolves to a public address when
+ * saved and to a private one later (DNS rebinding) is still refused.
+ */
+import dns from 'node:dns';
+import { BlockList, isIP } from 'node:net';
+import { Agent, buildConnector } from 'undici';
+import { isPublicAddress } from '../sessions/address-guard.ts';
+import { parseCidr } from './config.ts';
+
+/** Cloud instance-metadata endpoints: refused even when private networks are allowed, unless named in allowed_networks. */
+const METADATA_ADDRESSES = ['169.254.169.254', '169.254.170.2', '100.100.100.200', 'fd00:ec2::254'];
+
+export interface AddressPolicy {
+  /** True when a webhook may be delivered to this IP address. */
+  allows(ip: string): boolean;
+}
+
+export function addressPolicy(options: { allowPrivateNetworks: boolean; allowedNetworks: readonly string[] }): AddressPolicy {
+  const allowed = new BlockList();
+  for (const entry of options.allowedNetworks) {
+    const parsed = parseCidr(entry);
+    if (parsed) allowed.addSubnet(parsed[0], parsed[1], parsed[2]);
+  }
+  const metadata = new BlockList();
+  for (const ip of METADATA_ADDRESSES) metadata.addAddress(ip, isIP(ip) === 4 ? 'ipv4' : 'ipv6');
+  return {
+    allows(raw) {
+      const ip = unmapped(raw.replace(/^\[|\]$/g, ''));
+      const family = isIP(ip);
+      if (family === 0) return false;
+      const type = family === 4 ? 'ipv4' : 'ipv6';
+      if (allowed.check(ip, type)) return true;
+      if (metadata.check(ip, type)) return false;
+      return isPublicAddress(ip) || options.allowPrivateNetworks;
+    },
+  };
+}
+
+/** The IPv4 address inside an IPv4-mapped IPv6 address (::ffff:a.b.c.d or ::ffff:xxxx:xxxx), else the address itself. */
+function unmapped(ip: string): string {
+  const lower = ip.toLowerCase();
+  const dotted = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
+  if (dotted) return dotted[1]!;
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
+  if (hex) {
+    const hi = Number.parseInt(hex[1]!, 16);
+    const lo = Number.parseInt(hex[2]!, 16);
+    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  }
+  return ip;
+}
+
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+
+/** Every address a host name resolves to. */
+export type Resolver = (host: string) => Promise<ResolvedAddress[]>;
+
+export const systemResolver: Resolver = (host) => dns.promises.lookup(host, { all: true, verbatim: true });
+
+/** A connection refused by the address policy. */
+export class BlockedAddressError extends Error {
+  readonly code = 'WHARF_BLOCKED_ADDRESS';
+  constructor(host: string, address: string) {
+    super(
+      host === address
+        ? `refused to connect to ${address}: a loopback, private, link-local or metadata address`
+        : `refused to connect to ${host}: it resolves to ${address}, a loopback, private, link-local or metadata address`,
+    );
+    this.name = 'BlockedAddressError';
+  }
+}
+
+const MESSAGE = 'a loopback, private, link-local or cloud metadata address, which this server does not deliver webhooks to';
+
+/** Checks a webhook URL being saved: null when acceptable, otherwise the reason (for `webhook_url`). */
+export async function checkWebhookUrl(value: string, options: { policy: AddressPolicy; resolve: Resolver; timeoutMs: number }): Promise<string | null> {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'webhook_url must be an http or https URL';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'webhook_url must be an http or https URL';
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (!host) return 'webhook_url must name a host';
+  if (isIP(host)) return options.policy.allows(host) ? null : `webhook_url points to ${host}, ${MESSAGE}`;
+  let addresses: ResolvedAddress[];
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    addresses = await Promise.race([
+      options.resolve(host),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('timeout')), options.timeoutMs);
+      }),
+    ]);
+  } catch (err) {
+    return (err as Error).message === 'timeout' ? `webhook_url host ${host} did not resolve in time` : `webhook_url host ${host} does not resolve`;
+  } finally {
+    clearTimeout(timer);
+  }
+  if (addresses.length === 0) return `webhook_url host ${host} does not resolve`;
+  const refused = addresses.find((a) => !options.policy.allows(a.address));
+  if (refused) return `webhook_url host ${host} resolves to ${refused.address}, ${MESSAGE}`;
+  return null;
+}
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | ResolvedAddress[], family?: number) => void;
+
+/**
+ * The keep-alive HTTP client of the dispatcher. Its connector refuses IP literals the policy
+ * refuses, and resolves names itself, keeping only the addresses the policy allows.
+ */
+export function guardedAgent(options: {
+  policy: AddressPolicy;
+  resolve?: Resolver;
+  connectTimeoutMs: number;
+  keepAliveTimeoutMs?: number;
+}): Agent {
+  const { policy } = options;
+  const resolve = options.resolve ?? systemResolver;
+  const lookup = (hostname: string, lookupOptions: { all?: boolean; family?: number }, callback: LookupCallback) => {
+    resolve(hostname).then(
+      (addresses) => {
+        const usable = addresses.filter((a) => policy.allows(a.address) && (!lookupOptions.family || a.family === lookupOptions.family));
+        if (usable.length === 0) {
+          const first = addresses[0];
+          if (!first) return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), '');
+          return callback(new BlockedAddressError(hostname, first.address) as NodeJS.ErrnoException, '');
+        }
+        if (lookupOptions.all) callback(null, usable);
+        else callback(null, usable[0]!.address, usable[0]!.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err, ''),
+    );
+  };
+  const base = buildConnector({ timeout: options.connectTimeoutMs, lookup } as buildConnector.BuildOptions);
+  const connect: buildConnector.connector = (connectOptions, callback) => {
+    const host = connectOptions.hostname.replace(/^\[|\]$/g, '');
+    if (isIP(host) && !policy.allows(host)) {
+      queueMicrotask(() => callback(new BlockedAddressError(host, host), null));
+      return;
+    }
+    base(connectOptions, callback);
+  };
+  return new Agent({
+    connect,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? 4000,
+    // A receiver's keep-alive hint may lengthen idle connections up to a minute, no more.
+    keepAliveMaxTimeout: 60_000,
+    pipelining: 1,
+  });
+}

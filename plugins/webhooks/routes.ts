@@ -1,0 +1,249 @@
+/**
+ * Dispatch records (account-level credential: a personal access token or a signed-in user):
+ * `GET /api/dispatches` (filters, Laravel paginator), `GET /api/dispatches/{id}` with every
+ * attempt, `POST /api/dispatches/{id}/redeliver`. Everything is scoped to the caller's
+ * organization: another organization's dispatch is a 404 like a missing one.
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import type { ApiRegistry, OperationInput, OperationSpec } from '../../core/api.ts';
+import { WharfError } from '../../core/errors.ts';
+import { canonicalEvent } from '../sessions/events.ts';
+import type { SessionsService } from '../sessions/types.ts';
+import type { WebhookDispatcher } from './dispatcher.ts';
+import type { AttemptRow, DispatchRow, WebhooksStore } from './store.ts';
+
+declare module 'koa' {
+  interface DefaultState {
+    /** The organization of an account-level webhooks operation. */
+    webhooksOrgId?: string;
+  }
+}
+
+export interface RouteDeps {
+  api: ApiRegistry;
+  sessions: SessionsService;
+  store: WebhooksStore;
+  dispatcher: WebhookDispatcher;
+  maxAttempts: number;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+const time = z
+  .string()
+  .max(40)
+  .refine((v) => parseTime(v) !== null, { message: 'must be an ISO 8601 time or Unix milliseconds' })
+  .transform((v) => parseTime(v)!);
+
+function parseTime(value: string): number | null {
+  if (/^\d{1,16}$/.test(value)) return Number(value);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(value)) return null;
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? null : ms;
+}
+
+const listQuery = z.strictObject({
+  page: z.coerce.number().int().min(1).max(1_000_000).default(1).describe('Page number, from 1.'),
+  per_page: z.coerce.number().int().min(1).max(100).default(20).describe('Records per page (at most 100).'),
+  session_id: z.coerce.number().int().min(1).optional().describe('Only dispatches of this session.'),
+  status: z.enum(['pending', 'delivered', 'abandoned']).optional().describe('Only dispatches in this status.'),
+  event: z
+    .string()
+    .max(64)
+    .refine((v) => canonicalEvent(v) !== undefined, { message: 'unknown event (GET /api/webhook-events lists them)' })
+    .transform((v) => canonicalEvent(v)!)
+    .optional()
+    .describe('Only dispatches of this event (aliases accepted).'),
+  from: time.optional().describe('Only dispatches created at or after this time (ISO 8601 or Unix ms).'),
+  to: time.optional().describe('Only dispatches created before this time (ISO 8601 or Unix ms).'),
+});
+
+const emptyBody = z.strictObject({});
+
+const dispatchSchema = z.object({
+  id: z.int(),
+  event_id: z.int().describe('The recorded event; the same on a redelivery.'),
+  webhook_id: z.string().describe('The webhook-id header: stable across retries and redeliveries of one event.'),
+  session_id: z.int(),
+  event: z.string(),
+  url: z.string().describe('Where the latest attempt went (where the first will go, while none was made).'),
+  status: z.enum(['pending', 'delivered', 'abandoned']),
+  in_flight: z.boolean().describe('An attempt is being made right now.'),
+  attempt_count: z.int(),
+  max_attempts: z.int(),
+  last_status_code: z.int().nullable(),
+  last_error: z.string().nullable(),
+  next_attempt_at: z.string().nullable().describe('ISO 8601, while pending.'),
+  redelivery_of: z.int().nullable().describe('The dispatch this one redelivers, if any.'),
+  created_at: z.string(),
+  updated_at: z.string(),
+  finished_at: z.string().nullable(),
+});
+
+const attemptSchema = z.object({
+  number: z.int(),
+  started_at: z.string(),
+  duration_ms: z.int(),
+  status_code: z.int().nullable(),
+  error: z.string().nullable(),
+  response: z.string().nullable().describe("The first KiB of the receiver's answer body."),
+});
+
+const paginatedSchema = z.object({
+  current_page: z.int(),
+  data: z.array(dispatchSchema),
+  from: z.int().nullable(),
+  to: z.int().nullable(),
+  per_page: z.int(),
+  total: z.int(),
+  last_page: z.int(),
+});
+
+const notFound = { 404: 'No such dispatch in this organization: `{success: false, error}`' };
+
+function orgOf(ctx: Context): string {
+  const orgId = ctx.state.webhooksOrgId;
+  if (!orgId) throw new Error('operation declared without the account credential');
+  return orgId;
+}
+
+export function dispatchRoutes(deps: RouteDeps): Router {
+  const { api, sessions, store, dispatcher, maxAttempts } = deps;
+  const router = new Router();
+  const tag = 'Webhooks';
+
+  /** The credential first (401 / 403 whatever the input), then validation (422), then the handler. */
+  function operation<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(
+    spec: Omit<OperationSpec<B, Q>, 'security' | 'invalidStatus' | 'tag'>,
+    handler: (ctx: Context, input: OperationInput<B extends z.ZodType ? z.output<B> : undefined, Q extends z.ZodType ? z.output<Q> : undefined>) => void,
+  ): void {
+    const verb = spec.method.toLowerCase() as 'get' | 'post';
+    router[verb](spec.path, async (ctx, next) => {
+      ctx.state.webhooksOrgId = (await sessions.account(ctx)).orgId;
+      await next();
+    });
+    const errors: Record<number, string> = {
+      401: 'Missing or invalid credential: `{success: false, message}`',
+      403: 'Valid credential of the wrong kind (this operation needs a personal access token): `{success: false, message}`',
+    };
+    if (spec.body || spec.query) errors[422] = 'Validation failed: `{success: false, message, errors: {field: [messages]}}`';
+    Object.assign(errors, spec.errors);
+    api.route(router, { ...spec, tag, security: ['personalAccessToken'], invalidStatus: 422, errors }, handler);
+  }
+
+  const view = (row: DispatchRow) => ({
+    id: row.id,
+    event_id: row.event_id,
+    webhook_id: row.webhook_id,
+    session_id: row.session_id,
+    event: row.event,
+    url: row.url,
+    status: row.status,
+    in_flight: dispatcher.inFlight(row.id, row.session_id),
+    attempt_count: row.attempt_count,
+    max_attempts: maxAttempts,
+    last_status_code: row.last_status_code,
+    last_error: row.last_error,
+    next_attempt_at: row.status === 'pending' ? iso(row.next_attempt_at) : null,
+    redelivery_of: row.redelivery_of,
+    created_at: iso(row.created_at)!,
+    updated_at: iso(row.updated_at)!,
+    finished_at: iso(row.finished_at),
+  });
+  const attemptView = (a: AttemptRow) => ({
+    number: a.number,
+    started_at: iso(a.started_at)!,
+    duration_ms: a.duration_ms,
+    status_code: a.status_code,
+    error: a.error,
+    response: a.response,
+  });
+  const dispatchOf = (ctx: Context): DispatchRow => {
+    const idText = String(ctx.params.id ?? '');
+    const row = /^[1-9]\d{0,15}$/.test(idText) ? store.get(Number(idText), orgOf(ctx)) : undefined;
+    if (!row) throw new WharfError('not_found', 'Dispatch not found');
+    return row;
+  };
+
+  operation(
+    {
+      method: 'GET',
+      path: '/api/dispatches',
+      summary: "Webhook dispatch records of the organization's sessions, newest first: status, attempts, last answer, next attempt (Laravel paginator)",
+      query: listQuery,
+      success: { schema: z.object({ success: z.literal(true), data: paginatedSchema }) },
+    },
+    (ctx, { query }) => {
+      const { page, per_page: perPage } = query;
+      const { rows, total } = store.list(
+        { orgId: orgOf(ctx), sessionId: query.session_id, status: query.status, event: query.event, from: query.from, to: query.to },
+        page,
+        perPage,
+      );
+      const from = rows.length ? (page - 1) * perPage + 1 : null;
+      ctx.body = {
+        success: true,
+        data: {
+          current_page: page,
+          data: rows.map(view),
+          from,
+          to: from === null ? null : from + rows.length - 1,
+          per_page: perPage,
+          total,
+          last_page: Math.max(1, Math.ceil(total / perPage)),
+        },
+      };
+    },
+  );
+
+  operation(
+    {
+      method: 'GET',
+      path: '/api/dispatches/:id',
+      summary: 'One dispatch record with every attempt (status code, duration, error, first KiB of the answer) and the payload sent',
+      success: {
+        schema: z.object({ success: z.literal(true), data: dispatchSchema.extend({ attempts: z.array(attemptSchema), payload: z.unknown() }) }),
+      },
+      errors: notFound,
+    },
+    (ctx) => {
+      const row = dispatchOf(ctx);
+      const body = store.body(row.id);
+      ctx.body = { success: true, data: { ...view(row), attempts: store.attempts(row.id).map(attemptView), payload: body === undefined ? null : JSON.parse(body) } };
+    },
+  );
+
+  operation(
+    {
+      method: 'POST',
+      path: '/api/dispatches/:id/redeliver',
+      summary: "Deliver a finished dispatch's event again: a new dispatch (a new series of attempts) with the same event id and webhook-id, to the session's current webhook URL",
+      body: emptyBody,
+      success: { status: 202, schema: z.object({ success: z.literal(true), data: dispatchSchema }) },
+      errors: {
+        ...notFound,
+        409: 'The dispatch is still pending, or its session was deleted or has no enabled webhook: `{success: false, error}`',
+      },
+    },
+    (ctx) => {
+      const row = dispatchOf(ctx);
+      if (row.status === 'pending') throw new WharfError('conflict', `Dispatch ${row.id} is still pending (attempt ${row.attempt_count} of ${maxAttempts} made); redeliver it once it is delivered or abandoned`);
+      const session = sessions.get(row.session_id);
+      if (!session || session.orgId !== row.org_id) throw new WharfError('conflict', `Session ${row.session_id} was deleted: nothing to deliver to`);
+      if (!session.webhookUrl) throw new WharfError('conflict', `Session ${session.id} has no webhook_url`);
+      if (!session.webhookEnabled) throw new WharfError('conflict', `Session ${session.id} has its webhook disabled (webhook_enabled is false)`);
+      const body = store.body(row.id)!;
+      const id = store.enqueue(
+        { orgId: row.org_id, sessionId: row.session_id, eventId: row.event_id, webhookId: row.webhook_id, event: row.event, url: session.webhookUrl, body, redeliveryOf: row.id },
+        Date.now(),
+      );
+      dispatcher.markDue(row.session_id, Date.now());
+      ctx.status = 202;
+      ctx.body = { success: true, data: view(store.get(id, row.org_id)!) };
+    },
+  );
+
+  return router;
+}

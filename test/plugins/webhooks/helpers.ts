@@ -1,0 +1,149 @@
+/**
+ * Webhook tests: an app with identity, sessions and webhooks (private networks allowed, so the
+ * receivers can live on loopback), and real HTTP receivers whose behaviour each test sets.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import identity from '../../../plugins/identity/index.ts';
+import sessions from '../../../plugins/sessions/index.ts';
+import webhooks from '../../../plugins/webhooks/index.ts';
+import { startApp, type StartOptions, type TestApp } from '../../helpers/app.ts';
+import { BASE_TOML, call, sandboxSession, type SessionInfo } from '../sessions/helpers.ts';
+
+export { call, sandboxSession, tenant, type SessionInfo, type Tenant } from '../sessions/helpers.ts';
+
+/** Fast retries, no jitter, loopback receivers allowed, short timeout. */
+export const FAST_TOML = `[plugins.webhooks]
+allow_private_networks = true
+timeout_ms = 1000
+retry_schedule_seconds = [0.05, 0.1, 0.15, 0.2]
+retry_jitter = 0
+shutdown_wait_ms = 0
+`;
+
+export function startWebhooksApp(webhooksToml = FAST_TOML, options: StartOptions = {}): Promise<TestApp> {
+  return startApp(`${BASE_TOML}${webhooksToml}`, { plugins: [identity, sessions, webhooks], ...options });
+}
+
+export interface Received {
+  method: string;
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  /** The raw body bytes. */
+  body: Buffer;
+  json: any;
+  at: number;
+}
+
+export type Behaviour = (req: http.IncomingMessage, res: http.ServerResponse, received: Received) => void;
+
+export const answer =
+  (status = 200, body = 'ok', headers: Record<string, string> = {}): Behaviour =>
+  (_req, res) => {
+    res.writeHead(status, { 'content-type': 'text/plain', ...headers });
+    res.end(body);
+  };
+
+/** A real HTTP server on loopback that records every request and answers as `behaviour` says. */
+export class Receiver {
+  readonly server: http.Server;
+  readonly requests: Received[] = [];
+  behaviour: Behaviour;
+  #waiters: { count: number; resolve: () => void }[] = [];
+
+  private constructor(behaviour: Behaviour) {
+    this.behaviour = behaviour;
+    this.server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        let json: unknown;
+        try {
+          json = JSON.parse(body.toString('utf8'));
+        } catch {
+          json = undefined;
+        }
+        const received: Received = { method: req.method!, path: req.url!, headers: req.headers, body, json, at: Date.now() };
+        this.requests.push(received);
+        this.#waiters = this.#waiters.filter((w) => {
+          if (this.requests.length < w.count) return true;
+          w.resolve();
+          return false;
+        });
+        this.behaviour(req, res, received);
+      });
+    });
+  }
+
+  static async start(behaviour: Behaviour = answer()): Promise<Receiver> {
+    const receiver = new Receiver(behaviour);
+    await new Promise<void>((resolve) => receiver.server.listen(0, '127.0.0.1', resolve));
+    return receiver;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  url(path = '/hook'): string {
+    return `http://127.0.0.1:${this.port}${path}`;
+  }
+
+  /** Resolves once `count` requests arrived in all; rejects after `timeoutMs`. */
+  waitFor(count: number, timeoutMs = 10_000): Promise<Received[]> {
+    if (this.requests.length >= count) return Promise.resolve(this.requests.slice());
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`receiver got ${this.requests.length} of ${count} requests in ${timeoutMs} ms`)), timeoutMs);
+      this.#waiters.push({
+        count,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve(this.requests.slice());
+        },
+      });
+    });
+  }
+
+  /** Requests whose payload is this event. */
+  ofEvent(event: string): Received[] {
+    return this.requests.filter((r) => r.json?.event === event);
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+/** A sandbox session whose webhook goes to `url`, subscribed to `events` (default: all). */
+export function hookedSession(app: TestApp, pat: string, url: string, events: string[] | null = [], extra: Record<string, unknown> = {}): Promise<SessionInfo> {
+  return sandboxSession(app, pat, { name: 'Hooked', webhook_url: url, webhook_enabled: true, webhook_events: events, ...extra });
+}
+
+let sender = 0;
+/** Makes a sandbox session receive a text; answers the message key. */
+export async function receive(app: TestApp, session: SessionInfo, text = 'hello', extra: Record<string, unknown> = {}): Promise<{ id: string; remoteJid: string; remoteJidAlt?: string; fromMe: boolean }> {
+  const from = `+1415555${String(1000 + (++sender % 9000)).padStart(4, '0')}`;
+  const res = await call(app, session.apiKey, 'POST', '/api/sandbox/receive', { from, text, ...extra });
+  if (res.status !== 200) throw new Error(`sandbox receive failed: ${res.status} ${res.text}`);
+  return res.body.data.key;
+}
+
+/** Polls `probe` until it returns a truthy value; rejects after `timeoutMs`. */
+export async function eventually<T>(probe: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** The dispatch records of a session, oldest first, through the API. */
+export async function dispatchesOf(app: TestApp, pat: string, sessionId: number, query = ''): Promise<any[]> {
+  const res = await call(app, pat, 'GET', `/api/dispatches?session_id=${sessionId}&per_page=100${query}`);
+  if (res.status !== 200) throw new Error(`GET /api/dispatches: ${res.status} ${res.text}`);
+  return (res.body.data.data as any[]).reverse();
+}

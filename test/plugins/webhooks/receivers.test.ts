@@ -1,0 +1,197 @@
+/**
+ * Receivers that misbehave, each a real HTTP server: one that hangs, resets the connection,
+ * redirects, answers 5xx with Retry-After, streams an endless body, answers slowly. Each gets a
+ * clear attempt record; failures are retried on the schedule and abandoned after the last
+ * attempt; and one stuck receiver never holds up another session's deliveries.
+ */
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestApp } from '../../helpers/app.ts';
+import { answer, call, eventually, hookedSession, receive, Receiver, type SessionInfo, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+
+const TOML = `[plugins.webhooks]
+allow_private_networks = true
+timeout_ms = 1000
+retry_schedule_seconds = [0.05, 0.1, 0.15, 0.2]
+retry_jitter = 0
+concurrency = 4
+concurrency_per_session = 2
+response_read_limit_bytes = 4096
+shutdown_wait_ms = 0
+`;
+
+let app: TestApp;
+let t: Tenant;
+const receivers: Receiver[] = [];
+
+beforeAll(async () => {
+  app = await startWebhooksApp(TOML);
+  t = await tenant(app);
+});
+afterAll(async () => {
+  await app?.close();
+  for (const r of receivers) await r.close();
+});
+
+async function receiverFor(behaviour: Receiver['behaviour']): Promise<Receiver> {
+  const r = await Receiver.start(behaviour);
+  receivers.push(r);
+  return r;
+}
+
+/** A session subscribed to messages.received only, and the single dispatch one message produces, once finished. */
+async function deliverOne(url: string, text = 'hi'): Promise<{ session: SessionInfo; dispatch: any }> {
+  const session = await hookedSession(app, t.pat, url, ['messages.received']);
+  await receive(app, session, text);
+  const dispatch = await eventually(async () => {
+    const list = await call(app, t.pat, 'GET', `/api/dispatches?session_id=${session.id}`);
+    const d = list.body.data.data[0];
+    return d && d.status !== 'pending' ? d : null;
+  }, 15_000, 'the dispatch to finish');
+  const detail = await call(app, t.pat, 'GET', `/api/dispatches/${dispatch.id}`);
+  expect(detail.status).toBe(200);
+  return { session, dispatch: detail.body.data };
+}
+
+describe('a failing receiver', () => {
+  it('that hangs: five timed-out attempts on the schedule, then abandoned and never retried by itself', async () => {
+    const r = await receiverFor(() => {
+      // never answers
+    });
+    const { dispatch } = await deliverOne(r.url());
+    expect(dispatch).toMatchObject({ status: 'abandoned', attempt_count: 5, max_attempts: 5, last_status_code: null, next_attempt_at: null, in_flight: false });
+    expect(dispatch.last_error).toBe('timed out after 1000 ms');
+    expect(dispatch.attempts.map((a: any) => a.number)).toEqual([1, 2, 3, 4, 5]);
+    for (const a of dispatch.attempts) {
+      expect(a).toMatchObject({ status_code: null, error: 'timed out after 1000 ms', response: null });
+      expect(a.duration_ms).toBeGreaterThanOrEqual(990);
+      expect(a.duration_ms).toBeLessThan(3000);
+    }
+    // The waits between attempts follow the schedule (50, 100, 150, 200 ms after each timeout).
+    const starts = dispatch.attempts.map((a: any) => Date.parse(a.started_at));
+    const waits = starts.slice(1).map((s: number, i: number) => s - (starts[i] + dispatch.attempts[i].duration_ms));
+    [50, 100, 150, 200].forEach((ms, i) => {
+      expect(waits[i]).toBeGreaterThanOrEqual(ms - 5);
+      expect(waits[i]).toBeLessThan(ms + 400);
+    });
+    expect(r.requests).toHaveLength(5);
+    await new Promise((res) => setTimeout(res, 600));
+    expect(r.requests).toHaveLength(5);
+  });
+
+  it('that resets the connection: a failed attempt naming it, retried, then delivered', async () => {
+    let n = 0;
+    const r = await receiverFor((req, res) => {
+      if (++n <= 2) return req.socket.destroy();
+      answer(204, '')(req, res, undefined as never);
+    });
+    const { dispatch } = await deliverOne(r.url());
+    expect(dispatch).toMatchObject({ status: 'delivered', attempt_count: 3, last_status_code: 204, last_error: null });
+    expect(dispatch.attempts[0]).toMatchObject({ status_code: null, response: null });
+    expect(dispatch.attempts[0].error).toMatch(/connection (reset|closed) by the receiver/);
+    expect(dispatch.attempts[2]).toMatchObject({ status_code: 204, error: null });
+  });
+
+  it('that redirects: not followed, a failed attempt naming the target', async () => {
+    const target = await receiverFor(answer(200));
+    const r = await receiverFor(answer(302, 'moved', { location: target.url('/elsewhere') }));
+    const { dispatch } = await deliverOne(r.url());
+    expect(dispatch).toMatchObject({ status: 'abandoned', attempt_count: 5, last_status_code: 302 });
+    expect(dispatch.last_error).toBe(`redirect not followed: the receiver answered 302 to ${target.url('/elsewhere')}`);
+    expect(dispatch.attempts[0].response).toBe('moved');
+    expect(target.requests).toEqual([]);
+  });
+
+  it('that answers 5xx with Retry-After: the wait lengthens, up to the longest in the schedule', async () => {
+    let n = 0;
+    const r = await receiverFor((req, res) => {
+      if (++n <= 2) return answer(503, '{"error":"maintenance"}', { 'retry-after': '3600', 'content-type': 'application/json' })(req, res, undefined as never);
+      answer(200, 'thanks')(req, res, undefined as never);
+    });
+    const { dispatch } = await deliverOne(r.url());
+    expect(dispatch).toMatchObject({ status: 'delivered', attempt_count: 3, last_status_code: 200, last_error: null });
+    expect(dispatch.attempts.map((a: any) => a.status_code)).toEqual([503, 503, 200]);
+    expect(dispatch.attempts[0]).toMatchObject({ error: 'the receiver answered 503', response: '{"error":"maintenance"}' });
+    expect(dispatch.attempts[2].response).toBe('thanks');
+    // Without Retry-After the first wait is 50 ms; with it, the schedule's longest (200 ms), not an hour.
+    const gap = r.requests[1]!.at - r.requests[0]!.at;
+    expect(gap).toBeGreaterThanOrEqual(195);
+    expect(gap).toBeLessThan(1500);
+  });
+
+  it('that answers 4xx: retried like any failure (only 2xx succeeds)', async () => {
+    const r = await receiverFor(answer(400, 'bad'));
+    const { dispatch } = await deliverOne(r.url());
+    expect(dispatch).toMatchObject({ status: 'abandoned', attempt_count: 5, last_status_code: 400, last_error: 'the receiver answered 400' });
+    expect(r.requests).toHaveLength(5);
+  });
+
+  it('that streams an endless body: read up to the cap, the first KiB kept, the slot freed at once', async () => {
+    const r = await receiverFor((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const chunk = 'x'.repeat(1000);
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      pump();
+    });
+    const started = Date.now();
+    const { dispatch } = await deliverOne(r.url());
+    expect(dispatch).toMatchObject({ status: 'delivered', attempt_count: 1, last_status_code: 200, last_error: null });
+    expect(dispatch.attempts[0].response).toBe('x'.repeat(1024));
+    expect(dispatch.attempts[0].error).toBe('answer body longer than 4096 bytes: cut off');
+    // Cut at the cap, not at the 1 s timeout.
+    expect(dispatch.attempts[0].duration_ms).toBeLessThan(900);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('that is slow: an answer after the timeout fails, one before it succeeds', async () => {
+    let n = 0;
+    const r = await receiverFor((req, res) => {
+      const delay = ++n === 1 ? 1500 : 100;
+      setTimeout(() => answer(200, 'late')(req, res, undefined as never), delay);
+    });
+    const { dispatch } = await deliverOne(r.url());
+    expect(dispatch).toMatchObject({ status: 'delivered', attempt_count: 2, last_status_code: 200 });
+    expect(dispatch.attempts[0]).toMatchObject({ status_code: null, error: 'timed out after 1000 ms' });
+    expect(dispatch.attempts[1].duration_ms).toBeGreaterThanOrEqual(95);
+  });
+
+  it('that refuses connections: a failed attempt, "connection refused"', async () => {
+    const server = net.createServer();
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
+    const port = (server.address() as net.AddressInfo).port;
+    await new Promise((res) => server.close(res));
+    const { dispatch } = await deliverOne(`http://127.0.0.1:${port}/gone`);
+    expect(dispatch).toMatchObject({ status: 'abandoned', attempt_count: 5, last_error: 'connection refused' });
+  });
+});
+
+describe('isolation', () => {
+  it("one hanging receiver never stalls another session's deliveries", async () => {
+    const stuck = await receiverFor(() => {
+      // never answers
+    });
+    const fast = await receiverFor(answer(200));
+    const slowSession = await hookedSession(app, t.pat, stuck.url(), ['messages.received']);
+    const fastSession = await hookedSession(app, t.pat, fast.url(), ['messages.received']);
+    for (let i = 0; i < 20; i++) await receive(app, slowSession, `stuck ${i}`);
+    // The stuck session holds its two slots (per-session limit), not the four overall.
+    await eventually(() => stuck.requests.length >= 2, 5000, 'the stuck receiver to be hit');
+    const latencies: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const sent = Date.now();
+      await receive(app, fastSession, `fast ${i}`);
+      await eventually(() => fast.requests.length >= i + 1, 5000, `fast delivery ${i}`);
+      latencies.push(Date.now() - sent);
+    }
+    // Had the stuck session taken every slot, these would wait for its 1 s timeouts.
+    expect(Math.max(...latencies)).toBeLessThan(500);
+    // Meanwhile the stuck receiver never had more than two requests open at once.
+    const open = stuck.requests.map((r) => r.at).sort((a, b) => a - b);
+    for (let i = 2; i < open.length; i++) expect(open[i]! - open[i - 2]!).toBeGreaterThanOrEqual(950);
+    const pending = await call(app, t.pat, 'GET', `/api/dispatches?session_id=${slowSession.id}&status=pending&per_page=1`);
+    expect(pending.body.data.total).toBeGreaterThan(10);
+  });
+});
