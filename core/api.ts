@@ -20,6 +20,11 @@ export interface OperationSpec<B extends z.ZodType | undefined, Q extends z.ZodT
   security: readonly string[];
   body?: B;
   query?: Q;
+  /**
+   * Runs before validation: the credential check, so a caller without the right credential
+   * gets 401 or 403 whatever its body (the spec's order), never a 422 that probes the schema.
+   */
+  authorize?: (ctx: Context) => unknown | Promise<unknown>;
   /** Status a validation failure answers: 400 for the file-storage API, 422 for messaging. */
   invalidStatus?: 400 | 422;
   /** Documented success status and body. */
@@ -63,6 +68,7 @@ export class ApiRegistry {
     const invalidStatus = spec.invalidStatus ?? 400;
     const verb = spec.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
     router[verb](spec.path, async (ctx) => {
+      if (spec.authorize) await spec.authorize(ctx);
       const body = spec.body ? validate(spec.body, ctx.request.body, { status: invalidStatus }) : undefined;
       const query = spec.query ? validate(spec.query, ctx.query, { status: invalidStatus }) : undefined;
       await handler(ctx, { body, query, params: ctx.params as Record<string, string> } as OperationInput<Parsed<B>, Parsed<Q>>);

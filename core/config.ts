@@ -148,11 +148,13 @@ export function resolveConfig(plugins: readonly AnyPlugin[], sources: ConfigSour
     raw = readToml(sources.toml.text, sources.toml.file);
     for (const [key, line] of keyLines(sources.toml.text)) origins.set(key, `${sources.toml.file}:${line}`);
   }
-  const jsonSchema = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
+  // The schema's JSON form tells each variable's type; built only when a variable needs it.
+  let jsonSchema: JsonSchema | undefined;
   const errors: string[] = [];
   for (const [name, value] of Object.entries(sources.env ?? {})) {
     if (!name.startsWith('WHARF_') || !name.includes('__') || value === undefined) continue;
     const keyPath = name.slice('WHARF_'.length).toLowerCase().split('__');
+    jsonSchema ??= z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
     const leaf = schemaAt(jsonSchema, keyPath);
     if (!leaf) {
       errors.push(`${name}: unknown key "${keyPath.join('.')}"`);

@@ -155,3 +155,14 @@ export function methodNotAllowed(routers: readonly Router[]) {
     });
   };
 }
+
+/**
+ * `Content-Disposition` for a file name of any characters (RFC 6266 / 8187): a plain ASCII
+ * `filename`, plus `filename*` in UTF-8 when the name is not plain ASCII.
+ */
+export function contentDisposition(kind: 'inline' | 'attachment', fileName: string | null): string {
+  if (!fileName) return kind;
+  const ascii = fileName.replace(/[^\x20-\x7e]|["\\%]/g, '_');
+  const encoded = encodeURIComponent(fileName).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return ascii === fileName ? `${kind}; filename="${ascii}"` : `${kind}; filename="${ascii}"; filename*=UTF-8''${encoded}`;
+}

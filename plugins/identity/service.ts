@@ -19,7 +19,9 @@ export interface BuiltinIdentity extends IdentityService {
 
 export async function createIdentityService(store: IdentityStore, config: IdentityConfig): Promise<BuiltinIdentity> {
   // Unknown emails are checked against this hash, so they cost what a wrong password costs.
-  const decoy = await hashPassword(randomBytes(16).toString('hex'), config.scrypt_cost);
+  // Computed in the background (scrypt runs on the thread pool) so it adds nothing to start-up.
+  const decoy = hashPassword(randomBytes(16).toString('hex'), config.scrypt_cost);
+  decoy.catch(() => {});
 
   const checkPassword = (password: string) => {
     if (password.length < config.password_min_length) {
@@ -57,7 +59,7 @@ export async function createIdentityService(store: IdentityStore, config: Identi
     orgsOf: (userId) => store.orgsOf(userId),
     async authenticate(email, password) {
       const found = store.credentialsByEmail(email);
-      const ok = await verifyPassword(password, found?.passwordHash ?? decoy);
+      const ok = await verifyPassword(password, found?.passwordHash ?? (await decoy));
       return ok && found?.passwordHash ? found.user : null;
     },
     async setPassword(userId, password) {

@@ -119,18 +119,16 @@ export function dispatchRoutes(deps: RouteDeps): Router {
     spec: Omit<OperationSpec<B, Q>, 'security' | 'invalidStatus' | 'tag'>,
     handler: (ctx: Context, input: OperationInput<B extends z.ZodType ? z.output<B> : undefined, Q extends z.ZodType ? z.output<Q> : undefined>) => void,
   ): void {
-    const verb = spec.method.toLowerCase() as 'get' | 'post';
-    router[verb](spec.path, async (ctx, next) => {
+    const authorize = async (ctx: Context) => {
       ctx.state.webhooksOrgId = (await sessions.account(ctx)).orgId;
-      await next();
-    });
+    };
     const errors: Record<number, string> = {
       401: 'Missing or invalid credential: `{success: false, message}`',
       403: 'Valid credential of the wrong kind (this operation needs a personal access token): `{success: false, message}`',
     };
     if (spec.body || spec.query) errors[422] = 'Validation failed: `{success: false, message, errors: {field: [messages]}}`';
     Object.assign(errors, spec.errors);
-    api.route(router, { ...spec, tag, security: ['personalAccessToken'], invalidStatus: 422, errors }, handler);
+    api.route(router, { ...spec, authorize, tag, security: ['personalAccessToken'], invalidStatus: 422, errors }, handler);
   }
 
   const view = (row: DispatchRow) => ({

@@ -6,7 +6,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { ApiRegistry, Method, OperationInput, OperationSpec } from '../../../core/api.ts';
+import type { ApiRegistry, OperationInput, OperationSpec } from '../../../core/api.ts';
 import { canonicalEvent, EVENT_ALIASES, EVENT_NAMES, type EventName } from '../events.ts';
 import { normalizePhone } from '../networks/nodes.ts';
 import type { Account, Sessions } from '../service.ts';
@@ -52,18 +52,16 @@ export function operation<B extends z.ZodType | undefined = undefined, Q extends
   handler: (ctx: Context, input: OperationInput<Parsed<B>, Parsed<Q>>) => unknown | Promise<unknown>,
 ): void {
   const { credential, ...rest } = spec;
-  const verb = spec.method.toLowerCase() as Lowercase<Method>;
-  if (credential === 'account') {
-    router[verb](spec.path, async (ctx, next) => {
-      ctx.state.account = await deps.sessions.account(ctx);
-      await next();
-    });
-  } else if (credential === 'sessionKey') {
-    router[verb](spec.path, async (ctx, next) => {
-      ctx.state.acting = await deps.sessions.actingSession(ctx);
-      await next();
-    });
-  }
+  const authorize =
+    credential === 'account'
+      ? async (ctx: Context) => {
+          ctx.state.account = await deps.sessions.account(ctx);
+        }
+      : credential === 'sessionKey'
+        ? async (ctx: Context) => {
+            ctx.state.acting = await deps.sessions.actingSession(ctx);
+          }
+        : undefined;
   const errors: Record<number, string> = {};
   if (credential !== 'public') {
     errors[401] = 'Missing or invalid credential: `{success: false, message}`';
@@ -71,7 +69,7 @@ export function operation<B extends z.ZodType | undefined = undefined, Q extends
   }
   if (spec.body || spec.query) errors[422] = 'Validation failed: `{success: false, message, errors: {field: [messages]}}`';
   Object.assign(errors, spec.errors);
-  deps.api.route(router, { ...rest, security: SECURITY[credential], invalidStatus: 422, errors }, handler);
+  deps.api.route(router, { ...rest, authorize, security: SECURITY[credential], invalidStatus: 422, errors }, handler);
 }
 
 /** The account of an account-level operation (set by its credential check). */

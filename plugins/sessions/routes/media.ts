@@ -12,6 +12,7 @@ import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import { z } from 'zod';
 import { toWharfError, WharfError } from '../../../core/errors.ts';
+import { contentDisposition } from '../../../core/http.ts';
 import { randomToken } from '../../../core/tokens.ts';
 import type { MediaStore } from '../media-store.ts';
 import { mediaOf } from '../networks/nodes.ts';
@@ -100,14 +101,6 @@ function invalid(field: string, message: string): WharfError {
 
 function tooLarge(limit: number): WharfError {
   return new WharfError('payload_too_large', `The file is larger than the upload limit of ${limit} bytes`, { headers: { Connection: 'close' } });
-}
-
-/** `Content-Disposition` for a file name of any characters (RFC 6266 / 8187). */
-export function contentDisposition(kind: 'inline' | 'attachment', fileName: string | null): string {
-  if (!fileName) return kind;
-  const ascii = fileName.replace(/[^\x20-\x7e]|["\\%]/g, '_');
-  const encoded = encodeURIComponent(fileName).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-  return ascii === fileName ? `${kind}; filename="${ascii}"` : `${kind}; filename="${ascii}"; filename*=UTF-8''${encoded}`;
 }
 
 /** Writes stored bytes as a download that cannot act on Wharf's origin (no sniffing, sandboxed, inline only for media types). */

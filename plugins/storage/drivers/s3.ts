@@ -6,6 +6,7 @@
  * requires them (`WHEN_REQUIRED`), since the SDK's default CRC32 breaks presigned PUTs on
  * Garage and SeaweedFS.
  */
+import { contentDisposition } from '../../../core/http.ts';
 import { randomBytes } from 'node:crypto';
 import {
   AbortMultipartUploadCommand,
@@ -61,13 +62,6 @@ function clientConfig(s3: S3Config, endpoint: string): S3ClientConfig {
     maxAttempts: s3.max_attempts,
     requestHandler: { connectionTimeout: s3.connect_timeout_ms, requestTimeout: s3.request_timeout_ms },
   };
-}
-
-/** RFC 6266 Content-Disposition with an ASCII fallback and the UTF-8 name. */
-export function contentDisposition(name: string): string {
-  const fallback = name.replace(/[^\x20-\x7e]|["\\]/g, '_');
-  const encoded = encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-  return `attachment; filename="${fallback}"; filename*=UTF-8''${encoded}`;
 }
 
 export function createS3Driver(s3: S3Config): StorageDriver {
@@ -256,7 +250,7 @@ export function createS3Driver(s3: S3Config): StorageDriver {
         bucket,
         key,
         expiresInSeconds,
-        query: downloadName === undefined ? {} : { 'response-content-disposition': contentDisposition(downloadName) },
+        query: downloadName === undefined ? {} : { 'response-content-disposition': contentDisposition('attachment', downloadName) },
       });
     },
 
