@@ -6,6 +6,7 @@ import type { Argv } from 'yargs';
 import { credentialsPath, normalizeInstance, readCredentials, writeCredentials } from './credentials.ts';
 import { Client, ClientError } from './http.ts';
 import { login } from './login.ts';
+import { addDispatchCommands } from './dispatches.ts';
 import { addMessagingCommands } from './messaging.ts';
 
 export interface ClientArgs {
@@ -84,4 +85,5 @@ export function addClientCommands(cli: Argv): void {
       }),
     );
   addMessagingCommands(cli);
+  addDispatchCommands(cli);
 }

@@ -1,0 +1,90 @@
+/** `wharf dispatches list|get|redeliver` as a user runs them, against a real webhook receiver. */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tempDir, type TestApp } from '../helpers/app.ts';
+import { cleanEnv, root, wharfAsync } from '../helpers/cli.ts';
+import { signIn, type SignedIn } from '../helpers/identity.ts';
+import { Receiver, startWebhooksApp } from '../plugins/webhooks/helpers.ts';
+
+let app: TestApp;
+let user: SignedIn;
+let receiver: Receiver;
+let env: NodeJS.ProcessEnv;
+
+function login(home: string): Promise<number | null> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(root, 'bin/wharf.ts'), 'login', '--instance', app.url], { env: { ...cleanEnv(), XDG_CONFIG_HOME: home } });
+    let stderr = '';
+    child.stderr.on('data', async (d) => {
+      const before = stderr;
+      stderr += d;
+      const code = /confirm the code ([A-Z]{4}-[A-Z]{4})/.exec(stderr)?.[1];
+      if (!code || /confirm the code/.test(before)) return;
+      const res = await app.request('POST', '/oauth/device/approve', { body: { user_code: code, orgId: user.orgId, approve: true }, headers: user.headers });
+      if (res.status !== 200) reject(new Error(`approve: ${res.status} ${res.text}`));
+    });
+    child.once('exit', resolve);
+  });
+}
+
+const wharf = (args: string[]) => wharfAsync(args, { env });
+
+beforeAll(async () => {
+  app = await startWebhooksApp();
+  receiver = await Receiver.start();
+  user = await signIn(app, { orgName: 'Dispatch CLI' });
+  const home = tempDir();
+  expect(await login(home)).toBe(0);
+  env = { XDG_CONFIG_HOME: home };
+});
+afterAll(async () => {
+  await receiver?.close();
+  await app?.close();
+});
+
+describe('wharf dispatches', () => {
+  it('lists, shows and redelivers the dispatch records of a sandbox delivery', async () => {
+    const created = await wharf(['sessions', 'create', '--sandbox', '--name', 'Hooked', '--webhook-url', receiver.url(), '--json']);
+    expect(created.status, created.stderr).toBe(0);
+    const session = JSON.parse(created.stdout) as { id: number };
+    // Subscribe to messages.received only.
+    const subscribed = await wharf(['sessions', 'get', String(session.id), '--json']);
+    expect(subscribed.status).toBe(0);
+    const key = JSON.parse(subscribed.stdout).api_key as string;
+    const pat = (await app.request('POST', '/api/personal-access-tokens', { body: { name: 'setup' }, headers: user.headers })).body.data.token as string;
+    const put = await app.request('PUT', `/api/whatsapp-sessions/${session.id}`, { body: { webhook_enabled: true, webhook_events: ['messages.received'] }, headers: { authorization: `Bearer ${pat}` } });
+    expect(put.status, put.text).toBe(200);
+    const got = await app.request('POST', '/api/sandbox/receive', { body: { from: '+14155550123', text: 'hello hook' }, headers: { authorization: `Bearer ${key}` } });
+    expect(got.status, got.text).toBe(200);
+    await receiver.waitFor(1);
+
+    let list = await wharf(['dispatches', 'list', '--session', String(session.id), '--json']);
+    for (let i = 0; i < 50 && JSON.parse(list.stdout).data[0]?.status !== 'delivered'; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      list = await wharf(['dispatches', 'list', '--session', String(session.id), '--json']);
+    }
+    const page = JSON.parse(list.stdout);
+    expect(page.total).toBe(1);
+    const dispatch = page.data[0];
+    expect(dispatch).toMatchObject({ session_id: session.id, event: 'messages.received', status: 'delivered', attempt_count: 1, last_status_code: 200 });
+
+    const text = await wharf(['dispatches', 'list']);
+    expect(text.stdout.split('\n')[0]).toMatch(/^ID\s+SESSION\s+EVENT\s+STATUS\s+ATTEMPTS\s+LAST\s+CREATED$/);
+    expect(text.stdout).toContain('messages.received');
+
+    const shown = await wharf(['dispatches', 'get', String(dispatch.id)]);
+    expect(shown.status, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^dispatch ${dispatch.id}: messages.received of session ${session.id} to ${receiver.url().replace(/[/.]/g, '\\$&')}\\nstatus delivered, 1 of 5 attempts\\nwebhook-id msg_`));
+    expect(shown.stdout).toMatch(/\n1\s+200\s+\d+ ms/);
+
+    const again = await wharf(['dispatches', 'redeliver', String(dispatch.id), '--json']);
+    expect(again.status, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ event_id: dispatch.event_id, webhook_id: dispatch.webhook_id });
+    const both = await receiver.waitFor(2);
+    expect(both[1]!.headers['webhook-id']).toBe(both[0]!.headers['webhook-id']);
+
+    expect(await wharf(['dispatches', 'get', '0'])).toMatchObject({ status: 1, stderr: 'wharf: dispatch id must be a positive integer: 0\n' });
+    expect(await wharf(['dispatches', 'get', '999999'])).toMatchObject({ status: 1, stderr: expect.stringMatching(/^wharf: .*not found/i) });
+  }, 90_000);
+});
