@@ -23,7 +23,12 @@ export async function run(options: { rounds?: number; seconds?: number; logins?:
   const created = JSON.parse(
     execFileSync(bin, ['admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], { encoding: 'utf8' }),
   ) as { user: { id: string }; org: { id: string } };
-  const server = await startServer({ name: 'wharf', argsFor: (port) => [bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]] });
+  // Rate limiting off: this measures authentication (bench/rate-limit.ts measures the limiter).
+  const server = await startServer({
+    name: 'wharf',
+    argsFor: (port) => [bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
+    env: { WHARF_PLUGINS__RATE_LIMIT__ENABLED: 'false', WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0' },
+  });
   try {
     const loginMs: number[] = [];
     let cookie = '';

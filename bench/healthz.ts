@@ -21,6 +21,8 @@ export async function run(options: { rounds?: number; starts?: number; seconds?:
   const wharf: ServerSpec = {
     name: 'wharf serve (binary)',
     argsFor: (port) => [bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', path.join(dataRoot, `d${port}`)]],
+    // Every plugin on its defaults, the embedded object store on a free port.
+    env: { WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0' },
   };
   const specs = [baselines.http, baselines.koa, wharf];
   const startMs = new Map<string, number[]>(specs.map((s) => [s.name, []]));

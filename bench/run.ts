@@ -7,11 +7,12 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   healthz: () => import('./healthz.ts'),
   auth: () => import('./auth.ts'),
   'rate-limit': () => import('./rate-limit.ts'),
-  messaging: () => import('./messaging.ts'),
   'tokens-validate': () => import('./tokens-validate.ts'),
   'files-search': () => import('./files-search.ts'),
   'upload-presign': () => import('./upload-presign.ts'),
   webhooks: () => import('./webhooks.ts'),
+  messaging: () => import('./messaging.ts'),
+  objects: () => import('./objects.ts'),
 };
 
 const wanted = process.argv.slice(2);

@@ -61,11 +61,51 @@ export const s3Config = z
   .prefault({})
   .describe('The s3 driver: any S3-compatible store (MinIO, Garage, Ceph RGW, AWS S3, R2).');
 
+/** HOST:PORT; port 0 picks a free port (tests). */
+const listenAddress = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]*):\d{1,5}$/, 'expected HOST:PORT, for example 127.0.0.1:3900')
+  .refine((s) => Number(s.slice(s.lastIndexOf(':') + 1)) <= 65535, 'port must be at most 65535');
+
+export const fsConfig = z
+  .strictObject({
+    listen: listenAddress
+      .default('127.0.0.1:3900')
+      .describe('Address and port (HOST:PORT) the embedded S3-compatible endpoint listens on, separately from the HTTP API. Port 0 picks a free port.'),
+    public_url: storeUrl
+      .optional()
+      .describe(
+        'URL at which clients reach the embedded S3 endpoint (scheme, host, port): presigned URLs are signed for it and POST /api/tokens/validate returns it. Default: http://<listen>. Set it when a reverse proxy or another host name fronts the endpoint.',
+      ),
+    region: z.string().min(1).default('us-east-1').describe('Region the endpoint expects in SigV4 credential scopes (clients must sign for it).'),
+    objects_dir: z.string().min(1).optional().describe('Directory holding the objects and their index. Default: <data_dir>/objects.'),
+    root_access_key: z
+      .string()
+      .min(3)
+      .optional()
+      .describe(
+        'Access key id of the root key, which may list, create and delete every bucket (for administrators and their tools; no API returns it). Unset: a root key is generated into <data_dir>/keys/s3-root.json on first start.',
+      ),
+    root_secret_key: z
+      .string()
+      .min(8)
+      .optional()
+      .describe('Secret of the root key; required with root_access_key. Prefer the variable WHARF_PLUGINS__STORAGE__FS__ROOT_SECRET_KEY to writing it in a file.'),
+  })
+  .superRefine((fs, ctx) => {
+    if (fs.root_access_key && !fs.root_secret_key) ctx.addIssue({ code: 'custom', path: ['root_secret_key'], message: 'required when root_access_key is set' });
+    if (fs.root_secret_key && !fs.root_access_key) ctx.addIssue({ code: 'custom', path: ['root_access_key'], message: 'required when root_secret_key is set' });
+  })
+  .prefault({})
+  .describe('The fs driver: the embedded object store and its S3-compatible endpoint.');
+
 export const storageConfig = z.strictObject({
   driver: z
-    .enum(['s3'])
-    .default('s3')
-    .describe('Where objects live: "s3" is any S3-compatible store, configured in [plugins.storage.s3].'),
+    .enum(['fs', 's3'])
+    .optional()
+    .describe(
+      'Where objects live: "fs" is the embedded store (objects on local disk behind a built-in S3-compatible endpoint, configured in [plugins.storage.fs]); "s3" is any S3-compatible store, configured in [plugins.storage.s3]. Default: "s3" when [plugins.storage.s3] endpoint is set, otherwise "fs".',
+    ),
   bucket_prefix: z
     .string()
     .regex(/^(?:[a-z0-9][a-z0-9-]{0,25})?$/, 'lowercase letters, digits and hyphens, starting with a letter or digit, at most 26 characters')
@@ -84,7 +124,14 @@ export const storageConfig = z.strictObject({
     .default(60)
     .describe('How often expired reservations are cleaned up, deleting the objects of uploads that were never completed, in seconds.'),
   s3: s3Config,
+  fs: fsConfig,
 });
 
 export type StoragePluginConfig = z.output<typeof storageConfig>;
 export type S3Config = StoragePluginConfig['s3'];
+export type FsConfig = StoragePluginConfig['fs'];
+
+/** The driver in effect: the one named, else s3 when an s3 endpoint is set, else the embedded store. */
+export function driverOf(config: StoragePluginConfig): 'fs' | 's3' {
+  return config.driver ?? (config.s3.endpoint ? 's3' : 'fs');
+}

@@ -21,9 +21,15 @@ export default definePlugin({
   description: 'Apps, their buckets on an S3-compatible store, file records, presigned uploads and downloads.',
   config: storageConfig,
   migrations,
-  setup({ config, db, auth, log }) {
+  async setup({ config, core, keys, db, auth, log }) {
     const store = new StorageStore(db);
-    const driver = createDriver(config);
+    const driver = await createDriver(config, { dataDir: core.server.data_dir, keys, log });
+    try {
+      await driver.start?.();
+    } catch (err) {
+      driver.close();
+      throw err;
+    }
     const storage = new Storage(store, driver, config, log);
     const deps = { store, storage };
 

@@ -44,9 +44,10 @@ describe('the single executable', () => {
     const res = await fetch(`${server.url}/healthz`);
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ status: 'ok' });
-    // Readiness names each part; file storage is not ready until a store is configured.
-    const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { checks: Record<string, boolean> };
-    expect(ready.checks).toMatchObject({ database: true, storage: false });
+    // On embedded defaults every part is ready, file storage on the embedded object store included.
+    const ready = await fetch(`${server.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(((await ready.json()) as { checks: Record<string, boolean> }).checks).toMatchObject({ database: true, storage: true });
     expect(await server.stop('SIGTERM')).toBe(0);
     expect(fs.existsSync(path.join(cwd, 'wharf-data/wharf.db'))).toBe(true);
   });

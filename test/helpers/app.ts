@@ -43,9 +43,12 @@ export interface StartOptions {
 export async function startApp(toml = '', options: StartOptions = {}): Promise<TestApp> {
   const dataDir = options.dataDir ?? tempDir();
   // A known port (not 0) so the derived public URL is the one clients really use.
-  const config = resolveConfig(options.plugins ?? builtinPlugins, {
+  const plugins = options.plugins ?? builtinPlugins;
+  // The embedded S3 endpoint on a free port, so concurrent test servers never meet on 3900.
+  const storageEnv = plugins.some((p) => p.name === 'storage') ? { WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0' } : {};
+  const config = resolveConfig(plugins, {
     toml: { text: toml, file: 'test.toml' },
-    env: options.env ?? {},
+    env: { ...storageEnv, ...options.env },
     flags: { listen: `127.0.0.1:${await freePort()}`, dataDir },
   });
   const logs: Record<string, unknown>[] = [];

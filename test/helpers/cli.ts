@@ -68,7 +68,8 @@ export async function serve(args: string[], options: { cwd?: string; env?: NodeJ
   const [cmd, argv] = options.bin ? [options.bin, ['serve', ...args]] : [process.execPath, [sourceEntry, 'serve', ...args]];
   const child = spawn(cmd, [...argv, '--listen', `127.0.0.1:${port}`], {
     cwd: options.cwd ?? root,
-    env: { ...cleanEnv(), ...options.env },
+    // The embedded S3 endpoint on a free port, so concurrent servers never meet on 3900.
+    env: { ...cleanEnv(), WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

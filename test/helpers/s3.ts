@@ -5,6 +5,10 @@
 // - otherwise: `bash test/s3/ceph-rgw.sh up` brings up (or finds) the project's single-node Ceph RGW.
 //   The script is idempotent and serialised with flock, so concurrent test workers share one cluster.
 //
+// - WHARF_TEST_STORE=embedded: the embedded store (the `fs` driver's S3 endpoint) over a temporary
+//   objects directory, root key test / testsecret; apps started with startStorageApp then use the
+//   `fs` driver on the same directory, so the same contract tests run against it unchanged.
+//
 // Never skips: if no S3 server can be had, ensureS3() throws with the script's output.
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +20,8 @@ export type S3Target = {
   accessKeyId: string;
   secretAccessKey: string;
   forcePathStyle: true;
+  /** Set when the target is the embedded store: the objects directory its endpoint serves. */
+  embedded?: { objectsDir: string; dataDir: string };
 };
 
 const SCRIPT = fileURLToPath(new URL('../s3/ceph-rgw.sh', import.meta.url));
@@ -35,6 +41,7 @@ export async function ensureS3(): Promise<S3Target> {
 
 async function resolveTarget(): Promise<S3Target> {
   const env = process.env;
+  if (env.WHARF_TEST_STORE === 'embedded') return embeddedTarget();
   const creds = {
     region: env.S3_REGION || 'us-east-1',
     accessKeyId: env.S3_ACCESS_KEY || 'test',
@@ -117,4 +124,25 @@ export function s3Client(target: S3Target): S3Client {
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
+}
+
+/** The embedded store as a stand-alone endpoint (one per test process), root key test / testsecret. */
+async function embeddedTarget(): Promise<S3Target> {
+  const [{ startStandaloneStore }, { createLogger }, { loadKeys }, fs, os, path] = await Promise.all([
+    import('../../plugins/storage/drivers/fs/index.ts'),
+    import('../../core/logger.ts'),
+    import('../../core/keys.ts'),
+    import('node:fs'),
+    import('node:os'),
+    import('node:path'),
+  ]);
+  const objectsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-objects-'));
+  // A data dir whose keys every app server of this process shares (startStorageApp copies them),
+  // so this endpoint accepts their service and per-app keys: presigned URLs and validated
+  // credentials all point here.
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-embedded-keys-'));
+  const keys = loadKeys(dataDir);
+  const root = { accessKey: 'test', secretKey: 'testsecret' };
+  const store = await startStandaloneStore({ objectsDir, listen: '127.0.0.1:0', region: 'us-east-1', root, keys, log: createLogger('silent') });
+  return { endpoint: store.url, region: 'us-east-1', accessKeyId: root.accessKey, secretAccessKey: root.secretKey, forcePathStyle: true, embedded: { objectsDir, dataDir } };
 }

@@ -2,7 +2,9 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { DeleteBucketCommand, DeleteObjectsCommand, ListBucketsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
-import { startApp, type TestApp } from './app.ts';
+import fs from 'node:fs';
+import path from 'node:path';
+import { startApp, tempDir, type TestApp } from './app.ts';
 import type { SignedIn } from './identity.ts';
 import type { S3Target } from './s3.ts';
 
@@ -23,12 +25,19 @@ export interface StorageAppOptions {
 }
 
 export function storageToml(target: S3Target, options: StorageAppOptions): string {
+  // The embedded store: the app's own `fs` driver over the target's objects directory (a
+  // closed-port `endpoint` still means an s3 driver that cannot reach its store).
+  const embedded = target.embedded && options.endpoint === undefined;
   return [
     '[plugins.identity]',
     'scrypt_cost = 1024',
     '[plugins.storage]',
     `bucket_prefix = "${options.prefix}"`,
+    ...(embedded ? ['driver = "fs"'] : []),
     options.storage ?? '',
+    ...(embedded
+      ? ['[plugins.storage.fs]', `objects_dir = "${target.embedded!.objectsDir}"`, `public_url = "${target.endpoint}"`, `root_access_key = "${target.accessKeyId}"`, `root_secret_key = "${target.secretAccessKey}"`]
+      : []),
     '[plugins.storage.s3]',
     `endpoint = "${options.endpoint ?? target.endpoint}"`,
     `region = "${target.region}"`,
@@ -41,7 +50,15 @@ export function storageToml(target: S3Target, options: StorageAppOptions): strin
 }
 
 export function startStorageApp(target: S3Target, options: StorageAppOptions): Promise<TestApp> {
-  return startApp(storageToml(target, options), options.dataDir ? { dataDir: options.dataDir } : {});
+  let dataDir = options.dataDir;
+  if (target.embedded) {
+    // The data-dir secret of the embedded target, so its endpoint knows this server's keys.
+    dataDir ??= tempDir();
+    fs.mkdirSync(path.join(dataDir, 'keys'), { recursive: true, mode: 0o700 });
+    const secret = path.join(dataDir, 'keys', 'secret.key');
+    if (!fs.existsSync(secret)) fs.copyFileSync(path.join(target.embedded.dataDir, 'keys', 'secret.key'), secret);
+  }
+  return startApp(storageToml(target, options), dataDir ? { dataDir } : {});
 }
 
 /** A loopback port nothing listens on. */

@@ -71,6 +71,8 @@ export interface StorageDriver {
   readonly name: string;
   /** Why the driver cannot work (missing configuration), or undefined when it can. */
   readonly problem: string | undefined;
+  /** Starts what the driver serves itself (the `fs` driver's S3 endpoint); rejects when it cannot. */
+  start?(): Promise<void>;
   /** Succeeds when the store answers and accepts the server's credentials. */
   ping(): Promise<void>;
   /** Creates an empty bucket. */

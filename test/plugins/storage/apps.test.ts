@@ -242,7 +242,8 @@ describe('provisioning that fails leaves nothing behind', () => {
 
 describe('no store configured', () => {
   it('the server starts; /readyz reports storage not ready; creating an app is 503 naming the missing settings', async () => {
-    const bare = await startApp('[plugins.identity]\nscrypt_cost = 1024\n');
+    // The s3 driver named with no endpoint (with no storage config at all, the embedded fs driver serves).
+    const bare = await startApp('[plugins.identity]\nscrypt_cost = 1024\n[plugins.storage]\ndriver = "s3"\n');
     try {
       expect(bare.running.notices.join('\n')).toMatch(/Storage is not configured: set endpoint, access_key and secret_key in \[plugins\.storage\.s3\]/);
       const ready = await bare.fetch('/readyz');

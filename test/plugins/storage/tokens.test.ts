@@ -89,19 +89,57 @@ describe('creating, listing and revoking', () => {
 });
 
 describe('validation', () => {
-  it('answers the app, its bucket and the public endpoint with the public key; the presigned URLs name it too', async () => {
+  it('the s3 driver (explicitly): answers the app, its bucket and the public endpoint with the public key; the presigned URLs name it too', async () => {
+    // The s3 driver has one shared public key (public_access_key) and a public endpoint: this
+    // case is about that driver, whichever store the run targets (under WHARF_TEST_STORE=embedded
+    // the s3 driver talks to the embedded endpoint with its root key).
+    const s3App = await startStorageApp(target, {
+      prefix,
+      endpoint: target.endpoint,
+      storage: 'driver = "s3"',
+      s3: `public_endpoint = "http://localhost:${publicPort}"\npublic_access_key = "${target.accessKeyId}"\npublic_secret_key = "${target.secretAccessKey}"`,
+    });
+    try {
+      const who = await signIn(s3App);
+      const created = await createApp(s3App, who, 's3-driver');
+      const token = await createToken(s3App, who, created.id);
+      const res = await s3App.request('POST', '/api/tokens/validate', { body: { token } });
+      expect(res.status).toBe(200);
+      expect(res.body).toStrictEqual({
+        valid: true,
+        appId: created.id,
+        bucketName: created.bucketName,
+        storage: { endPoint: 'localhost', port: Number(publicPort), useSSL: false, accessKey: target.accessKeyId, secretKey: target.secretAccessKey },
+      });
+      const file = localFile('via-public.bin', 32);
+      const [u] = (await requestUploads(s3App, who, created.id, [file])).body.uploads;
+      expect(new URL(u.presignedUrl).host).toBe(`localhost:${publicPort}`);
+      expect((await putTo(u.presignedUrl, file)).status).toBe(200);
+    } finally {
+      await s3App.close();
+    }
+  });
+
+  it("the driver of this run answers the app, its bucket and the store its clients reach: the shared public key (s3) or the app's own key (fs)", async () => {
     const token = await createToken(app, owner, mine.id);
     const res = await validate(token);
     expect(res.status).toBe(200);
-    expect(res.body).toStrictEqual({
-      valid: true,
-      appId: mine.id,
-      bucketName: mine.bucketName,
-      storage: { endPoint: 'localhost', port: Number(publicPort), useSSL: false, accessKey: target.accessKeyId, secretKey: target.secretAccessKey },
-    });
-    const file = localFile('via-public.bin', 32);
+    expect(res.body).toMatchObject({ valid: true, appId: mine.id, bucketName: mine.bucketName });
+    const storage = res.body.storage;
+    const file = localFile('via-validated.bin', 32);
     const [u] = (await requestUploads(app, owner, mine.id, [file])).body.uploads;
-    expect(new URL(u.presignedUrl).host).toBe(`localhost:${publicPort}`);
+    if (target.embedded) {
+      // fs: the embedded endpoint's public URL, and a per-app key that is not the root key.
+      const endpoint = new URL(target.endpoint);
+      expect(storage).toMatchObject({ endPoint: endpoint.hostname, port: Number(endpoint.port), useSSL: false });
+      expect(storage.accessKey).toMatch(/^WAPP[A-Z0-9]{16}$/);
+      expect(storage.accessKey).not.toBe(target.accessKeyId);
+      expect(storage.secretKey).not.toBe(target.secretAccessKey);
+      expect(new URL(u.presignedUrl).host).toBe(endpoint.host);
+    } else {
+      expect(storage).toStrictEqual({ endPoint: 'localhost', port: Number(publicPort), useSSL: false, accessKey: target.accessKeyId, secretKey: target.secretAccessKey });
+      expect(new URL(u.presignedUrl).host).toBe(`localhost:${publicPort}`);
+    }
     expect((await putTo(u.presignedUrl, file)).status).toBe(200);
   });
 

@@ -1,0 +1,572 @@
+/**
+ * The embedded object store on local disk. Layout under the objects directory:
+ *
+ *   <bucket>/<2 hex>/<uuid>     object bytes, one file per object version (never a key-derived path)
+ *   .wharf/index.db              SQLite: buckets, objects (key -> blob, size, ETag, type, metadata),
+ *                                multipart uploads and their parts, per-bucket access keys
+ *   .wharf/tmp/                  bytes being received
+ *   .wharf/multipart/<id>/<n>    parts of unfinished multipart uploads
+ *
+ * A write goes to a temporary file, is fsynced and renamed into the bucket, and only then is its
+ * row committed: a reader finds an object through its row, so it sees the old bytes or the new
+ * ones, never a part. A crash or a full disk leaves at most a temporary file (removed on the next
+ * start) or an unreferenced blob, never a row without its bytes. Keys are only ever stored in the
+ * index, so no key (`..`, `%2e%2e`, backslashes, absolute paths) can name a path.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { openDatabase, type Database } from '../../../../core/db.ts';
+
+export const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+/** S3's largest key, in UTF-8 bytes. */
+export const MAX_KEY_BYTES = 1024;
+export const MIN_PART_BYTES = 5 * 1024 * 1024;
+export const MAX_PARTS = 10_000;
+
+/** An S3 error: code, HTTP status and message, as the endpoint answers it. */
+export class S3Error extends Error {
+  readonly code: string;
+  readonly status: number;
+  constructor(code: string, status: number, message: string) {
+    super(message);
+    this.name = 'S3Error';
+    this.code = code;
+    this.status = status;
+  }
+}
+
+export const noSuchBucket = (bucket: string) => new S3Error('NoSuchBucket', 404, `The specified bucket does not exist: ${bucket}`);
+export const noSuchKey = () => new S3Error('NoSuchKey', 404, 'The specified key does not exist.');
+export const noSuchUpload = () => new S3Error('NoSuchUpload', 404, 'The specified multipart upload does not exist.');
+
+/** Metadata kept with an object besides its bytes. */
+export interface ObjectMeta {
+  contentType: string;
+  /** `x-amz-meta-*` without the prefix, lowercase names. */
+  user: Record<string, string>;
+  /** Content-Encoding, Content-Disposition, Cache-Control, Content-Language, Expires as given. */
+  headers: Record<string, string>;
+}
+
+export interface ObjectRow {
+  bucket: string;
+  key: string;
+  blob: string;
+  size: number;
+  etag: string;
+  lastModified: number;
+  meta: ObjectMeta;
+}
+
+export interface ListResult {
+  contents: ObjectRow[];
+  commonPrefixes: string[];
+  truncated: boolean;
+  /** The last key or common prefix returned, to continue after. */
+  last: string | undefined;
+}
+
+export interface UploadRow {
+  id: string;
+  bucket: string;
+  key: string;
+  initiated: number;
+  meta: ObjectMeta;
+}
+
+export interface PartRow {
+  partNumber: number;
+  size: number;
+  etag: string;
+  lastModified: number;
+  blob: string;
+}
+
+export interface BucketKey {
+  accessKey: string;
+  bucket: string;
+  secret: string;
+}
+
+interface RawObject {
+  bucket: string;
+  key: string;
+  blob: string;
+  size: number;
+  etag: string;
+  last_modified: number;
+  meta: string;
+}
+
+function toRow(r: RawObject): ObjectRow {
+  return { bucket: r.bucket, key: r.key, blob: r.blob, size: r.size, etag: r.etag, lastModified: r.last_modified, meta: JSON.parse(r.meta) as ObjectMeta };
+}
+
+/** The smallest string greater than every string starting with `prefix` (binary UTF-8 order). */
+function after(prefix: string): string {
+  return `${prefix}\u{10FFFF}`;
+}
+
+/** A file written so that it is complete before anyone can see it. */
+export interface Received {
+  tmp: string;
+  size: number;
+  md5: Buffer;
+}
+
+export class ObjectStore {
+  readonly root: string;
+  readonly #db: Database;
+  readonly #tmp: string;
+  readonly #multipart: string;
+
+  constructor(root: string) {
+    this.root = path.resolve(root);
+    const meta = path.join(this.root, '.wharf');
+    this.#tmp = path.join(meta, 'tmp');
+    this.#multipart = path.join(meta, 'multipart');
+    fs.mkdirSync(this.#tmp, { recursive: true, mode: 0o700 });
+    fs.mkdirSync(this.#multipart, { recursive: true, mode: 0o700 });
+    this.#db = openDatabase(path.join(meta, 'index.db'));
+    this.#db.exec(`
+      CREATE TABLE IF NOT EXISTS buckets (name TEXT PRIMARY KEY, created INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS objects (
+        bucket TEXT NOT NULL, key TEXT NOT NULL, blob TEXT NOT NULL, size INTEGER NOT NULL,
+        etag TEXT NOT NULL, last_modified INTEGER NOT NULL, meta TEXT NOT NULL,
+        PRIMARY KEY (bucket, key)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS uploads (
+        id TEXT PRIMARY KEY, bucket TEXT NOT NULL, key TEXT NOT NULL, initiated INTEGER NOT NULL, meta TEXT NOT NULL);
+      CREATE INDEX IF NOT EXISTS uploads_by_key ON uploads (bucket, key, id);
+      CREATE TABLE IF NOT EXISTS parts (
+        upload_id TEXT NOT NULL, part_number INTEGER NOT NULL, size INTEGER NOT NULL, etag TEXT NOT NULL,
+        last_modified INTEGER NOT NULL, blob TEXT NOT NULL, PRIMARY KEY (upload_id, part_number)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS bucket_keys (
+        access_key TEXT PRIMARY KEY, bucket TEXT NOT NULL UNIQUE, secret TEXT NOT NULL, created INTEGER NOT NULL);
+    `);
+    // Bytes received before a crash, never renamed into place.
+    for (const name of fs.readdirSync(this.#tmp)) fs.rmSync(path.join(this.#tmp, name), { force: true });
+  }
+
+  close(): void {
+    if (this.#db.open) this.#db.close();
+  }
+
+  // ------------------------------------------------------------------ buckets
+
+  hasBucket(bucket: string): boolean {
+    return this.#db.prepare('SELECT 1 FROM buckets WHERE name = ?').get(bucket) !== undefined;
+  }
+
+  requireBucket(bucket: string): void {
+    if (!this.hasBucket(bucket)) throw noSuchBucket(bucket);
+  }
+
+  listBuckets(): { name: string; created: number }[] {
+    return this.#db.prepare('SELECT name, created FROM buckets ORDER BY name').all() as { name: string; created: number }[];
+  }
+
+  /** Creates the bucket; false when it existed already. */
+  createBucket(bucket: string): boolean {
+    if (!BUCKET_NAME.test(bucket) || bucket.includes('..')) throw new S3Error('InvalidBucketName', 400, 'The specified bucket is not valid.');
+    fs.mkdirSync(path.join(this.root, bucket), { recursive: true, mode: 0o700 });
+    return this.#db.prepare('INSERT OR IGNORE INTO buckets (name, created) VALUES (?, ?)').run(bucket, Date.now()).changes === 1;
+  }
+
+  /** Removes an empty bucket and its access key. */
+  deleteBucket(bucket: string): void {
+    this.requireBucket(bucket);
+    this.#db.transaction(() => {
+      if (this.#db.prepare('SELECT 1 FROM objects WHERE bucket = ? LIMIT 1').get(bucket)) {
+        throw new S3Error('BucketNotEmpty', 409, 'The bucket you tried to delete is not empty.');
+      }
+      for (const u of this.#db.prepare('SELECT id FROM uploads WHERE bucket = ?').all(bucket) as { id: string }[]) this.#dropUpload(u.id);
+      this.#db.prepare('DELETE FROM buckets WHERE name = ?').run(bucket);
+      this.#db.prepare('DELETE FROM bucket_keys WHERE bucket = ?').run(bucket);
+    })();
+    fs.rmSync(path.join(this.root, bucket), { recursive: true, force: true });
+  }
+
+  // ------------------------------------------------------------------ keys
+
+  bucketKey(accessKey: string): BucketKey | undefined {
+    const row = this.#db.prepare('SELECT access_key, bucket, secret FROM bucket_keys WHERE access_key = ?').get(accessKey) as
+      | { access_key: string; bucket: string; secret: string }
+      | undefined;
+    return row && { accessKey: row.access_key, bucket: row.bucket, secret: row.secret };
+  }
+
+  keyOfBucket(bucket: string): BucketKey | undefined {
+    const row = this.#db.prepare('SELECT access_key, bucket, secret FROM bucket_keys WHERE bucket = ?').get(bucket) as
+      | { access_key: string; bucket: string; secret: string }
+      | undefined;
+    return row && { accessKey: row.access_key, bucket: row.bucket, secret: row.secret };
+  }
+
+  /** Stores the bucket's key unless it has one; returns the one it has. */
+  setBucketKey(key: BucketKey): BucketKey {
+    this.#db.prepare('INSERT OR IGNORE INTO bucket_keys (access_key, bucket, secret, created) VALUES (?, ?, ?, ?)').run(key.accessKey, key.bucket, key.secret, Date.now());
+    return this.keyOfBucket(key.bucket)!;
+  }
+
+  // ------------------------------------------------------------------ bytes
+
+  /**
+   * Writes `source` to a temporary file, MD5 computed on the way, fsynced. The caller renames it
+   * into place with {@link commit} or drops it with {@link discard}. Any failure removes the file.
+   */
+  async receive(source: AsyncIterable<Buffer>, dir: string = this.#tmp): Promise<Received> {
+    const tmp = path.join(dir, `${randomUUID()}.tmp`);
+    const md5 = createHash('md5');
+    let size = 0;
+    const handle = await fsp.open(tmp, 'wx', 0o600);
+    try {
+      for await (const chunk of source) {
+        md5.update(chunk);
+        size += chunk.length;
+        let off = 0;
+        while (off < chunk.length) off += (await handle.write(chunk, off, chunk.length - off)).bytesWritten;
+      }
+      await handle.sync();
+      await handle.close();
+    } catch (err) {
+      await handle.close().catch(() => undefined);
+      await fsp.rm(tmp, { force: true });
+      throw err;
+    }
+    return { tmp, size, md5: md5.digest() };
+  }
+
+  async discard(received: Received): Promise<void> {
+    await fsp.rm(received.tmp, { force: true });
+  }
+
+  #blobPath(bucket: string, blob: string): string {
+    return path.join(this.root, bucket, blob);
+  }
+
+  /** Renames received bytes into the bucket and makes them the object's; the replaced blob is removed. */
+  async commit(bucket: string, key: string, received: Received, meta: ObjectMeta, etag?: string): Promise<ObjectRow> {
+    const id = randomUUID();
+    const blob = `${id.slice(0, 2)}/${id}`;
+    const target = this.#blobPath(bucket, blob);
+    try {
+      this.requireBucket(bucket);
+      await fsp.mkdir(path.dirname(target), { recursive: true, mode: 0o700 });
+      await fsp.rename(received.tmp, target);
+    } catch (err) {
+      await this.discard(received);
+      throw err;
+    }
+    const row: ObjectRow = { bucket, key, blob, size: received.size, etag: etag ?? received.md5.toString('hex'), lastModified: Date.now(), meta };
+    let old: string | undefined;
+    try {
+      old = this.#db.transaction(() => {
+        if (!this.hasBucket(bucket)) throw noSuchBucket(bucket);
+        const prev = this.#db.prepare('SELECT blob FROM objects WHERE bucket = ? AND key = ?').get(bucket, key) as { blob: string } | undefined;
+        this.#db
+          .prepare('INSERT OR REPLACE INTO objects (bucket, key, blob, size, etag, last_modified, meta) VALUES (?, ?, ?, ?, ?, ?, ?)')
+          .run(bucket, key, blob, row.size, row.etag, row.lastModified, JSON.stringify(meta));
+        return prev?.blob;
+      })();
+    } catch (err) {
+      await fsp.rm(target, { force: true });
+      throw err;
+    }
+    if (old) await fsp.rm(this.#blobPath(bucket, old), { force: true });
+    return row;
+  }
+
+  // ------------------------------------------------------------------ objects
+
+  head(bucket: string, key: string): ObjectRow | undefined {
+    const r = this.#db.prepare('SELECT * FROM objects WHERE bucket = ? AND key = ?').get(bucket, key) as RawObject | undefined;
+    return r && toRow(r);
+  }
+
+  /** Opens the object's bytes: the row and an open file handle (unaffected by a concurrent overwrite). */
+  async open(bucket: string, key: string): Promise<{ row: ObjectRow; handle: fsp.FileHandle }> {
+    for (let attempt = 0; ; attempt++) {
+      const row = this.head(bucket, key);
+      if (!row) {
+        this.requireBucket(bucket);
+        throw noSuchKey();
+      }
+      try {
+        return { row, handle: await fsp.open(this.#blobPath(bucket, row.blob), 'r') };
+      } catch (err) {
+        // Replaced between the look-up and the open: look again.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 3) throw err;
+      }
+    }
+  }
+
+  /** Deletes an object; true when it existed. */
+  async delete(bucket: string, key: string): Promise<boolean> {
+    const blob = this.#db.transaction(() => {
+      const prev = this.#db.prepare('SELECT blob FROM objects WHERE bucket = ? AND key = ?').get(bucket, key) as { blob: string } | undefined;
+      if (prev) this.#db.prepare('DELETE FROM objects WHERE bucket = ? AND key = ?').run(bucket, key);
+      return prev?.blob;
+    })();
+    if (blob) await fsp.rm(this.#blobPath(bucket, blob), { force: true });
+    return blob !== undefined;
+  }
+
+  /**
+   * Deletes many objects of one bucket: their rows in one transaction, then their blobs (a few
+   * at a time). Missing keys are not an error. Returns how many objects existed.
+   */
+  async deleteMany(bucket: string, keys: readonly string[]): Promise<number> {
+    const drop = this.#db.prepare('DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING blob');
+    const blobs = this.#db.transaction(() => {
+      const out: string[] = [];
+      for (const key of keys) {
+        const row = drop.get(bucket, key) as { blob: string } | undefined;
+        if (row) out.push(row.blob);
+      }
+      return out;
+    })();
+    for (let i = 0; i < blobs.length; i += 32) {
+      await Promise.all(blobs.slice(i, i + 32).map((blob) => fsp.rm(this.#blobPath(bucket, blob), { force: true })));
+    }
+    return blobs.length;
+  }
+
+  /**
+   * Removes files nothing refers to, which only a crash leaves: a blob renamed into a bucket
+   * whose row was never committed, a part file without its row, the directory of an upload that
+   * no longer exists. Files younger than `graceMs` are left alone: another process sharing the
+   * directory may be between its rename and its commit. Returns the number of files removed.
+   */
+  async sweep(graceMs = 15 * 60 * 1000): Promise<number> {
+    const cutoff = Date.now() - graceMs;
+    let removed = 0;
+    const removeIfOld = async (file: string): Promise<void> => {
+      try {
+        if ((await fsp.stat(file)).mtimeMs >= cutoff) return;
+        await fsp.rm(file, { force: true });
+        removed++;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    };
+    for (const { name: bucket } of this.listBuckets()) {
+      const dir = path.join(this.root, bucket);
+      let shards: string[];
+      try {
+        shards = await fsp.readdir(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        throw err;
+      }
+      const referenced = new Set((this.#db.prepare('SELECT blob FROM objects WHERE bucket = ?').all(bucket) as { blob: string }[]).map((r) => r.blob));
+      for (const shard of shards) {
+        if (!/^[0-9a-f]{2}$/.test(shard)) continue;
+        let names: string[];
+        try {
+          names = await fsp.readdir(path.join(dir, shard));
+        } catch {
+          continue;
+        }
+        for (const name of names) {
+          const blob = `${shard}/${name}`;
+          // Looked up again before removing: committed since the set was read?
+          if (referenced.has(blob) || this.#db.prepare('SELECT 1 FROM objects WHERE bucket = ? AND blob = ?').get(bucket, blob)) continue;
+          await removeIfOld(path.join(dir, blob));
+        }
+      }
+    }
+    const partOf = this.#db.prepare('SELECT 1 FROM parts WHERE upload_id = ? AND blob = ?');
+    const uploadExists = this.#db.prepare('SELECT 1 FROM uploads WHERE id = ?');
+    for (const id of await fsp.readdir(this.#multipart)) {
+      const dir = path.join(this.#multipart, id);
+      const known = uploadExists.get(id) !== undefined;
+      // Before its files go (which touches it): an old directory of a forgotten upload.
+      const stale = !known && ((await fsp.stat(dir).catch(() => undefined))?.mtimeMs ?? Infinity) < cutoff;
+      for (const name of await fsp.readdir(dir).catch(() => [] as string[])) {
+        const file = path.join(dir, name);
+        if (known && partOf.get(id, file)) continue;
+        await removeIfOld(file);
+      }
+      if (stale) await fsp.rmdir(dir).catch(() => undefined);
+    }
+    return removed;
+  }
+
+  /**
+   * Keys in binary order after `startAfter`, starting with `prefix`; with a delimiter, keys that
+   * have it after the prefix roll up into common prefixes. At most `maxKeys` entries in all.
+   */
+  list(bucket: string, opts: { prefix: string; delimiter: string; startAfter: string; skipUnder?: boolean; maxKeys: number }): ListResult {
+    const { prefix, delimiter, maxKeys } = opts;
+    const out: ListResult = { contents: [], commonPrefixes: [], truncated: false, last: undefined };
+    let from = prefix;
+    let inclusive = true;
+    if (opts.startAfter !== '' && opts.startAfter >= prefix) {
+      from = opts.skipUnder ? after(opts.startAfter) : opts.startAfter;
+      inclusive = false;
+    }
+    const upper = prefix === '' ? undefined : after(prefix);
+    const range = upper ? 'AND key < ?' : '';
+    const stmtIncl = this.#db.prepare(`SELECT * FROM objects WHERE bucket = ? AND key >= ? ${range} ORDER BY key LIMIT ?`);
+    const stmtExcl = this.#db.prepare(`SELECT * FROM objects WHERE bucket = ? AND key > ? ${range} ORDER BY key LIMIT ?`);
+    const batch = Math.min(Math.max(maxKeys, 1) + 1, 1001);
+    for (;;) {
+      const rows = (inclusive ? stmtIncl : stmtExcl).all(bucket, from, ...(upper ? [upper] : []), batch) as RawObject[];
+      let skipped = false;
+      for (const raw of rows) {
+        if (!raw.key.startsWith(prefix)) return out;
+        const at = delimiter ? raw.key.indexOf(delimiter, prefix.length) : -1;
+        const entry = at >= 0 ? raw.key.slice(0, at + delimiter.length) : raw.key;
+        if (out.contents.length + out.commonPrefixes.length >= maxKeys) {
+          out.truncated = true;
+          return out;
+        }
+        out.last = entry;
+        inclusive = false;
+        if (at >= 0) {
+          out.commonPrefixes.push(entry);
+          // Skip every key under this common prefix.
+          from = after(entry);
+          skipped = true;
+          break;
+        }
+        out.contents.push(toRow(raw));
+        from = raw.key;
+      }
+      if (!skipped && rows.length < batch) return out;
+    }
+  }
+
+  /** Every object of a bucket, in key order, a page at a time. */
+  keysAfter(bucket: string, after: string, limit: number): string[] {
+    return (this.#db.prepare('SELECT key FROM objects WHERE bucket = ? AND key > ? ORDER BY key LIMIT ?').all(bucket, after, limit) as { key: string }[]).map((r) => r.key);
+  }
+
+  /** Copies an object's bytes (through a temporary file, like any write). */
+  async copy(src: { bucket: string; key: string }, dst: { bucket: string; key: string }, meta: ObjectMeta | undefined): Promise<ObjectRow> {
+    this.requireBucket(dst.bucket);
+    const { row, handle } = await this.open(src.bucket, src.key);
+    let received: Received;
+    try {
+      received = await this.receive(handle.createReadStream({ autoClose: false }) as AsyncIterable<Buffer>);
+    } finally {
+      await handle.close();
+    }
+    return this.commit(dst.bucket, dst.key, received, meta ?? row.meta, row.etag);
+  }
+
+  // ------------------------------------------------------------------ multipart
+
+  createUpload(bucket: string, key: string, meta: ObjectMeta): string {
+    this.requireBucket(bucket);
+    const id = randomUUID().replace(/-/g, '') + randomUUID().replace(/-/g, '');
+    fs.mkdirSync(path.join(this.#multipart, id), { mode: 0o700 });
+    this.#db.prepare('INSERT INTO uploads (id, bucket, key, initiated, meta) VALUES (?, ?, ?, ?, ?)').run(id, bucket, key, Date.now(), JSON.stringify(meta));
+    return id;
+  }
+
+  upload(bucket: string, key: string, id: string): UploadRow {
+    const r = this.#db.prepare('SELECT * FROM uploads WHERE id = ?').get(id) as { id: string; bucket: string; key: string; initiated: number; meta: string } | undefined;
+    if (!r || r.bucket !== bucket || r.key !== key) {
+      this.requireBucket(bucket);
+      throw noSuchUpload();
+    }
+    return { id: r.id, bucket: r.bucket, key: r.key, initiated: r.initiated, meta: JSON.parse(r.meta) as ObjectMeta };
+  }
+
+  listUploads(bucket: string, opts: { prefix: string; keyMarker: string; uploadIdMarker: string; max: number }): { uploads: UploadRow[]; truncated: boolean } {
+    const rows = this.#db
+      .prepare('SELECT * FROM uploads WHERE bucket = ? AND (key > ? OR (key = ? AND id > ?)) ORDER BY key, id LIMIT ?')
+      .all(bucket, opts.keyMarker, opts.keyMarker, opts.uploadIdMarker, opts.max + 1) as { id: string; bucket: string; key: string; initiated: number; meta: string }[];
+    const matching = rows.filter((r) => r.key.startsWith(opts.prefix));
+    return {
+      uploads: matching.slice(0, opts.max).map((r) => ({ id: r.id, bucket: r.bucket, key: r.key, initiated: r.initiated, meta: JSON.parse(r.meta) as ObjectMeta })),
+      truncated: rows.length > opts.max,
+    };
+  }
+
+  async putPart(upload: UploadRow, partNumber: number, received: Received): Promise<PartRow> {
+    const blob = path.join(this.#multipart, upload.id, `${partNumber}.${randomUUID()}`);
+    try {
+      await fsp.rename(received.tmp, blob);
+    } catch (err) {
+      await this.discard(received);
+      throw err;
+    }
+    const part: PartRow = { partNumber, size: received.size, etag: received.md5.toString('hex'), lastModified: Date.now(), blob };
+    const old = this.#db.transaction(() => {
+      if (!this.#db.prepare('SELECT 1 FROM uploads WHERE id = ?').get(upload.id)) throw noSuchUpload();
+      const prev = this.#db.prepare('SELECT blob FROM parts WHERE upload_id = ? AND part_number = ?').get(upload.id, partNumber) as { blob: string } | undefined;
+      this.#db
+        .prepare('INSERT OR REPLACE INTO parts (upload_id, part_number, size, etag, last_modified, blob) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(upload.id, partNumber, part.size, part.etag, part.lastModified, blob);
+      return prev?.blob;
+    });
+    let prevBlob: string | undefined;
+    try {
+      prevBlob = old();
+    } catch (err) {
+      await fsp.rm(blob, { force: true });
+      throw err;
+    }
+    if (prevBlob) await fsp.rm(prevBlob, { force: true });
+    return part;
+  }
+
+  parts(uploadId: string): PartRow[] {
+    return (
+      this.#db.prepare('SELECT part_number, size, etag, last_modified, blob FROM parts WHERE upload_id = ? ORDER BY part_number').all(uploadId) as {
+        part_number: number;
+        size: number;
+        etag: string;
+        last_modified: number;
+        blob: string;
+      }[]
+    ).map((p) => ({ partNumber: p.part_number, size: p.size, etag: p.etag, lastModified: p.last_modified, blob: p.blob }));
+  }
+
+  /** Joins the named parts into the object; the multipart ETag is MD5 of the part MD5s, "-N". */
+  async complete(upload: UploadRow, wanted: { partNumber: number; etag: string }[]): Promise<ObjectRow> {
+    if (!wanted.length) throw new S3Error('MalformedXML', 400, 'You must specify at least one part.');
+    const have = new Map(this.parts(upload.id).map((p) => [p.partNumber, p]));
+    const chosen: PartRow[] = [];
+    let previous = 0;
+    for (const [i, w] of wanted.entries()) {
+      if (w.partNumber <= previous) throw new S3Error('InvalidPartOrder', 400, 'The list of parts was not in ascending order.');
+      previous = w.partNumber;
+      const part = have.get(w.partNumber);
+      if (!part || part.etag !== w.etag.replace(/"/g, '')) throw new S3Error('InvalidPart', 400, `Part ${w.partNumber} was not found or its ETag does not match.`);
+      if (i < wanted.length - 1 && part.size < MIN_PART_BYTES) throw new S3Error('EntityTooSmall', 400, `Part ${w.partNumber} is smaller than the minimum of 5 MiB.`);
+      chosen.push(part);
+    }
+    async function* concat(): AsyncIterable<Buffer> {
+      for (const part of chosen) {
+        for await (const chunk of fs.createReadStream(part.blob, { highWaterMark: 1 << 20 })) yield chunk as Buffer;
+      }
+    }
+    const received = await this.receive(concat());
+    const md5s = createHash('md5');
+    for (const part of chosen) md5s.update(Buffer.from(part.etag, 'hex'));
+    const etag = `${md5s.digest('hex')}-${chosen.length}`;
+    if (!this.#db.prepare('SELECT 1 FROM uploads WHERE id = ?').get(upload.id)) {
+      await this.discard(received);
+      throw noSuchUpload();
+    }
+    const row = await this.commit(upload.bucket, upload.key, received, upload.meta, etag);
+    this.abort(upload.id);
+    return row;
+  }
+
+  #dropUpload(id: string): void {
+    this.#db.prepare('DELETE FROM parts WHERE upload_id = ?').run(id);
+    this.#db.prepare('DELETE FROM uploads WHERE id = ?').run(id);
+  }
+
+  /** Forgets an upload and removes its parts. */
+  abort(id: string): void {
+    this.#db.transaction(() => this.#dropUpload(id))();
+    fs.rmSync(path.join(this.#multipart, id), { recursive: true, force: true });
+  }
+}
