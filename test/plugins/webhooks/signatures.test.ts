@@ -99,8 +99,12 @@ describe('HMAC mode', () => {
       expect(() => new Webhook(secret).verify(third.body, old)).toThrow('Message timestamp too old');
 
       // Redelivery: a new dispatch, the same webhook-id, still verifiable.
-      const list = await call(app, t.pat, 'GET', `/api/dispatches?session_id=${s.id}`);
-      const dispatch = list.body.data.data[0];
+      // The outcome of an attempt is recorded a few milliseconds after the receiver answered.
+      const dispatch = await eventually(async () => {
+        const list = await call(app, t.pat, 'GET', `/api/dispatches?session_id=${s.id}`);
+        const row = list.body.data.data[0];
+        return row?.status === 'delivered' ? row : undefined;
+      }, 5000, 'the dispatch recorded as delivered');
       expect(dispatch).toMatchObject({ status: 'delivered', attempt_count: 3, webhook_id: third.headers['webhook-id'] });
       const again = await call(app, t.pat, 'POST', `/api/dispatches/${dispatch.id}/redeliver`);
       expect(again.status).toBe(202);
