@@ -34,7 +34,12 @@ export function prepareDataDir(dir: string): void {
   }
 }
 
-function writeSecretFile(file: string, content: string | Buffer): void {
+/**
+ * Writes a secret file once, mode 0600, atomically (temp file, fsync, link): a concurrent
+ * writer that got there first keeps its content. The directory is created 0700.
+ */
+export function writeSecretFile(file: string, content: string | Buffer): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   const tmp = `${file}.${process.pid}.tmp`;
   const fd = fs.openSync(tmp, 'w', 0o600);
   try {

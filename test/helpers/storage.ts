@@ -1,10 +1,10 @@
 /** File storage in tests: an app wired to the test S3 server, and the upload round trip. */
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { DeleteBucketCommand, DeleteObjectsCommand, ListBucketsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startApp, tempDir, type TestApp } from './app.ts';
+import { freePort } from './cli.ts';
 import type { SignedIn } from './identity.ts';
 import type { S3Target } from './s3.ts';
 
@@ -62,13 +62,7 @@ export function startStorageApp(target: S3Target, options: StorageAppOptions): P
 }
 
 /** A loopback port nothing listens on. */
-export async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+export const closedPort = freePort;
 
 export interface LocalFile {
   name: string;

@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { contentDisposition } from '../../../../core/http.ts';
-import type { Keys } from '../../../../core/keys.ts';
+import { type Keys, writeSecretFile } from '../../../../core/keys.ts';
 import type { Logger } from '../../../../core/logger.ts';
 import type { FsConfig } from '../../config.ts';
 import { type StorageConnection, type StorageDriver, StoreError } from '../types.ts';
@@ -78,20 +78,8 @@ const newSecret = () => randomBytes(30).toString('base64url');
 /** The root key: from the config, or read from (generated into) `<data_dir>/keys/s3-root.json`. */
 export function rootKey(config: FsConfig, dataDir: string): RootKey {
   if (config.root_access_key && config.root_secret_key) return { accessKey: config.root_access_key, secretKey: config.root_secret_key };
-  const dir = path.join(dataDir, 'keys');
-  const file = path.join(dir, 's3-root.json');
-  if (!fs.existsSync(file)) {
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const tmp = `${file}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, `${JSON.stringify({ accessKey: accessKeyId('WROOT'), secretKey: newSecret() }, null, 2)}\n`, { mode: 0o600 });
-    try {
-      fs.linkSync(tmp, file);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    } finally {
-      fs.rmSync(tmp, { force: true });
-    }
-  }
+  const file = path.join(dataDir, 'keys', 's3-root.json');
+  if (!fs.existsSync(file)) writeSecretFile(file, `${JSON.stringify({ accessKey: accessKeyId('WROOT'), secretKey: newSecret() }, null, 2)}\n`);
   const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<RootKey>;
   if (typeof parsed.accessKey !== 'string' || typeof parsed.secretKey !== 'string') throw new Error(`${file} does not hold {"accessKey", "secretKey"}`);
   return { accessKey: parsed.accessKey, secretKey: parsed.secretKey };
