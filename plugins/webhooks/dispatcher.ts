@@ -10,8 +10,8 @@
  * milliseconds, in one transaction); until then their deliveries stay held in memory, so the
  * queue never hands one out twice.
  */
-import type { Dispatcher as HttpDispatcher } from 'undici';
 import type { Keys } from '../../core/keys.ts';
+import type { HttpClient } from './network.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { SessionsService } from '../sessions/types.ts';
 import type { WebhooksConfig } from './config.ts';
@@ -41,7 +41,7 @@ export interface DispatcherDeps {
   keys: Keys;
   log: Logger;
   config: WebhooksConfig;
-  http: HttpDispatcher;
+  http: HttpClient;
   /** Called after each attempt, for metrics. */
   observe?(outcome: 'delivered' | 'failed' | 'abandoned', durationMs: number): void;
 }

@@ -11,7 +11,7 @@ import type { SessionEvent, SessionsService } from '../sessions/types.ts';
 import { webhooksConfig } from './config.ts';
 import { previousSecretContext, WebhookDispatcher } from './dispatcher.ts';
 import { migrations } from './migrations.ts';
-import { addressPolicy, checkWebhookUrl, guardedAgent, systemResolver } from './network.ts';
+import { addressPolicy, checkWebhookUrl, lazyGuardedAgent, systemResolver } from './network.ts';
 import { dispatchRoutes } from './routes.ts';
 import { WebhooksStore } from './store.ts';
 
@@ -36,7 +36,7 @@ export default definePlugin({
     const sessions = use('sessions');
     const store = new WebhooksStore(db);
     const policy = addressPolicy({ allowPrivateNetworks: config.allow_private_networks, allowedNetworks: config.allowed_networks });
-    const http = guardedAgent({ policy, resolve: systemResolver, connectTimeoutMs: Math.min(config.timeout_ms, 10_000) });
+    const http = lazyGuardedAgent({ policy, resolve: systemResolver, connectTimeoutMs: Math.min(config.timeout_ms, 10_000) });
 
     const attempts = new Counter({
       name: 'wharf_webhook_attempts_total',

@@ -6,7 +6,7 @@
  */
 import dns from 'node:dns';
 import { BlockList, isIP } from 'node:net';
-import { Agent, buildConnector } from 'undici';
+import type { Agent, buildConnector, Dispatcher } from 'undici';
 import { isPublicAddress } from '../sessions/address-guard.ts';
 import { parseCidr } from './config.ts';
 
@@ -112,16 +112,40 @@ export async function checkWebhookUrl(value: string, options: { policy: AddressP
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | ResolvedAddress[], family?: number) => void;
 
-/**
- * The keep-alive HTTP client of the dispatcher. Its connector refuses IP literals the policy
- * refuses, and resolves names itself, keeping only the addresses the policy allows.
- */
-export function guardedAgent(options: {
+export interface GuardedAgentOptions {
   policy: AddressPolicy;
   resolve?: Resolver;
   connectTimeoutMs: number;
   keepAliveTimeoutMs?: number;
-}): Agent {
+}
+
+/** What the dispatcher needs of an HTTP client. */
+export interface HttpClient {
+  request(options: Dispatcher.RequestOptions): Promise<Dispatcher.ResponseData>;
+  destroy(): Promise<void>;
+}
+
+/** The guarded agent behind a client that creates it on the first request. */
+export function lazyGuardedAgent(options: GuardedAgentOptions): HttpClient {
+  let agent: Promise<Agent> | undefined;
+  return {
+    async request(requestOptions) {
+      return (await (agent ??= guardedAgent(options))).request(requestOptions);
+    },
+    async destroy() {
+      if (agent) await (await agent).destroy();
+    },
+  };
+}
+
+/**
+ * The keep-alive HTTP client of the dispatcher. Its connector refuses IP literals the policy
+ * refuses, and resolves names itself, keeping only the addresses the policy allows.
+ */
+export async function guardedAgent(options: GuardedAgentOptions): Promise<Agent> {
+  // undici is loaded when the first delivery needs it: it is the largest part of what the
+  // webhooks plugin would otherwise add to every start-up.
+  const { Agent, buildConnector } = await import('undici');
   const { policy } = options;
   const resolve = options.resolve ?? systemResolver;
   const lookup = (hostname: string, lookupOptions: { all?: boolean; family?: number }, callback: LookupCallback) => {

@@ -110,7 +110,7 @@ describe('connecting (DNS rebinding)', () => {
     const rebinding: Resolver = async () => [{ address: ++calls === 1 ? '93.184.215.14' : '127.0.0.1', family: 4 }];
     const policy = addressPolicy({ allowPrivateNetworks: false, allowedNetworks: [] });
     expect(await checkWebhookUrl(`http://rebind.example:${receiver.port}/hook`, { policy, resolve: rebinding, timeoutMs: 1000 })).toBeNull();
-    const agent = guardedAgent({ policy, resolve: rebinding, connectTimeoutMs: 1000 });
+    const agent = await guardedAgent({ policy, resolve: rebinding, connectTimeoutMs: 1000 });
     try {
       const err = await agent
         .request({ origin: `http://rebind.example:${receiver.port}`, path: '/hook', method: 'POST', body: '{}' })
@@ -125,7 +125,7 @@ describe('connecting (DNS rebinding)', () => {
       await agent.destroy();
     }
     // The same resolver with loopback allowed does reach the receiver: the hook is what connects.
-    const open = guardedAgent({ policy: addressPolicy({ allowPrivateNetworks: false, allowedNetworks: ['127.0.0.1'] }), resolve: rebinding, connectTimeoutMs: 1000 });
+    const open = await guardedAgent({ policy: addressPolicy({ allowPrivateNetworks: false, allowedNetworks: ['127.0.0.1'] }), resolve: rebinding, connectTimeoutMs: 1000 });
     try {
       const res = await open.request({ origin: `http://rebind.example:${receiver.port}`, path: '/hook', method: 'POST', body: '{}' });
       expect(res.statusCode).toBe(200);
