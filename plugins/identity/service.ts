@@ -18,10 +18,9 @@ export interface BuiltinIdentity extends IdentityService {
 }
 
 export async function createIdentityService(store: IdentityStore, config: IdentityConfig): Promise<BuiltinIdentity> {
-  // Unknown emails are checked against this hash, so they cost what a wrong password costs.
-  // Computed in the background (scrypt runs on the thread pool) so it adds nothing to start-up.
-  const decoy = hashPassword(randomBytes(16).toString('hex'), config.scrypt_cost);
-  decoy.catch(() => {});
+  // Unknown emails are checked against this decoy so they cost what a wrong password costs.
+  // It needs the parameters of a real hash, not to be one: random bytes, nothing computed.
+  const decoy = `scrypt$${config.scrypt_cost}$8$1$${randomBytes(16).toString('base64url')}$${randomBytes(32).toString('base64url')}`;
 
   const checkPassword = (password: string) => {
     if (password.length < config.password_min_length) {
@@ -59,7 +58,7 @@ export async function createIdentityService(store: IdentityStore, config: Identi
     orgsOf: (userId) => store.orgsOf(userId),
     async authenticate(email, password) {
       const found = store.credentialsByEmail(email);
-      const ok = await verifyPassword(password, found?.passwordHash ?? (await decoy));
+      const ok = await verifyPassword(password, found?.passwordHash ?? decoy);
       return ok && found?.passwordHash ? found.user : null;
     },
     async setPassword(userId, password) {
