@@ -56,8 +56,20 @@ export function createHttpApp(parts: HttpAppParts): Koa {
     ...parts.middleware,
   ].sort((a, b) => a.priority - b.priority);
   for (const m of stack) app.use(m.fn);
-  for (const group of groups) app.use(group.router.routes());
+  // A request reaches only the routers whose prefixes it is under: every router otherwise tests
+  // each of its routes against every request, and the messaging API alone has hundreds.
+  for (const group of groups) app.use(routesUnder(group));
   return app;
+}
+
+function routesUnder(group: RouteGroup): Koa.Middleware {
+  const routes = group.router.routes();
+  const prefixes = group.prefixes.map((p) => p.replace(/\/+$/, '').toLowerCase());
+  return function routeGroup(ctx, next) {
+    const path = ctx.path.toLowerCase();
+    const under = prefixes.some((p) => p === '' || path === p || path.startsWith(`${p}/`));
+    return under ? routes(ctx as Parameters<typeof routes>[0], next) : next();
+  };
 }
 
 function healthRoutes(parts: HttpAppParts): RouteGroup {
