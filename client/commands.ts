@@ -7,6 +7,7 @@ import { credentialsPath, normalizeInstance, readCredentials, writeCredentials }
 import { Client, ClientError } from './http.ts';
 import { login } from './login.ts';
 import { addDispatchCommands } from './dispatches.ts';
+import { addFileCommands } from './files.ts';
 import { addMessagingCommands } from './messaging.ts';
 
 export interface ClientArgs {
@@ -86,4 +87,5 @@ export function addClientCommands(cli: Argv): void {
     );
   addMessagingCommands(cli);
   addDispatchCommands(cli);
+  addFileCommands(cli);
 }
