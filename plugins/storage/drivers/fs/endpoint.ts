@@ -505,11 +505,11 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
           return;
         }
         const sub = ['acl', 'cors', 'policy', 'lifecycle', 'tagging', 'encryption', 'object-lock', 'notification', 'website', 'logging', 'replication', 'accelerate', 'requestPayment'].find((s) => q.has(s));
-        if (sub) throw new S3Error('NotImplemented', 501, `The ${sub} subresource is not implemented by this store.`);
+        if (sub) throw new S3Error('NotImplemented', 501, `The ${sub} subresource is not supported by this store.`);
         if (q.get('list-type') === '2') return listV2(res, t);
         return listV1(res, t);
       }
-      throw new S3Error('NotImplemented', 501, 'A header or query you provided implies functionality that is not implemented.');
+      throw new S3Error('NotImplemented', 501, 'A header or query you provided implies functionality this store does not support.');
     }
 
     // Object operations.
@@ -518,7 +518,7 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
     switch (method) {
       case 'GET':
         if (uploadId !== null) return listParts(res, t, uploadId);
-        if (['acl', 'tagging', 'attributes', 'retention', 'legal-hold', 'torrent'].some((s) => q.has(s))) throw new S3Error('NotImplemented', 501, 'This object subresource is not implemented by this store.');
+        if (['acl', 'tagging', 'attributes', 'retention', 'legal-hold', 'torrent'].some((s) => q.has(s))) throw new S3Error('NotImplemented', 501, 'This object subresource is not supported by this store.');
         return getObject(req, res, t, false);
       case 'HEAD':
         return getObject(req, res, t, true);
@@ -527,13 +527,13 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
           const n = Number(q.get('partNumber'));
           if (!Number.isInteger(n) || n < 1 || n > MAX_PARTS) throw new S3Error('InvalidArgument', 400, 'Part number must be an integer between 1 and 10000, inclusive');
           const upload = store.upload(t.bucket, t.key, uploadId);
-          if (req.headers['x-amz-copy-source'] !== undefined) throw new S3Error('NotImplemented', 501, 'UploadPartCopy is not implemented by this store.');
+          if (req.headers['x-amz-copy-source'] !== undefined) throw new S3Error('NotImplemented', 501, 'UploadPartCopy is not supported by this store.');
           const part = await store.putPart(upload, n, await receiveChecked(req, auth));
           sendEmpty(res, 200, { etag: quoted(part.etag) });
           return;
         }
         if (req.headers['x-amz-copy-source'] !== undefined) return copyObject(req, res, t, principal);
-        if (['acl', 'tagging', 'retention', 'legal-hold'].some((s) => q.has(s))) throw new S3Error('NotImplemented', 501, 'This object subresource is not implemented by this store.');
+        if (['acl', 'tagging', 'retention', 'legal-hold'].some((s) => q.has(s))) throw new S3Error('NotImplemented', 501, 'This object subresource is not supported by this store.');
         store.requireBucket(t.bucket);
         const received = await receiveChecked(req, auth);
         const row = await store.commit(t.bucket, t.key, received, metaFrom(req.headers));
@@ -547,7 +547,7 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
           return;
         }
         if (uploadId !== null) return completeUpload(req, res, t, auth, uploadId);
-        throw new S3Error('NotImplemented', 501, 'POST object uploads (browser forms) are not implemented by this store; use presigned PUT URLs.');
+        throw new S3Error('NotImplemented', 501, 'POST object uploads (browser forms) are not supported by this store; use presigned PUT URLs.');
       case 'DELETE':
         if (uploadId !== null) {
           const upload = store.upload(t.bucket, t.key, uploadId);
