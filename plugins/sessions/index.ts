@@ -4,7 +4,8 @@
  * the sandbox network, and the recorded events the webhooks plugin delivers.
  */
 import { definePlugin } from '../../core/plugin.ts';
-import { checkProxyUrl, systemLookup } from './address-guard.ts';
+import { systemResolver } from '../../core/net.ts';
+import { checkProxyUrl } from './address-guard.ts';
 import { sessionsConfig } from './config.ts';
 import { registerResolvers } from './credentials.ts';
 import { MediaStore } from './media-store.ts';
@@ -47,7 +48,7 @@ export default definePlugin({
       sessions,
       api,
       config,
-      checkProxy: (url) => checkProxyUrl(url, { allowPrivate: config.allow_private_networks, lookup: systemLookup, timeoutMs: config.dns_timeout_ms }),
+      checkProxy: (url) => checkProxyUrl(url, { allowPrivate: config.allow_private_networks, resolve: systemResolver, timeoutMs: config.dns_timeout_ms }),
     };
     const messaging = 'messaging' as const;
     const { send, messages } = messageRoutes(deps);

@@ -11,7 +11,8 @@ import type { SessionEvent, SessionsService } from '../sessions/types.ts';
 import { webhooksConfig } from './config.ts';
 import { previousSecretContext, WebhookDispatcher } from './dispatcher.ts';
 import { migrations } from './migrations.ts';
-import { addressPolicy, checkWebhookUrl, lazyGuardedAgent, systemResolver } from './network.ts';
+import { systemResolver } from '../../core/net.ts';
+import { addressPolicy, checkWebhookUrl, lazyGuardedAgent } from './network.ts';
 import { dispatchRoutes } from './routes.ts';
 import { WebhooksStore } from './store.ts';
 

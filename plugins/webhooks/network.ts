@@ -4,10 +4,9 @@
  * policy to the address it really connects to, so a name that resolves to a public address when
  * saved and to a private one later (DNS rebinding) is still refused.
  */
-import dns from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 import type { Agent, buildConnector, Dispatcher } from 'undici';
-import { isPublicAddress } from '../sessions/address-guard.ts';
+import { embeddedIpv4, isPublicAddress, type ResolvedAddress, type Resolver, resolveWithin, systemResolver } from '../../core/net.ts';
 import { parseCidr } from './config.ts';
 
 /** Cloud instance-metadata endpoints: refused even when private networks are allowed, unless named in allowed_networks. */
@@ -28,7 +27,8 @@ export function addressPolicy(options: { allowPrivateNetworks: boolean; allowedN
   for (const ip of METADATA_ADDRESSES) metadata.addAddress(ip, isIP(ip) === 4 ? 'ipv4' : 'ipv6');
   return {
     allows(raw) {
-      const ip = unmapped(raw.replace(/^\[|\]$/g, ''));
+      const bare = raw.replace(/^\[|\]$/g, '');
+      const ip = embeddedIpv4(bare) ?? bare;
       const family = isIP(ip);
       if (family === 0) return false;
       const type = family === 4 ? 'ipv4' : 'ipv6';
@@ -38,30 +38,6 @@ export function addressPolicy(options: { allowPrivateNetworks: boolean; allowedN
     },
   };
 }
-
-/** The IPv4 address inside an IPv4-mapped IPv6 address (::ffff:a.b.c.d or ::ffff:xxxx:xxxx), else the address itself. */
-function unmapped(ip: string): string {
-  const lower = ip.toLowerCase();
-  const dotted = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1]!;
-  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hex) {
-    const hi = Number.parseInt(hex[1]!, 16);
-    const lo = Number.parseInt(hex[2]!, 16);
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-  }
-  return ip;
-}
-
-export interface ResolvedAddress {
-  address: string;
-  family: number;
-}
-
-/** Every address a host name resolves to. */
-export type Resolver = (host: string) => Promise<ResolvedAddress[]>;
-
-export const systemResolver: Resolver = (host) => dns.promises.lookup(host, { all: true, verbatim: true });
 
 /** A connection refused by the address policy. */
 export class BlockedAddressError extends Error {
@@ -90,21 +66,9 @@ export async function checkWebhookUrl(value: string, options: { policy: AddressP
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (!host) return 'webhook_url must name a host';
   if (isIP(host)) return options.policy.allows(host) ? null : `webhook_url points to ${host}, ${MESSAGE}`;
-  let addresses: ResolvedAddress[];
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    addresses = await Promise.race([
-      options.resolve(host),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error('timeout')), options.timeoutMs);
-      }),
-    ]);
-  } catch (err) {
-    return (err as Error).message === 'timeout' ? `webhook_url host ${host} did not resolve in time` : `webhook_url host ${host} does not resolve`;
-  } finally {
-    clearTimeout(timer);
-  }
-  if (addresses.length === 0) return `webhook_url host ${host} does not resolve`;
+  const addresses = await resolveWithin(host, options.resolve, options.timeoutMs);
+  if (addresses === 'timeout') return `webhook_url host ${host} did not resolve in time`;
+  if (addresses === 'unresolved') return `webhook_url host ${host} does not resolve`;
   const refused = addresses.find((a) => !options.policy.allows(a.address));
   if (refused) return `webhook_url host ${host} resolves to ${refused.address}, ${MESSAGE}`;
   return null;

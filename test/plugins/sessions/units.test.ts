@@ -1,6 +1,7 @@
 /** Pure parts of the sessions plugin: public-address checks, proxy URLs, recipients, media crypto, event names. */
 import { describe, expect, it } from 'vitest';
-import { checkProxyUrl, isPublicAddress } from '../../../plugins/sessions/address-guard.ts';
+import { isPublicAddress } from '../../../core/net.ts';
+import { checkProxyUrl } from '../../../plugins/sessions/address-guard.ts';
 import { canonicalEvent, EVENT_NAMES } from '../../../plugins/sessions/events.ts';
 import { decryptMedia, encryptMedia } from '../../../plugins/sessions/networks/media-crypto.ts';
 import { normalizePhone, recipientOf } from '../../../plugins/sessions/networks/nodes.ts';
@@ -40,9 +41,9 @@ describe('checkProxyUrl', () => {
   const resolving = (addresses: Record<string, string[]>) => async (host: string) => {
     const found = addresses[host];
     if (!found) throw Object.assign(new Error('ENOTFOUND'), { code: 'ENOTFOUND' });
-    return found;
+    return found.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
   };
-  const options = { allowPrivate: false, timeoutMs: 200, lookup: resolving({ 'proxy.example.com': ['93.184.216.34'], 'sneaky.example.com': ['93.184.216.34', '10.0.0.5'] }) };
+  const options = { allowPrivate: false, timeoutMs: 200, resolve: resolving({ 'proxy.example.com': ['93.184.216.34'], 'sneaky.example.com': ['93.184.216.34', '10.0.0.5'] }) };
 
   it.each([
     ['http://proxy.example.com:3128', null],
@@ -60,14 +61,14 @@ describe('checkProxyUrl', () => {
   });
 
   it('gives up on a slow resolver', async () => {
-    const slow = { ...options, lookup: () => new Promise<string[]>(() => {}) };
+    const slow = { ...options, resolve: () => new Promise<never>(() => {}) };
     expect(await checkProxyUrl('http://proxy.example.com', slow)).toBe('proxy_url host proxy.example.com did not resolve in time');
   });
 
   it('accepts private hosts and IP literals when allowed, without resolving', async () => {
-    const lookup = () => Promise.reject(new Error('must not resolve'));
+    const resolve = () => Promise.reject(new Error('must not resolve'));
     for (const url of ['http://10.0.0.1:3128', 'http://squid.lan:3128', 'socks5://[fd00::1]:1080']) {
-      expect(await checkProxyUrl(url, { allowPrivate: true, timeoutMs: 100, lookup })).toBeNull();
+      expect(await checkProxyUrl(url, { allowPrivate: true, timeoutMs: 100, resolve })).toBeNull();
     }
   });
 });

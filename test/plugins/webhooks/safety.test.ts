@@ -7,7 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, resolveConfig } from '../../../core/config.ts';
 import { describeError, parseRetryAfter } from '../../../plugins/webhooks/dispatcher.ts';
-import { addressPolicy, BlockedAddressError, checkWebhookUrl, guardedAgent, type Resolver } from '../../../plugins/webhooks/network.ts';
+import type { Resolver } from '../../../core/net.ts';
+import { addressPolicy, BlockedAddressError, checkWebhookUrl, guardedAgent } from '../../../plugins/webhooks/network.ts';
 import { builtinPlugins } from '../../../plugins/index.ts';
 import { tempDir, type TestApp } from '../../helpers/app.ts';
 import { answer, call, dispatchesOf, eventually, FAST_TOML, hookedSession, receive, Receiver, sandboxSession, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
