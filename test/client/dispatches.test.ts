@@ -1,32 +1,14 @@
 /** `wharf dispatches list|get|redeliver` as a user runs them, against a real webhook receiver. */
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir, type TestApp } from '../helpers/app.ts';
-import { cleanEnv, root, wharfAsync } from '../helpers/cli.ts';
-import { signIn, type SignedIn } from '../helpers/identity.ts';
+import { wharfAsync } from '../helpers/cli.ts';
+import { cliLogin, signIn, type SignedIn } from '../helpers/identity.ts';
 import { Receiver, startWebhooksApp } from '../plugins/webhooks/helpers.ts';
 
 let app: TestApp;
 let user: SignedIn;
 let receiver: Receiver;
 let env: NodeJS.ProcessEnv;
-
-function login(home: string): Promise<number | null> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, 'bin/wharf.ts'), 'login', '--instance', app.url], { env: { ...cleanEnv(), XDG_CONFIG_HOME: home } });
-    let stderr = '';
-    child.stderr.on('data', async (d) => {
-      const before = stderr;
-      stderr += d;
-      const code = /confirm the code ([A-Z]{4}-[A-Z]{4})/.exec(stderr)?.[1];
-      if (!code || /confirm the code/.test(before)) return;
-      const res = await app.request('POST', '/oauth/device/approve', { body: { user_code: code, orgId: user.orgId, approve: true }, headers: user.headers });
-      if (res.status !== 200) reject(new Error(`approve: ${res.status} ${res.text}`));
-    });
-    child.once('exit', resolve);
-  });
-}
 
 const wharf = (args: string[]) => wharfAsync(args, { env });
 
@@ -35,7 +17,7 @@ beforeAll(async () => {
   receiver = await Receiver.start();
   user = await signIn(app, { orgName: 'Dispatch CLI' });
   const home = tempDir();
-  expect(await login(home)).toBe(0);
+  expect((await cliLogin(app, user, home)).code).toBe(0);
   env = { XDG_CONFIG_HOME: home };
 });
 afterAll(async () => {

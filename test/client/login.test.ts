@@ -1,11 +1,10 @@
 /** `wharf login`, `whoami`, `logout` as a user runs them, against a running instance. */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, tempDir, type TestApp } from '../helpers/app.ts';
-import { cleanEnv, root, wharfAsync as wharf } from '../helpers/cli.ts';
-import { identityOf, signIn, type SignedIn } from '../helpers/identity.ts';
+import { wharfAsync as wharf } from '../helpers/cli.ts';
+import { cliLogin, identityOf, signIn, type SignedIn } from '../helpers/identity.ts';
 
 let app: TestApp;
 let user: SignedIn;
@@ -16,32 +15,10 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
-/** Runs `wharf login`, approves (or denies) the code it prints, and resolves with its outcome. */
-function loginAs(configHome: string, approve: boolean): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, 'bin/wharf.ts'), 'login', '--instance', app.url], {
-      env: { ...cleanEnv(), XDG_CONFIG_HOME: configHome },
-    });
-    let stdout = '';
-    let stderr = '';
-    let decided = false;
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', async (d) => {
-      stderr += d;
-      const code = /confirm the code ([A-Z]{4}-[A-Z]{4})/.exec(stderr)?.[1];
-      if (!code || decided) return;
-      decided = true;
-      const res = await app.request('POST', '/oauth/device/approve', { body: { user_code: code, orgId: user.orgId, approve }, headers: user.headers });
-      if (res.status !== 200) reject(new Error(`approve: ${res.status} ${res.text}`));
-    });
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 describe('wharf login', () => {
   it('signs in with the device flow, keeps the tokens 0600, and whoami uses them', async () => {
     const home = tempDir();
-    const r = await loginAs(home, true);
+    const r = await cliLogin(app, user, home, true);
     expect(r.stderr).toMatch(new RegExp(`^Open ${app.url}/device\\?user_code=[A-Z]{4}-[A-Z]{4} and confirm the code`));
     expect(r.code, r.stderr + r.stdout).toBe(0);
     expect(r.stdout).toBe(`Signed in to ${app.url} as ${user.email} (organizations: cli-org)\n`);
@@ -85,7 +62,7 @@ describe('wharf login', () => {
 
   it('reports a denied sign-in and an unreachable or wrong instance in one line', async () => {
     const home = tempDir();
-    const denied = await loginAs(home, false);
+    const denied = await cliLogin(app, user, home, false);
     expect(denied.code).toBe(1);
     expect(denied.stderr).toMatch(/wharf: the sign-in was denied\n$/);
     expect(fs.existsSync(path.join(home, 'wharf', 'credentials.json'))).toBe(false);

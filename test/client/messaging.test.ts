@@ -3,35 +3,15 @@
  * `wharf pat ...`, `wharf sessions ...` and `wharf sandbox receive`, in text and --json, and
  * their one-line errors.
  */
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir, type TestApp } from '../helpers/app.ts';
-import { cleanEnv, root, wharfAsync } from '../helpers/cli.ts';
-import { signIn, type SignedIn } from '../helpers/identity.ts';
+import { wharfAsync } from '../helpers/cli.ts';
+import { cliLogin, signIn, type SignedIn } from '../helpers/identity.ts';
 import { call, eventsOf, lastEventId, startMessagingApp } from '../plugins/sessions/helpers.ts';
 
 let app: TestApp;
 let user: SignedIn;
 let env: NodeJS.ProcessEnv;
-
-/** `wharf login` in a fresh config home, approved as `user`. */
-function login(home: string): Promise<number | null> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, 'bin/wharf.ts'), 'login', '--instance', app.url], { env: { ...cleanEnv(), XDG_CONFIG_HOME: home } });
-    let stderr = '';
-    let approved = false;
-    child.stderr.on('data', async (d) => {
-      stderr += d;
-      const code = /confirm the code ([A-Z]{4}-[A-Z]{4})/.exec(stderr)?.[1];
-      if (!code || approved) return;
-      approved = true;
-      const res = await app.request('POST', '/oauth/device/approve', { body: { user_code: code, orgId: user.orgId, approve: true }, headers: user.headers });
-      if (res.status !== 200) reject(new Error(`approve: ${res.status} ${res.text}`));
-    });
-    child.once('exit', resolve);
-  });
-}
 
 const wharf = (args: string[]) => wharfAsync(args, { env });
 const json = async (args: string[]) => {
@@ -44,7 +24,7 @@ beforeAll(async () => {
   app = await startMessagingApp();
   user = await signIn(app, { orgName: 'Messaging CLI' });
   const home = tempDir();
-  expect(await login(home)).toBe(0);
+  expect((await cliLogin(app, user, home)).code).toBe(0);
   env = { XDG_CONFIG_HOME: home };
 });
 afterAll(() => app?.close());

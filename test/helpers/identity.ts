@@ -1,4 +1,7 @@
 /** Signing in to a test app: users and organizations through the identity service, cookies through /auth/login. */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { cleanEnv, root } from './cli.ts';
 import type { IdentityService } from '../../plugins/identity/types.ts';
 import type { TestApp } from './app.ts';
 
@@ -49,4 +52,29 @@ export async function login(app: TestApp, email: string, password: string): Prom
   const cookie = res.headers.getSetCookie().find((c) => c.startsWith('__session='));
   if (!cookie) throw new Error('login set no __session cookie');
   return cookie.split(';')[0]!;
+}
+
+/**
+ * Runs `wharf login --instance <app>` with its credentials under `configHome`, and approves (or
+ * denies) the code it prints as `user`, the way a person would in the browser.
+ */
+export function cliLogin(app: TestApp, user: SignedIn, configHome: string, approve = true): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(root, 'bin/wharf.ts'), 'login', '--instance', app.url], {
+      env: { ...cleanEnv(), XDG_CONFIG_HOME: configHome },
+    });
+    let stdout = '';
+    let stderr = '';
+    let decided = false;
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', async (d) => {
+      stderr += d;
+      const code = /confirm the code ([A-Z]{4}-[A-Z]{4})/.exec(stderr)?.[1];
+      if (!code || decided) return;
+      decided = true;
+      const res = await app.request('POST', '/oauth/device/approve', { body: { user_code: code, orgId: user.orgId, approve }, headers: user.headers });
+      if (res.status !== 200) reject(new Error(`approve: ${res.status} ${res.text}`));
+    });
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
 }
