@@ -140,3 +140,12 @@ export async function removeBuckets(s3: S3Client, prefix: string): Promise<void>
     await s3.send(new DeleteBucketCommand({ Bucket: bucket }));
   }
 }
+
+/** The end of a storage test file: the app closed, then every bucket its run created removed. */
+export async function closeStorageApp(app: TestApp | undefined, s3: S3Client | undefined, prefix: string): Promise<void> {
+  await app?.close();
+  if (s3) {
+    await removeBuckets(s3, prefix);
+    s3.destroy();
+  }
+}

@@ -15,18 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type TestApp } from '../../helpers/app.ts';
 import { identityOf, login, type SignedIn, signIn } from '../../helpers/identity.ts';
 import { ensureS3, s3Client, type S3Target } from '../../helpers/s3.ts';
-import {
-  bearer,
-  bucketsWithPrefix,
-  closedPort,
-  createApp,
-  createToken,
-  localFile,
-  removeBuckets,
-  startStorageApp,
-  uniquePrefix,
-  uploadFiles,
-} from '../../helpers/storage.ts';
+import { bearer, bucketsWithPrefix, closedPort, closeStorageApp, createApp, createToken, localFile, removeBuckets, startStorageApp, uniquePrefix, uploadFiles } from '../../helpers/storage.ts';
 
 const prefix = uniquePrefix('apps');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -65,13 +54,7 @@ beforeAll(async () => {
   token = await createToken(app, owner, mine.id);
 }, 11 * 60_000);
 
-afterAll(async () => {
-  await app?.close();
-  if (s3) {
-    await removeBuckets(s3, prefix);
-    s3.destroy();
-  }
-});
+afterAll(() => closeStorageApp(app, s3, prefix));
 
 describe('POST /api/apps provisions a bucket', () => {
   it('answers 201 with the App and creates <bucket_prefix><id>', async () => {

@@ -9,19 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../helpers/app.ts';
 import { type SignedIn, signIn } from '../../helpers/identity.ts';
 import { ensureS3, s3Client, type S3Target } from '../../helpers/s3.ts';
-import {
-  bearer,
-  createApp,
-  createToken,
-  type LocalFile,
-  localFile,
-  putTo,
-  removeBuckets,
-  requestUploads,
-  startStorageApp,
-  uniquePrefix,
-  uploadFiles,
-} from '../../helpers/storage.ts';
+import { bearer, closeStorageApp, createApp, createToken, type LocalFile, localFile, putTo, removeBuckets, requestUploads, startStorageApp, uniquePrefix, uploadFiles } from '../../helpers/storage.ts';
 
 const prefix = uniquePrefix('files');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -70,13 +58,7 @@ beforeAll(async () => {
   seeded = await uploadFiles(app, owner, mine.id, [localFile('seed.txt', 5, 'text/plain')]);
 }, 11 * 60_000);
 
-afterAll(async () => {
-  await app?.close();
-  if (s3) {
-    await removeBuckets(s3, prefix);
-    s3.destroy();
-  }
-});
+afterAll(() => closeStorageApp(app, s3, prefix));
 
 describe('upload round trip', () => {
   it('phase 1 answers one presigned PUT per file; fetch PUTs the bytes; complete records them; a presigned GET serves them', async () => {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../helpers/app.ts';
 import { signIn } from '../../helpers/identity.ts';
 import { ensureS3, s3Client, type S3Target } from '../../helpers/s3.ts';
-import { bearer, createApp, createToken, removeBuckets, startStorageApp, uniquePrefix } from '../../helpers/storage.ts';
+import { bearer, closeStorageApp, createApp, createToken, startStorageApp, uniquePrefix } from '../../helpers/storage.ts';
 
 const prefix = uniquePrefix('list');
 
@@ -68,13 +68,7 @@ beforeAll(async () => {
   token = await createToken(app, owner, appId);
 }, 11 * 60_000);
 
-afterAll(async () => {
-  await app?.close();
-  if (s3) {
-    await removeBuckets(s3, prefix);
-    s3.destroy();
-  }
-});
+afterAll(() => closeStorageApp(app, s3, prefix));
 
 describe('paging', () => {
   let all: any[];

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../helpers/app.ts';
 import { type SignedIn, signIn } from '../../helpers/identity.ts';
 import { ensureS3, s3Client, type S3Target } from '../../helpers/s3.ts';
-import { bearer, createApp, createToken, localFile, putTo, removeBuckets, requestUploads, startStorageApp, uniquePrefix } from '../../helpers/storage.ts';
+import { bearer, closeStorageApp, createApp, createToken, localFile, putTo, requestUploads, startStorageApp, uniquePrefix } from '../../helpers/storage.ts';
 
 const prefix = uniquePrefix('tok');
 const OTHER = '00000000-0000-4000-8000-000000000000';
@@ -37,13 +37,7 @@ beforeAll(async () => {
   mine = await createApp(app, owner, 'mine');
 }, 11 * 60_000);
 
-afterAll(async () => {
-  await app?.close();
-  if (s3) {
-    await removeBuckets(s3, prefix);
-    s3.destroy();
-  }
-});
+afterAll(() => closeStorageApp(app, s3, prefix));
 
 const list = async (appId: string) => (await app.request('GET', `/api/tokens?appId=${appId}`, { headers: owner.headers })).body.tokens as any[];
 const validate = (token: unknown) => app.request('POST', '/api/tokens/validate', { body: { token } });
