@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadKeys } from '../core/keys.ts';
 import { AccessTokens } from '../plugins/identity/access-tokens.ts';
-import { ensureBinary, fmt, median, startServer, wrk } from './lib.ts';
+import { ensureBinary, fmt, median, type RequestCase, requestTable, startServer } from './lib.ts';
 
 export async function run(options: { rounds?: number; seconds?: number; logins?: number } = {}): Promise<string> {
   const rounds = options.rounds ?? 3;
@@ -48,28 +48,12 @@ export async function run(options: { rounds?: number; seconds?: number; logins?:
       const check = await fetch(`${server.url}/api/cli/me`, { headers });
       if (check.status !== 200) throw new Error(`/api/cli/me with ${Object.keys(headers)[0]}: ${check.status}`);
     }
-    const cases: { name: string; url: string; headers: Record<string, string> }[] = [
+    const cases: RequestCase[] = [
       { name: 'GET /healthz (no credential)', url: '/healthz', headers: {} },
       { name: 'GET /api/cli/me, __session cookie', url: '/api/cli/me', headers: { cookie } },
       { name: 'GET /api/cli/me, OAuth bearer', url: '/api/cli/me', headers: { authorization: `Bearer ${bearer}` } },
     ];
-    const rps = new Map(cases.map((c) => [c.name, [] as number[]]));
-    const p99 = new Map(cases.map((c) => [c.name, [] as number[]]));
-    for (let round = 0; round < rounds; round++) {
-      for (const c of cases) {
-        wrk(server.url + c.url, { seconds: 1, headers: c.headers });
-        const r = wrk(server.url + c.url, { seconds, headers: c.headers });
-        if (r.errors) throw new Error(`${c.name}: ${r.errors} errors`);
-        rps.get(c.name)!.push(r.rps);
-        p99.get(c.name)!.push(r.p99ms);
-      }
-    }
-    const base = median(rps.get(cases[0]!.name)!);
-    const lines = ['| request | req/s (median) | ratio to /healthz | p99 (ms) |', '|---|---|---|---|'];
-    for (const c of cases) {
-      const r = median(rps.get(c.name)!);
-      lines.push(`| ${c.name} | ${fmt(r, 0)} | ${fmt(r / base)} | ${fmt(median(p99.get(c.name)!))} |`);
-    }
+    const lines = [requestTable(server.url, cases, { rounds, seconds, ratioLabel: '/healthz' })];
     lines.push(
       '',
       `sign-in (POST /auth/login, scrypt N=32768 r=8 p=1): median ${fmt(median(loginMs), 0)} ms, max ${fmt(Math.max(...loginMs), 0)} ms over ${logins} sign-ins`,

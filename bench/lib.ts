@@ -134,3 +134,39 @@ export const baselines: Record<'http' | 'koa', ServerSpec> = {
   http: { name: 'bare node:http', argsFor: (port) => [node, [path.join(root, 'bench/baselines/bare-http.mjs'), String(port)]] },
   koa: { name: 'bare Koa', argsFor: (port) => [node, [path.join(root, 'bench/baselines/bare-koa.mjs'), String(port)]] },
 };
+
+export interface RequestCase {
+  name: string;
+  /** Path on the server. */
+  url: string;
+  headers: Record<string, string>;
+  /** A wrk Lua script (method and body). */
+  script?: string;
+}
+
+/**
+ * Runs each case under wrk for `rounds` rounds, the cases interleaved within a round (a 1 s
+ * warm-up each time), and returns the Markdown table of median req/s, the ratio to the first
+ * case, and median p99. Any error response fails the benchmark.
+ */
+export function requestTable(baseUrl: string, cases: readonly RequestCase[], options: { rounds: number; seconds: number; ratioLabel: string }): string {
+  const rps = new Map(cases.map((c) => [c.name, [] as number[]]));
+  const p99 = new Map(cases.map((c) => [c.name, [] as number[]]));
+  for (let round = 0; round < options.rounds; round++) {
+    for (const c of cases) {
+      const opts = { headers: c.headers, ...(c.script ? { script: c.script } : {}) };
+      wrk(baseUrl + c.url, { ...opts, seconds: 1 });
+      const r = wrk(baseUrl + c.url, { ...opts, seconds: options.seconds });
+      if (r.errors) throw new Error(`${c.name}: ${r.errors} errors`);
+      rps.get(c.name)!.push(r.rps);
+      p99.get(c.name)!.push(r.p99ms);
+    }
+  }
+  const base = median(rps.get(cases[0]!.name)!);
+  const lines = [`| request | req/s (median) | ratio to ${options.ratioLabel} | p99 (ms) |`, '|---|---|---|---|'];
+  for (const c of cases) {
+    const r = median(rps.get(c.name)!);
+    lines.push(`| ${c.name} | ${fmt(r, 0)} | ${fmt(r / base)} | ${fmt(median(p99.get(c.name)!))} |`);
+  }
+  return lines.join('\n');
+}

@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fmt, median, node, root, startServer, wrk } from './lib.ts';
+import { node, type RequestCase, requestTable, root, startServer } from './lib.ts';
 
 async function api(url: string, method: string, headers: Record<string, string>, body?: unknown): Promise<any> {
   const init = { method, headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body) };
@@ -56,32 +56,15 @@ export async function run(options: { rounds?: number; seconds?: number } = {}): 
     const probe = await api(`${server.url}/api/send-message`, 'POST', keyHeaders, { to: recipient.phone_number, text: 'probe' });
     if (probe.data.status !== 'delivered') throw new Error(`probe send: ${JSON.stringify(probe)}`);
 
-    const cases: { name: string; url: string; headers: Record<string, string>; script?: string }[] = [
+    const cases: RequestCase[] = [
       { name: 'GET /healthz (no credential)', url: '/healthz', headers: {} },
       { name: 'GET /api/status, session API key', url: '/api/status', headers: keyHeaders },
       { name: 'GET /api/personal-access-tokens, personal access token', url: '/api/personal-access-tokens', headers: patHeaders },
       { name: 'POST /api/send-message, text to another sandbox session (delivered)', url: '/api/send-message', headers: keyHeaders, script: toSandbox },
       { name: 'POST /api/send-message, text to an outside number (sent)', url: '/api/send-message', headers: keyHeaders, script: toOutside },
     ];
-    const rps = new Map(cases.map((c) => [c.name, [] as number[]]));
-    const p99 = new Map(cases.map((c) => [c.name, [] as number[]]));
-    for (let round = 0; round < rounds; round++) {
-      for (const c of cases) {
-        const opts = { headers: c.headers, ...(c.script ? { script: c.script } : {}) };
-        wrk(server.url + c.url, { ...opts, seconds: 1 });
-        const r = wrk(server.url + c.url, { ...opts, seconds });
-        if (r.errors) throw new Error(`${c.name}: ${r.errors} errors`);
-        rps.get(c.name)!.push(r.rps);
-        p99.get(c.name)!.push(r.p99ms);
-      }
-    }
     const sent = (await api(`${server.url}/api/whatsapp-sessions/${sender.id}/message-logs?per_page=1`, 'GET', patHeaders)).data.total as number;
-    const base = median(rps.get(cases[0]!.name)!);
-    const lines = ['| request | req/s (median) | ratio to /healthz | p99 (ms) |', '|---|---|---|---|'];
-    for (const c of cases) {
-      const r = median(rps.get(c.name)!);
-      lines.push(`| ${c.name} | ${fmt(r, 0)} | ${fmt(r / base)} | ${fmt(median(p99.get(c.name)!))} |`);
-    }
+    const lines = [requestTable(server.url, cases, { rounds, seconds, ratioLabel: '/healthz' })];
     lines.push(
       '',
       `(${rounds} rounds of ${seconds} s per request, interleaved; wrk -t1 -c50; from source, rate_limit disabled, webhooks enabled with no webhook URL set; ${sent} messages logged by the end)`,
