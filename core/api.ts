@@ -57,6 +57,14 @@ export class ApiRegistry {
     this.#schemes.set(name, definition);
   }
 
+  /**
+   * Records the description of an operation whose route validates with these same schemas
+   * itself (the file-storage routes, which answer the spec's 400s in their own order).
+   */
+  describe(spec: OperationSpec<z.ZodType | undefined, z.ZodType | undefined>): void {
+    this.#operations.push({ method: spec.method, path: spec.path, spec });
+  }
+
   /** Mounts an operation on `router` (validation, then `handler`) and records its description. */
   route<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(
     router: Router,

@@ -6,6 +6,7 @@
  * settings.
  */
 import { definePlugin } from '../../core/plugin.ts';
+import { describeStorageApi } from './api-docs.ts';
 import { storageConfig } from './config.ts';
 import { createDriver } from './drivers/index.ts';
 import { migrations } from './migrations.ts';
@@ -21,7 +22,8 @@ export default definePlugin({
   description: 'Apps, their buckets on an S3-compatible store, file records, presigned uploads and downloads.',
   config: storageConfig,
   migrations,
-  async setup({ config, core, keys, db, auth, log }) {
+  async setup({ config, core, keys, db, auth, api, log }) {
+    describeStorageApi(api);
     const store = new StorageStore(db);
     const driver = await createDriver(config, { dataDir: core.server.data_dir, keys, log });
     try {

@@ -18,9 +18,9 @@ const DISPLAY_LENGTH = TOKEN_PREFIX.length + 7;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const uuid = z.string().regex(UUID, 'must be a UUID');
 
-const createBody = z.object({ appId: uuid, name: z.string().trim().min(1, 'must not be empty').max(100, 'must be at most 100 characters') });
-const deleteBody = z.object({ tokenId: uuid });
-const validateBody = z.object({ token: z.string().min(1, 'must not be empty') });
+export const createBody = z.object({ appId: uuid, name: z.string().trim().min(1, 'must not be empty').max(100, 'must be at most 100 characters') });
+export const deleteBody = z.object({ tokenId: uuid });
+export const validateBody = z.object({ token: z.string().min(1, 'must not be empty') });
 
 /** A new raw token: the live prefix and 32 random bytes as URL-safe text. */
 export function newToken(): string {

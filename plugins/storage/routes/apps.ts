@@ -8,9 +8,9 @@ import { appInOrg, queryParam, type RouteDeps, sessionOrg, uuid, uuidParam } fro
 const name = z.string().trim().min(1, 'must not be empty').max(100, 'must be at most 100 characters');
 const storageLimit = z.int('must be an integer number of bytes or null').min(0, 'must not be negative').max(Number.MAX_SAFE_INTEGER).nullable();
 
-const createBody = z.object({ name, storageLimit: storageLimit.optional() });
-const patchBody = z.object({ appId: uuid, name: name.optional(), storageLimit: storageLimit.optional() });
-const deleteBody = z.object({ appId: uuid });
+export const createBody = z.object({ name, storageLimit: storageLimit.optional() });
+export const patchBody = z.object({ appId: uuid, name: name.optional(), storageLimit: storageLimit.optional() });
+export const deleteBody = z.object({ appId: uuid });
 
 export function appRoutes({ store, storage }: RouteDeps): Router {
   const router = new Router({ prefix: '/api/apps' });

@@ -13,8 +13,8 @@ import type { AppState, Direction } from '../store.ts';
 import type { AppTokenPrincipal } from '../types.ts';
 import { appInOrg, fileInput, fileList, MAX_ITEMS, queryParam, type RouteDeps, sessionOrg, uuid, uuidParam } from './common.ts';
 
-const registerBody = z.object({ token: z.string().min(1, 'must not be empty'), files: fileList(fileInput) });
-const deleteBody = z.object({
+export const registerBody = z.object({ token: z.string().min(1, 'must not be empty'), files: fileList(fileInput) });
+export const deleteBody = z.object({
   keys: z
     .array(z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'))
     .min(1, 'must hold at least one key')

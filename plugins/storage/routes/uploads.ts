@@ -8,12 +8,12 @@ import { WharfError } from '../../../core/errors.ts';
 import { validate } from '../../../core/validate.ts';
 import { appInOrg, fileInput, fileList, type RouteDeps, sessionOrg, uuid } from './common.ts';
 
-const requestBody = z.object({
+export const requestBody = z.object({
   appId: uuid,
   prefix: z.string().max(1024, 'must be at most 1024 characters').optional(),
   files: fileList(fileInput.omit({ key: true })),
 });
-const completeBody = z.object({
+export const completeBody = z.object({
   appId: uuid,
   action: z.literal('complete'),
   files: fileList(fileInput),
