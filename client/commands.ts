@@ -68,7 +68,7 @@ export function addClientCommands(cli: Argv): void {
       run<ClientArgs>(async (args) => {
         const instance = instanceOf(args);
         const file = readCredentials();
-        const had = instance in file.instances;
+        const had = Object.hasOwn(file.instances, instance);
         delete file.instances[instance];
         if (file.current === instance) file.current = Object.keys(file.instances)[0] ?? null;
         writeCredentials(file);

@@ -31,9 +31,10 @@ export function credentialsPath(env: NodeJS.ProcessEnv = process.env): string {
 export function readCredentials(file = credentialsPath()): CredentialsFile {
   try {
     const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as CredentialsFile;
-    return { current: parsed.current ?? null, instances: parsed.instances ?? {} };
+    // Keyed by instance URL: no prototype, so no name can reach Object.prototype.
+    return { current: parsed.current ?? null, instances: Object.assign(Object.create(null), parsed.instances) };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { current: null, instances: {} };
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { current: null, instances: Object.create(null) };
     throw new ClientError(`cannot read ${file}: ${(err as Error).message}`);
   }
 }

@@ -344,7 +344,8 @@ interface JsonSchema {
 function schemaAt(schema: JsonSchema, keyPath: string[]): JsonSchema | undefined {
   let node: JsonSchema | undefined = schema;
   for (const key of keyPath) {
-    node = node?.properties?.[key];
+    // Variable names are the operator's text: `constructor` must not reach Object.prototype.
+    node = node?.properties && Object.hasOwn(node.properties, key) ? node.properties[key] : undefined;
     if (!node) return undefined;
   }
   return node.properties ? undefined : node;

@@ -20,9 +20,12 @@ function article(expected: string): string {
   return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`;
 }
 
-/** Per-field messages of a failed parse, keyed by dotted path. */
+/**
+ * Per-field messages of a failed parse, keyed by dotted path. The keys are the caller's own field
+ * names (`constructor`, `__proto__`), so the map has no prototype.
+ */
 export function fieldErrors(error: z.ZodError): FieldErrors {
-  const fields: FieldErrors = {};
+  const fields: FieldErrors = Object.create(null);
   for (const issue of error.issues) {
     const keys = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...issue.path, k].join('.')) : [issue.path.map(String).join('.') || 'body'];
     for (const key of keys) (fields[key] ??= []).push(issueMessage(issue));

@@ -31,18 +31,18 @@ export const EVENT_NAMES = [
 export type EventName = (typeof EVENT_NAMES)[number];
 
 /** WasenderAPI's spellings of the filtered views (its SDK's `WasenderWebhookEventType`). */
-export const EVENT_ALIASES: Readonly<Record<string, EventName>> = Object.freeze({
-  'messages-personal.received': 'messages-personal',
-  'messages-group.received': 'messages-group',
-  'messages-newsletter.received': 'messages-newsletter',
-});
+export const EVENT_ALIASES: ReadonlyMap<string, EventName> = new Map([
+  ['messages-personal.received', 'messages-personal'],
+  ['messages-group.received', 'messages-group'],
+  ['messages-newsletter.received', 'messages-newsletter'],
+]);
 
 const CANONICAL: ReadonlySet<string> = new Set(EVENT_NAMES);
 
 /** The canonical name of an event name or alias; undefined when it is neither. */
 export function canonicalEvent(name: string): EventName | undefined {
   if (CANONICAL.has(name)) return name as EventName;
-  return EVENT_ALIASES[name];
+  return EVENT_ALIASES.get(name);
 }
 
 /** The filtered view of messages.received for a chat kind. */

@@ -39,7 +39,7 @@ export function participantJid(value: string): string | null {
   return phone ? phoneJid(digitsOf(phone)) : null;
 }
 
-const MIME_BY_EXT: Readonly<Record<string, string>> = {
+const MIME_BY_EXT: ReadonlyMap<string, string> = new Map(Object.entries({
   '.jpg': 'image/jpeg',
   '.jpeg': 'image/jpeg',
   '.png': 'image/png',
@@ -62,7 +62,7 @@ const MIME_BY_EXT: Readonly<Record<string, string>> = {
   '.xls': 'application/vnd.ms-excel',
   '.xlsx': 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
   '.zip': 'application/zip',
-};
+}));
 
 const DEFAULT_MIME: Readonly<Record<MediaType, string>> = {
   image: 'image/jpeg',
@@ -83,7 +83,7 @@ export function fileNameOf(url: string): string {
 
 export function mimetypeOf(url: string, type: MediaType): string {
   if (type === 'sticker') return 'image/webp';
-  return MIME_BY_EXT[path.posix.extname(fileNameOf(url)).toLowerCase()] ?? DEFAULT_MIME[type];
+  return MIME_BY_EXT.get(path.posix.extname(fileNameOf(url)).toLowerCase()) ?? DEFAULT_MIME[type];
 }
 
 /** The node field of each media type. */

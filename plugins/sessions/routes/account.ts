@@ -78,7 +78,7 @@ export function accountRoutes(deps: RouteDeps): Router[] {
       success: { schema: success(z.array(z.string())).extend({ aliases: z.record(z.string(), z.string()) }) },
     },
     (ctx) => {
-      ctx.body = { success: true, data: EVENT_NAMES, aliases: EVENT_ALIASES };
+      ctx.body = { success: true, data: EVENT_NAMES, aliases: Object.fromEntries(EVENT_ALIASES) };
     },
   );
 

@@ -113,7 +113,7 @@ export const mediaUrl = httpUrl;
 
 export const webhookEvents = z
   .array(z.string().max(64))
-  .max(EVENT_NAMES.length + Object.keys(EVENT_ALIASES).length)
+  .max(EVENT_NAMES.length + EVENT_ALIASES.size)
   .superRefine((names, ctx) => {
     names.forEach((name, i) => {
       if (!canonicalEvent(name)) ctx.addIssue({ code: 'custom', path: [i], message: `unknown event "${name}" (GET /api/webhook-events lists them)` });

@@ -32,7 +32,7 @@ const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*);base64,/i;
 const MEDIA_FILE = /^([A-Za-z0-9_-]{16,128})(?:\.[A-Za-z0-9]{1,10})?$/;
 
-const EXTENSION: Readonly<Record<string, string>> = {
+const EXTENSION: ReadonlyMap<string, string> = new Map(Object.entries({
   'image/jpeg': '.jpg',
   'image/png': '.png',
   'image/gif': '.gif',
@@ -49,7 +49,7 @@ const EXTENSION: Readonly<Record<string, string>> = {
   'text/plain': '.txt',
   'text/csv': '.csv',
   'application/zip': '.zip',
-};
+}));
 
 /** Types a browser may show inline; everything else is served as an attachment. */
 const INLINE = /^(image\/(jpeg|png|gif|webp)|video\/(mp4|3gpp|webm)|audio\/[a-z0-9.+-]+)$/;
@@ -226,7 +226,7 @@ export function mediaRoutes(deps: MediaDeps): Router {
         created_at: now.toISOString(),
       });
       const essence = file.mimetype.split(';')[0]!.trim().toLowerCase();
-      const publicUrl = `${base}/api/media/${id}${EXTENSION[essence] ?? ''}`;
+      const publicUrl = `${base}/api/media/${id}${EXTENSION.get(essence) ?? ''}`;
       ctx.body = { success: true, publicUrl, data: { id, publicUrl, mimetype: file.mimetype, size: file.bytes.length, fileName: file.fileName ?? null, expiresAt } };
     },
   );

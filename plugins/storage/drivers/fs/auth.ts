@@ -85,7 +85,8 @@ export function canonicalPath(rawPath: string): string {
 }
 
 function parseQuery(search: string): Record<string, string | string[]> {
-  const query: Record<string, string | string[]> = {};
+  // Parameter names are the client's: `constructor` or `__proto__` must be plain keys.
+  const query: Record<string, string | string[]> = Object.create(null);
   for (const [k, v] of new URLSearchParams(search)) {
     const prev = query[k];
     query[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
@@ -175,7 +176,7 @@ export class Verifier {
   }
 
   #request(req: SignedRequest, rawPath: string, query: Record<string, string | string[]>, signed: string[]) {
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = Object.create(null);
     for (const name of signed) {
       const value = header(req.headers, name);
       if (value === undefined) throw new S3Error('SignatureDoesNotMatch', 403, `The request signature we calculated does not match the signature you provided: signed header "${name}" is missing.`);

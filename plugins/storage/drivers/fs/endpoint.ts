@@ -64,8 +64,9 @@ function parseTarget(url: string): Target {
 }
 
 function metaFrom(headers: http.IncomingHttpHeaders): ObjectMeta {
-  const user: Record<string, string> = {};
-  const stored: Record<string, string> = {};
+  // User metadata names are the client's (x-amz-meta-__proto__): no prototype to reach.
+  const user: Record<string, string> = Object.create(null);
+  const stored: Record<string, string> = Object.create(null);
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined) continue;
     const v = Array.isArray(value) ? value.join(',') : value;

@@ -23,14 +23,20 @@ export interface XmlNode {
   text: string;
 }
 
-const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+const ENTITIES: ReadonlyMap<string, string> = new Map([
+  ['amp', '&'],
+  ['lt', '<'],
+  ['gt', '>'],
+  ['quot', '"'],
+  ['apos', "'"],
+]);
 
 function decode(text: string): string {
   return text.replace(/&(#x[0-9a-fA-F]+|#\d+|\w+);|&/g, (whole, ent: string | undefined) => {
     if (ent === undefined) throw new Error('bare &');
     if (ent.startsWith('#x')) return String.fromCodePoint(parseInt(ent.slice(2), 16));
     if (ent.startsWith('#')) return String.fromCodePoint(parseInt(ent.slice(1), 10));
-    const v = ENTITIES[ent];
+    const v = ENTITIES.get(ent);
     if (v === undefined) throw new Error(`unknown entity ${whole}`);
     return v;
   });
