@@ -30,7 +30,10 @@ function nonPublicRanges(): BlockList {
   for (const [net, prefix] of [
     ['::', 128],
     ['::1', 128],
+    // Local-use NAT64 (RFC 8215): translated inside one network, never globally reachable.
+    ['64:ff9b:1::', 48],
     ['100::', 64],
+    // IETF protocol assignments, Teredo (2001::/32) among them.
     ['2001::', 23],
     ['2001:db8::', 32],
     ['fc00::', 7],
@@ -46,28 +49,72 @@ function nonPublicRanges(): BlockList {
 /** Loopback, private, link-local (cloud metadata), carrier-grade NAT, multicast, reserved and documentation ranges. */
 const NON_PUBLIC = nonPublicRanges();
 
-/** The IPv4 address embedded in an IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible or NAT64 (64:ff9b::/96) IPv6 address. */
-export function embeddedIpv4(ip: string): string | undefined {
-  const lower = ip.toLowerCase();
-  const dotted = /^(?:::ffff:|::|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1];
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hex) {
-    const hi = Number.parseInt(hex[1]!, 16);
-    const lo = Number.parseInt(hex[2]!, 16);
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+/** The 16 bytes of an IPv6 address (zone id dropped), or undefined when `ip` is not one. */
+export function ipv6Bytes(ip: string): Uint8Array | undefined {
+  const bare = ip.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
+  if (isIP(bare) !== 6) return undefined;
+  let text = bare.toLowerCase();
+  // A trailing dotted quad is the last two groups.
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
   }
-  return undefined;
+  const [head, tail] = text.includes('::') ? text.split('::') : [text, undefined];
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const groups = tail === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill('0'), ...right];
+  const bytes = new Uint8Array(16);
+  groups.forEach((g, i) => {
+    const n = Number.parseInt(g, 16);
+    bytes[i * 2] = n >> 8;
+    bytes[i * 2 + 1] = n & 255;
+  });
+  return bytes;
 }
 
-/** True when `ip` (v4 or v6, IPv4-mapped forms included) is a globally routable unicast address. */
+const quad = (b: Uint8Array, at: number, xor = 0) => [0, 1, 2, 3].map((i) => (b[at + i]! ^ xor) & 255).join('.');
+const zero = (b: Uint8Array, from: number, to: number) => b.subarray(from, to).every((x) => x === 0);
+
+/**
+ * The IPv4 addresses an IPv6 address carries, in every form that can deliver to them:
+ * IPv4-compatible `::a.b.c.d` (::/96, which the URL parser writes `::7f00:1`), IPv4-mapped
+ * `::ffff:a.b.c.d`, IPv4-translated `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::/96` and the local-use
+ * `64:ff9b:1::/48` (the RFC 6052 /48 layout and the last 32 bits), 6to4 `2002::/16` and Teredo
+ * `2001::/32` (server, and the client address stored inverted). Empty for a plain IPv6 address.
+ */
+export function embeddedIpv4s(ip: string): string[] {
+  const b = ipv6Bytes(ip);
+  if (!b) return [];
+  const found = new Set<string>();
+  if (zero(b, 0, 10) && ((b[10] === 0 && b[11] === 0) || (b[10] === 0xff && b[11] === 0xff))) found.add(quad(b, 12));
+  if (zero(b, 0, 8) && b[8] === 0xff && b[9] === 0xff && zero(b, 10, 12)) found.add(quad(b, 12));
+  if (b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b) {
+    if (zero(b, 4, 12)) found.add(quad(b, 12));
+    if (b[4] === 0 && b[5] === 1) {
+      found.add(`${b[6]}.${b[7]}.${b[9]}.${b[10]}`);
+      found.add(quad(b, 12));
+    }
+  }
+  if (b[0] === 0x20 && b[1] === 0x02) found.add(quad(b, 2));
+  if (b[0] === 0x20 && b[1] === 0x01 && b[2] === 0 && b[3] === 0) {
+    found.add(quad(b, 4));
+    found.add(quad(b, 12, 0xff));
+  }
+  return [...found];
+}
+
+/**
+ * True when `ip` is a globally routable unicast address. An IPv6 address that carries an IPv4
+ * address (mapped, compatible, NAT64, 6to4, Teredo) is public only when that IPv4 address is.
+ */
 export function isPublicAddress(ip: string): boolean {
   const family = isIP(ip);
   if (family === 4) return !NON_PUBLIC.check(ip, 'ipv4');
   if (family === 6) {
-    const v4 = embeddedIpv4(ip);
-    if (v4) return isPublicAddress(v4);
-    return !NON_PUBLIC.check(ip, 'ipv6');
+    const bare = ip.replace(/%.*$/, '');
+    if (NON_PUBLIC.check(bare, 'ipv6')) return false;
+    return embeddedIpv4s(bare).every((v4) => !NON_PUBLIC.check(v4, 'ipv4'));
   }
   return false;
 }

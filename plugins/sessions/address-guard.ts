@@ -31,13 +31,14 @@ export async function checkProxyUrl(value: string, options: ProxyCheckOptions): 
   if (!host) return 'proxy_url must name a host';
   if (isIP(host)) {
     if (options.allowPrivate) return null;
-    return 'proxy_url must use a public domain name, not an IP address';
+    return 'proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)';
   }
   if (!HOST_NAME.test(host)) return 'proxy_url host is not a valid domain name';
   if (options.allowPrivate) return null;
   const addresses = await resolveWithin(host, options.resolve, options.timeoutMs);
   if (addresses === 'timeout') return `proxy_url host ${host} did not resolve in time`;
   if (addresses === 'unresolved') return `proxy_url host ${host} does not resolve`;
-  if (addresses.some((a) => !isPublicAddress(a.address))) return `proxy_url host ${host} resolves to a private, loopback or link-local address`;
+  const refused = addresses.find((a) => !isPublicAddress(a.address));
+  if (refused) return `proxy_url host ${host} resolves to ${refused.address}, a private, loopback or link-local address (allow it with [plugins.sessions] allow_private_networks = true)`;
   return null;
 }

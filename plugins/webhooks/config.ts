@@ -94,7 +94,7 @@ export const webhooksConfig = z.strictObject({
     .min(100)
     .max(60_000)
     .default(3000)
-    .describe('How long resolving a webhook host name may take when its URL is saved, in milliseconds; a name that does not resolve in time is refused.'),
+    .describe('How long resolving a webhook host name may take when its URL is saved, in milliseconds. A name that resolves to a refused address is refused; one that does not resolve (in time) is accepted, and the address it resolves to is checked again at every delivery.'),
   retention_days: z
     .number()
     .positive()

@@ -6,7 +6,7 @@
  */
 import { BlockList, isIP } from 'node:net';
 import type { Agent, buildConnector, Dispatcher } from 'undici';
-import { embeddedIpv4, isPublicAddress, type ResolvedAddress, type Resolver, resolveWithin, systemResolver } from '../../core/net.ts';
+import { embeddedIpv4s, isPublicAddress, type ResolvedAddress, type Resolver, resolveWithin, systemResolver } from '../../core/net.ts';
 import { parseCidr } from './config.ts';
 
 /** Cloud instance-metadata endpoints: refused even when private networks are allowed, unless named in allowed_networks. */
@@ -15,6 +15,8 @@ const METADATA_ADDRESSES = ['169.254.169.254', '169.254.170.2', '100.100.100.200
 export interface AddressPolicy {
   /** True when a webhook may be delivered to this IP address. */
   allows(ip: string): boolean;
+  /** Why an address is refused: `metadata` (only allowed_networks opens it) or `private`; null when allowed. */
+  refusal(ip: string): 'metadata' | 'private' | null;
 }
 
 export function addressPolicy(options: { allowPrivateNetworks: boolean; allowedNetworks: readonly string[] }): AddressPolicy {
@@ -25,18 +27,17 @@ export function addressPolicy(options: { allowPrivateNetworks: boolean; allowedN
   }
   const metadata = new BlockList();
   for (const ip of METADATA_ADDRESSES) metadata.addAddress(ip, isIP(ip) === 4 ? 'ipv4' : 'ipv6');
-  return {
-    allows(raw) {
-      const bare = raw.replace(/^\[|\]$/g, '');
-      const ip = embeddedIpv4(bare) ?? bare;
-      const family = isIP(ip);
-      if (family === 0) return false;
-      const type = family === 4 ? 'ipv4' : 'ipv6';
-      if (allowed.check(ip, type)) return true;
-      if (metadata.check(ip, type)) return false;
-      return isPublicAddress(ip) || options.allowPrivateNetworks;
-    },
-  };
+  function refusal(raw: string): 'metadata' | 'private' | null {
+    const ip = raw.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
+    const family = isIP(ip);
+    if (family === 0) return 'private';
+    // An IPv6 address that carries an IPv4 address is judged by that address too.
+    const forms: [string, 'ipv4' | 'ipv6'][] = [[ip, family === 4 ? 'ipv4' : 'ipv6'], ...embeddedIpv4s(ip).map((v4) => [v4, 'ipv4'] as [string, 'ipv4'])];
+    if (forms.some(([a, type]) => allowed.check(a, type))) return null;
+    if (forms.some(([a, type]) => metadata.check(a, type))) return 'metadata';
+    return isPublicAddress(ip) || options.allowPrivateNetworks ? null : 'private';
+  }
+  return { refusal, allows: (ip) => refusal(ip) === null };
 }
 
 /** A connection refused by the address policy. */
@@ -52,9 +53,16 @@ export class BlockedAddressError extends Error {
   }
 }
 
-const MESSAGE = 'a loopback, private, link-local or cloud metadata address, which this server does not deliver webhooks to';
+const HOW_TO_ALLOW = {
+  private: 'a loopback, private or link-local address, which this server does not deliver webhooks to (allow it with [plugins.webhooks] allow_private_networks = true, or name its network in [plugins.webhooks] allowed_networks)',
+  metadata: 'a cloud metadata address, which this server does not deliver webhooks to (only naming it in [plugins.webhooks] allowed_networks allows it)',
+} as const;
 
-/** Checks a webhook URL being saved: null when acceptable, otherwise the reason (for `webhook_url`). */
+/**
+ * Checks a webhook URL being saved: null when acceptable, otherwise the reason (for `webhook_url`).
+ * A host that does not resolve now is accepted (a receiver not deployed yet, a DNS hiccup): the
+ * connect-time guard judges the address it resolves to when a delivery is made.
+ */
 export async function checkWebhookUrl(value: string, options: { policy: AddressPolicy; resolve: Resolver; timeoutMs: number }): Promise<string | null> {
   let url: URL;
   try {
@@ -65,12 +73,16 @@ export async function checkWebhookUrl(value: string, options: { policy: AddressP
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'webhook_url must be an http or https URL';
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (!host) return 'webhook_url must name a host';
-  if (isIP(host)) return options.policy.allows(host) ? null : `webhook_url points to ${host}, ${MESSAGE}`;
+  if (isIP(host)) {
+    const why = options.policy.refusal(host);
+    return why ? `webhook_url points to ${host}, ${HOW_TO_ALLOW[why]}` : null;
+  }
   const addresses = await resolveWithin(host, options.resolve, options.timeoutMs);
-  if (addresses === 'timeout') return `webhook_url host ${host} did not resolve in time`;
-  if (addresses === 'unresolved') return `webhook_url host ${host} does not resolve`;
-  const refused = addresses.find((a) => !options.policy.allows(a.address));
-  if (refused) return `webhook_url host ${host} resolves to ${refused.address}, ${MESSAGE}`;
+  if (addresses === 'timeout' || addresses === 'unresolved') return null;
+  for (const { address } of addresses) {
+    const why = options.policy.refusal(address);
+    if (why) return `webhook_url host ${host} resolves to ${address}, ${HOW_TO_ALLOW[why]}`;
+  }
   return null;
 }
 

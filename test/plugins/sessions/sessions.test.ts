@@ -177,9 +177,9 @@ describe('bad input gets a clear answer, never a 500, never a half-created sessi
     [{ name: 'x', phone_number: '+14155550100', webhook_signing: 'hmac' }, { webhook_signing: ['unknown field webhook_signing'] }],
     [{ name: 'x', phone_number: '+14155550100', type: 'telegram' }, { type: [expect.stringMatching(/^type: /)] }],
     [{ name: 'x', phone_number: '+14155550100', proxy_url: 'ftp://proxy.example.com' }, { proxy_url: ['proxy_url scheme must be http, https or socks5 (got ftp)'] }],
-    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://10.0.0.1:3128' }, { proxy_url: ['proxy_url must use a public domain name, not an IP address'] }],
-    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'socks5://[::1]:1080' }, { proxy_url: ['proxy_url must use a public domain name, not an IP address'] }],
-    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://localhost:3128' }, { proxy_url: ['proxy_url host localhost resolves to a private, loopback or link-local address'] }],
+    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://10.0.0.1:3128' }, { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] }],
+    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'socks5://[::1]:1080' }, { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] }],
+    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://localhost:3128' }, { proxy_url: [expect.stringMatching(/^proxy_url host localhost resolves to (127\.0\.0\.1|::1), a private, loopback or link-local address \(allow it with \[plugins\.sessions\] allow_private_networks = true\)$/)] }],
     [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://proxy.invalid:3128' }, { proxy_url: ['proxy_url host proxy.invalid does not resolve'] }],
     [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://user:pw@proxy.example.com:3128/path' }, { proxy_url: ['proxy_url must not have a path, query or fragment'] }],
   ])('create %j -> 422', async (body, errors) => {
@@ -237,7 +237,7 @@ describe('proxy', () => {
     const s = await sandboxSession(app, t.pat);
     expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy_url: 'http://10.1.1.1:8080' })).toMatchObject({
       status: 422,
-      body: { errors: { proxy_url: ['proxy_url must use a public domain name, not an IP address'] } },
+      body: { errors: { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] } },
     });
     expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy: 'x' })).toMatchObject({ status: 422, body: { errors: { proxy_url: ['proxy_url is required'], proxy: ['unknown field proxy'] } } });
     const cleared = await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy_url: null });

@@ -22,24 +22,35 @@ describe('saving a webhook URL (private networks not allowed: the default)', () 
   });
   afterAll(() => app?.close());
 
-  const refused: [string, RegExp][] = [
-    ['http://127.0.0.1:8080/hook', /points to 127\.0\.0\.1, a loopback, private, link-local or cloud metadata address/],
-    ['http://localhost:8080/hook', /host localhost resolves to (127\.0\.0\.1|::1), a loopback/],
-    ['http://10.1.2.3/hook', /points to 10\.1\.2\.3/],
-    ['http://192.168.1.20/hook', /points to 192\.168\.1\.20/],
-    ['http://169.254.169.254/latest/meta-data', /points to 169\.254\.169\.254/],
-    ['http://[::1]:9000/', /points to ::1/],
-    ['http://[::ffff:127.0.0.1]/', /points to ::ffff:7f00:1/],
-    ['http://[fd00:ec2::254]/', /points to fd00:ec2::254/],
-    ['http://0.0.0.0:8080/', /points to 0\.0\.0\.0/],
-    ['https://does-not-exist.invalid/hook', /host does-not-exist\.invalid does not resolve/],
+  const PRIVATE = /which this server does not deliver webhooks to \(allow it with \[plugins\.webhooks\] allow_private_networks = true, or name its network in \[plugins\.webhooks\] allowed_networks\)$/;
+  const METADATA = /a cloud metadata address, which this server does not deliver webhooks to \(only naming it in \[plugins\.webhooks\] allowed_networks allows it\)$/;
+  const refused: [string, RegExp, RegExp][] = [
+    ['http://127.0.0.1:8080/hook', /points to 127\.0\.0\.1, a loopback, private or link-local address/, PRIVATE],
+    ['http://localhost:8080/hook', /host localhost resolves to (127\.0\.0\.1|::1), a loopback/, PRIVATE],
+    ['http://10.1.2.3/hook', /points to 10\.1\.2\.3/, PRIVATE],
+    ['http://192.168.1.20/hook', /points to 192\.168\.1\.20/, PRIVATE],
+    ['http://169.254.169.254/latest/meta-data', /points to 169\.254\.169\.254/, METADATA],
+    ['http://[::1]:9000/', /points to ::1/, PRIVATE],
+    ['http://[::ffff:127.0.0.1]/', /points to ::ffff:7f00:1/, PRIVATE],
+    ['http://[fd00:ec2::254]/', /points to fd00:ec2::254/, METADATA],
+    ['http://0.0.0.0:8080/', /points to 0\.0\.0\.0/, PRIVATE],
+    // IPv6 forms that carry an IPv4 address are judged by it.
+    ['http://[::127.0.0.1]/', /points to ::7f00:1/, PRIVATE],
+    ['http://[::ffff:0:127.0.0.1]/', /points to ::ffff:0:7f00:1/, PRIVATE],
+    ['http://[64:ff9b:1::127.0.0.1]/', /points to 64:ff9b:1::7f00:1/, PRIVATE],
+    ['http://[2002:7f00:1::1]/', /points to 2002:7f00:1::1/, PRIVATE],
+    ['http://[::169.254.169.254]/', /points to ::a9fe:a9fe/, METADATA],
+    ['http://[::ffff:0:169.254.169.254]/', /points to ::ffff:0:a9fe:a9fe/, METADATA],
+    ['http://[64:ff9b::169.254.169.254]/', /points to 64:ff9b::a9fe:a9fe/, METADATA],
+    ['http://[2002:a9fe:a9fe::1]/', /points to 2002:a9fe:a9fe::1/, METADATA],
   ];
 
-  it.each(refused)('refuses %s with 422 on webhook_url, when creating and when updating', async (url, message) => {
+  it.each(refused)('refuses %s with 422 on webhook_url, when creating and when updating', async (url, message, howToAllow) => {
     const created = await call(app, t.pat, 'POST', '/api/sandbox-sessions', { name: 'Refused', webhook_url: url, webhook_enabled: true, webhook_events: [] });
     expect(created.status).toBe(422);
     expect(created.body).toMatchObject({ success: false, message: 'The given data was invalid.' });
     expect(created.body.errors.webhook_url[0]).toMatch(message);
+    expect(created.body.errors.webhook_url[0]).toMatch(howToAllow);
     const s = await sandboxSession(app, t.pat, { name: 'Update' });
     const updated = await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { webhook_url: url });
     expect(updated.status).toBe(422);
@@ -56,6 +67,20 @@ describe('saving a webhook URL (private networks not allowed: the default)', () 
     const ok = await call(app, t.pat, 'POST', '/api/sandbox-sessions', { name: 'Public', webhook_url: 'https://93.184.215.14/hook', webhook_enabled: true });
     expect(ok.status).toBe(201);
     expect(ok.body.data.webhook_url).toBe('https://93.184.215.14/hook');
+  });
+
+  it('accepts a host that does not resolve yet; the delivery is judged when it connects', async () => {
+    const s = await hookedSession(app, t.pat, 'https://does-not-exist.invalid/hook');
+    expect(s.body.webhook_url).toBe('https://does-not-exist.invalid/hook');
+    const updated = await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { webhook_url: 'http://not-deployed-yet.invalid:8080/' });
+    expect(updated.status).toBe(200);
+    await receive(app, s);
+    const [dispatch] = await eventually(async () => {
+      const rows = await dispatchesOf(app, t.pat, s.id);
+      return rows.length && rows[0].attempt_count > 0 ? rows : undefined;
+    });
+    const detail = await call(app, t.pat, 'GET', `/api/dispatches/${dispatch.id}`);
+    expect(detail.body.data.attempts[0].error).toBe('host name does not resolve');
   });
 });
 
