@@ -126,14 +126,15 @@ export const formatters: Readonly<Record<Envelope, Formatter>> = Object.freeze({
   },
   /**
    * Messaging routes: `{ success: false, message, errors? }` for authentication and validation
-   * (decided before a handler runs), `{ success: false, error }` for what a handler decides.
+   * (decided before a handler runs), `{ success: false, error, message }` for what a handler
+   * decides: `error` is the spec's, and the same text in `message` is what WasenderAPI's SDKs read.
    */
   messaging(err, requestId) {
     const message = publicMessage(err, requestId);
     if (MESSAGING_MIDDLEWARE_CODES.has(err.code)) {
       return err.fields ? { success: false, message, errors: err.fields } : { success: false, message };
     }
-    return { success: false, error: message };
+    return { success: false, error: message, message };
   },
 });
 

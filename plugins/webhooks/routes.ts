@@ -101,7 +101,7 @@ const paginatedSchema = z.object({
   last_page: z.int(),
 });
 
-const notFound = { 404: 'No such dispatch in this organization: `{success: false, error}`' };
+const notFound = { 404: 'No such dispatch in this organization: `{success: false, error, message}`' };
 
 function orgOf(ctx: Context): string {
   const orgId = ctx.state.webhooksOrgId;
@@ -222,7 +222,7 @@ export function dispatchRoutes(deps: RouteDeps): Router {
       success: { status: 202, schema: z.object({ success: z.literal(true), data: dispatchSchema }) },
       errors: {
         ...notFound,
-        409: 'The dispatch is still pending, or its session was deleted or has no enabled webhook: `{success: false, error}`',
+        409: 'The dispatch is still pending, or its session was deleted or has no enabled webhook: `{success: false, error, message}`',
       },
     },
     (ctx) => {

@@ -17,12 +17,12 @@ describe('errors answer in the route group envelope', () => {
     ['POST', '/plain/echo', '{"a":', 400, { error: expect.stringMatching(/^Malformed JSON body/) }],
     ['POST', '/msg/echo', '{"a":', 400, { success: false, message: expect.stringMatching(/^Malformed JSON body/) }],
     ['GET', '/plain/nowhere', undefined, 404, { error: 'Not found' }],
-    ['GET', '/msg/nowhere', undefined, 404, { success: false, error: 'Not found' }],
-    ['GET', '/MSG/Nowhere', undefined, 404, { success: false, error: 'Not found' }],
+    ['GET', '/msg/nowhere', undefined, 404, { success: false, error: 'Not found', message: 'Not found' }],
+    ['GET', '/MSG/Nowhere', undefined, 404, { success: false, error: 'Not found', message: 'Not found' }],
     ['DELETE', '/plain/echo', undefined, 405, { error: 'Method DELETE is not allowed here (allowed: POST)' }],
     ['DELETE', '/msg/echo', undefined, 405, { success: false, message: 'Method DELETE is not allowed here (allowed: POST)' }],
     ['GET', '/plain/missing', undefined, 404, { error: 'Session not found' }],
-    ['GET', '/msg/missing', undefined, 404, { success: false, error: 'Session not found' }],
+    ['GET', '/msg/missing', undefined, 404, { success: false, error: 'Session not found', message: 'Session not found' }],
     ['GET', '/msg/invalid', undefined, 422, { success: false, message: 'The given data was invalid.', errors: { to: ['The to field is required.'] } }],
     ['GET', '/plain/limited', undefined, 429, { message: 'Too many requests', retry_after: 7 }],
     ['GET', '/msg/limited', undefined, 429, { message: 'Too many requests', retry_after: 7 }],
@@ -58,7 +58,7 @@ describe('errors answer in the route group envelope', () => {
     expect(res.body).toEqual({ error: `Internal server error (request id ${id})` });
     expect(res.text).not.toContain('hunter2');
     const msg = await app.request('GET', '/msg/boom');
-    expect(msg.body).toEqual({ success: false, error: `Internal server error (request id ${msg.headers.get('x-request-id')})` });
+    expect(msg.body).toEqual({ success: false, error: `Internal server error (request id ${msg.headers.get('x-request-id')})`, message: `Internal server error (request id ${msg.headers.get('x-request-id')})` });
     const failure = app.logs.find((l) => l.msg === 'request failed' && l.request_id === id);
     expect(failure).toBeDefined();
     expect(JSON.stringify(failure)).toContain('hunter2'); // the operator sees the cause, the caller does not

@@ -167,7 +167,7 @@ describe('X-RateLimit-* headers on every response of a limited path', () => {
     expect(limits(res)).toMatchObject({ limit: '5', remaining: '4' });
     const msg = await app.request('GET', '/msg/nowhere', { headers: newAddress() });
     expect(msg.status).toBe(404);
-    expect(msg.body).toEqual({ success: false, error: 'Not found' });
+    expect(msg.body).toEqual({ success: false, error: 'Not found', message: 'Not found' });
     expect(limits(msg)).toMatchObject({ limit: '3', remaining: '2' });
     expect((await app.request('GET', '/api/cli/me', { headers: user.headers })).headers.get('x-ratelimit-remaining')).toBe('3');
   });

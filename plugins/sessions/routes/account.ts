@@ -56,7 +56,7 @@ export function accountRoutes(deps: RouteDeps): Router[] {
       summary: "The account behind the key's session (id, lid, name, phone_number)",
       tag: 'Session',
       credential: 'sessionKey',
-      errors: { 409: 'The session is not connected: `{success: false, error}`' },
+      errors: { 409: 'The session is not connected: `{success: false, error, message}`' },
     },
     async (ctx) => {
       const { session, network } = actingOf(ctx);

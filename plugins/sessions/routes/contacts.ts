@@ -100,7 +100,7 @@ export function contactRoutes(deps: RouteDeps): { contacts: Router; presence: Ro
     requireConnected(session, network);
     return { session, network };
   };
-  const conflict409 = { 409: 'The session is not connected: `{success: false, error}`' };
+  const conflict409 = { 409: 'The session is not connected: `{success: false, error, message}`' };
 
   operation(
     deps,
@@ -152,7 +152,7 @@ export function contactRoutes(deps: RouteDeps): { contacts: Router; presence: Ro
       tag,
       credential: 'sessionKey',
       success: { schema: success(contactSchema) },
-      errors: { 404: 'Not among the contacts: `{success: false, error}`', ...conflict409 },
+      errors: { 404: 'Not among the contacts: `{success: false, error, message}`', ...conflict409 },
     },
     async (ctx) => {
       const { session, network } = connected(ctx);
@@ -258,7 +258,7 @@ export function contactRoutes(deps: RouteDeps): { contacts: Router; presence: Ro
       tag: 'Lookups',
       credential: 'sessionKey',
       success: { schema: success(z.object({ pn: z.string(), lid: z.string() })) },
-      errors: { 404: 'No LID known for it: `{success: false, error}`', ...conflict409 },
+      errors: { 404: 'No LID known for it: `{success: false, error, message}`', ...conflict409 },
     },
     async (ctx) => {
       const { session, network } = connected(ctx);
@@ -280,7 +280,7 @@ export function contactRoutes(deps: RouteDeps): { contacts: Router; presence: Ro
       tag: 'Lookups',
       credential: 'sessionKey',
       success: { schema: success(z.object({ lid: z.string(), pn: z.string(), phone: z.string() })) },
-      errors: { 404: 'No phone number known for it: `{success: false, error}`', ...conflict409 },
+      errors: { 404: 'No phone number known for it: `{success: false, error, message}`', ...conflict409 },
     },
     async (ctx) => {
       const { session, network } = connected(ctx);

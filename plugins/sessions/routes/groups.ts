@@ -116,8 +116,8 @@ export function groupRoutes(deps: RouteDeps): Router {
     requireConnected(session, network);
     return { session, network };
   };
-  const conflict409 = { 409: 'The session is not connected: `{success: false, error}`' };
-  const notFound = { 404: 'No such group, or this account is not a member: `{success: false, error}`', ...conflict409 };
+  const conflict409 = { 409: 'The session is not connected: `{success: false, error, message}`' };
+  const notFound = { 404: 'No such group, or this account is not a member: `{success: false, error, message}`', ...conflict409 };
 
   operation(
     deps,
@@ -172,7 +172,7 @@ export function groupRoutes(deps: RouteDeps): Router {
       tag,
       credential: 'sessionKey',
       success: { schema: success(groupSchema.omit({ participants: true })) },
-      errors: { 404: 'No such invite: `{success: false, error}`', ...conflict409 },
+      errors: { 404: 'No such invite: `{success: false, error, message}`', ...conflict409 },
     },
     async (ctx) => {
       const { session, network } = connected(ctx);
@@ -194,7 +194,7 @@ export function groupRoutes(deps: RouteDeps): Router {
       credential: 'sessionKey',
       body: acceptBody,
       success: { schema: success(z.object({ groupJid: z.string() })) },
-      errors: { 404: 'No such invite: `{success: false, error}`', ...conflict409 },
+      errors: { 404: 'No such invite: `{success: false, error, message}`', ...conflict409 },
     },
     async (ctx, { body }) => {
       const { session, network } = connected(ctx);

@@ -203,7 +203,7 @@ export function mediaRoutes(deps: MediaDeps): Router {
       query: uploadQuery,
       success: { schema: urlResult },
       errors: {
-        409: 'The session is not connected: `{success: false, error}`',
+        409: 'The session is not connected: `{success: false, error, message}`',
         413: 'Larger than upload_max_bytes (or, for JSON, server.body_limit_bytes): `{success: false, message}`',
       },
     },
@@ -241,7 +241,7 @@ export function mediaRoutes(deps: MediaDeps): Router {
       tag,
       credential: 'public',
       success: { description: 'The bytes, with their Content-Type' },
-      errors: { 404: 'Unknown or expired: `{success: false, error}`' },
+      errors: { 404: 'Unknown or expired: `{success: false, error, message}`' },
     },
     async (ctx) => {
       const id = MEDIA_FILE.exec(ctx.params.file ?? '')?.[1];
@@ -267,8 +267,8 @@ export function mediaRoutes(deps: MediaDeps): Router {
       body: decryptBody,
       success: { schema: urlResult },
       errors: {
-        404: 'The media is not on the network (any more): `{success: false, error}`',
-        409: 'The session is not connected: `{success: false, error}`',
+        404: 'The media is not on the network (any more): `{success: false, error, message}`',
+        409: 'The session is not connected: `{success: false, error, message}`',
       },
     },
     async (ctx, { body }) => {
@@ -310,7 +310,7 @@ export function mediaRoutes(deps: MediaDeps): Router {
       tag,
       credential: 'public',
       success: { description: 'The plaintext bytes, with their Content-Type' },
-      errors: { 404: 'Unknown or expired: `{success: false, error}`' },
+      errors: { 404: 'Unknown or expired: `{success: false, error, message}`' },
     },
     (ctx) => {
       const id = MEDIA_FILE.exec(ctx.params.id ?? '')?.[1];

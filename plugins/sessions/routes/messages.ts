@@ -161,9 +161,9 @@ export function messageRoutes(deps: RouteDeps): { send: Router; messages: Router
       body: sendBody,
       success: { schema: sendResult },
       errors: {
-        409: 'The session is not connected: `{success: false, error}`',
+        409: 'The session is not connected: `{success: false, error, message}`',
         429: 'Account protection: one message per interval: `{message, retry_after}`',
-        503: 'The network is briefly unavailable; retry with backoff: `{success: false, error}`',
+        503: 'The network is briefly unavailable; retry with backoff: `{success: false, error, message}`',
       },
     },
     async (ctx, { body }) => {
@@ -198,7 +198,7 @@ export function messageRoutes(deps: RouteDeps): { send: Router; messages: Router
       summary: 'Information on a message this session sent: key, message, timestamp, numeric status (0 error … 5 played)',
       tag,
       credential: 'sessionKey',
-      errors: { 404: 'No such message in this session: `{success: false, error}`' },
+      errors: { 404: 'No such message in this session: `{success: false, error, message}`' },
     },
     (ctx) => {
       const { session } = actingOf(ctx);
@@ -230,7 +230,7 @@ export function messageRoutes(deps: RouteDeps): { send: Router; messages: Router
       credential: 'sessionKey',
       body: editBody,
       success: { schema: sendResult },
-      errors: { 404: 'No such message: `{success: false, error}`', 409: 'The session is not connected: `{success: false, error}`' },
+      errors: { 404: 'No such message: `{success: false, error, message}`', 409: 'The session is not connected: `{success: false, error, message}`' },
     },
     async (ctx, { body }) => {
       const { session, network } = connected(ctx);
@@ -251,7 +251,7 @@ export function messageRoutes(deps: RouteDeps): { send: Router; messages: Router
       summary: 'Delete a message this session sent, for everyone',
       tag,
       credential: 'sessionKey',
-      errors: { 404: 'No such message: `{success: false, error}`', 409: 'The session is not connected: `{success: false, error}`' },
+      errors: { 404: 'No such message: `{success: false, error, message}`', 409: 'The session is not connected: `{success: false, error, message}`' },
     },
     async (ctx) => {
       const { session, network } = connected(ctx);
@@ -273,8 +273,8 @@ export function messageRoutes(deps: RouteDeps): { send: Router; messages: Router
       credential: 'sessionKey',
       success: { schema: sendResult },
       errors: {
-        404: 'No such message: `{success: false, error}`',
-        409: 'The session is not connected: `{success: false, error}`',
+        404: 'No such message: `{success: false, error, message}`',
+        409: 'The session is not connected: `{success: false, error, message}`',
         429: 'Account protection: `{message, retry_after}`',
       },
     },
@@ -302,7 +302,7 @@ export function messageRoutes(deps: RouteDeps): { send: Router; messages: Router
       tag,
       credential: 'sessionKey',
       body: readBody,
-      errors: { 404: 'No such message: `{success: false, error}`', 409: 'The session is not connected: `{success: false, error}`' },
+      errors: { 404: 'No such message: `{success: false, error, message}`', 409: 'The session is not connected: `{success: false, error, message}`' },
     },
     async (ctx, { body }) => {
       const { session, network } = connected(ctx);
@@ -322,7 +322,7 @@ export function messageRoutes(deps: RouteDeps): { send: Router; messages: Router
       tag,
       credential: 'sessionKey',
       body: reactBody,
-      errors: { 404: 'No such message: `{success: false, error}`', 409: 'The session is not connected: `{success: false, error}`' },
+      errors: { 404: 'No such message: `{success: false, error, message}`', 409: 'The session is not connected: `{success: false, error, message}`' },
     },
     async (ctx, { body }) => {
       const { session, network } = connected(ctx);

@@ -179,7 +179,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       tag,
       credential: 'account',
       success: { schema: success(sessionSchema) },
-      errors: { 404: 'No such session in this organization: `{success: false, error}`' },
+      errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
     },
     (ctx) => {
       ctx.body = { success: true, data: detail(deps, sessionFor(ctx)) };
@@ -197,7 +197,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       credential: 'account',
       body: updateBody,
       success: { schema: success(sessionSchema) },
-      errors: { 404: 'No such session in this organization: `{success: false, error}`' },
+      errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
     },
     async (ctx, { body }) => {
       const account = accountOf(ctx);
@@ -229,7 +229,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       tag,
       credential: 'account',
       success: { schema: success(z.null()) },
-      errors: { 404: 'No such session in this organization: `{success: false, error}`' },
+      errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
     },
     async (ctx) => {
       const account = accountOf(ctx);
@@ -254,7 +254,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       tag,
       credential: 'account',
       body: connectBody,
-      errors: { 404: 'No such session: `{success: false, error}`', 409: 'No network adapter for this session type yet: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`', 409: 'No network adapter for this session type yet: `{success: false, error, message}`' },
     },
     async (ctx) => {
       const account = accountOf(ctx);
@@ -277,7 +277,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
         summary: `The pairing QR code of a session${path.endsWith('qr-code') ? ' (Laravel SDK spelling)' : ''}${alias}`,
         tag,
         credential: 'account',
-        errors: { 404: 'No such session: `{success: false, error}`', 409: 'No QR code to give (connected, sandbox, or no adapter): `{success: false, error}`' },
+        errors: { 404: 'No such session: `{success: false, error, message}`', 409: 'No QR code to give (connected, sandbox, or no adapter): `{success: false, error, message}`' },
       },
       async (ctx) => {
         const session = sessionFor(ctx);
@@ -298,7 +298,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       tag,
       credential: 'account',
       body: emptyBody,
-      errors: { 404: 'No such session: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`' },
     },
     async (ctx) => {
       const account = accountOf(ctx);
@@ -320,7 +320,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       tag,
       credential: 'account',
       body: emptyBody,
-      errors: { 404: 'No such session: `{success: false, error}`', 409: 'The session is not connected: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`', 409: 'The session is not connected: `{success: false, error, message}`' },
     },
     async (ctx) => {
       const account = accountOf(ctx);
@@ -348,7 +348,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
         credential: 'account',
         body: emptyBody,
         success: { schema: z.object({ success: z.literal(true), api_key: z.string() }) },
-        errors: { 404: 'No such session: `{success: false, error}`' },
+        errors: { 404: 'No such session: `{success: false, error, message}`' },
       },
       (ctx) => {
         const account = accountOf(ctx);
@@ -373,7 +373,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       tag,
       credential: 'account',
       query: messageLogQuery,
-      errors: { 404: 'No such session: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`' },
     },
     (ctx, { query }) => {
       const session = sessionFor(ctx);
@@ -408,7 +408,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       tag,
       credential: 'account',
       query: pageOnly,
-      errors: { 404: 'No such session: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`' },
     },
     (ctx, { query }) => {
       const session = sessionFor(ctx);
@@ -428,7 +428,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       tag,
       credential: 'account',
       query: pageOnly,
-      errors: { 404: 'No such session: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`' },
     },
     (ctx, { query }) => {
       const session = sessionFor(ctx);
@@ -457,7 +457,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       credential: 'account',
       body: proxyBody,
       success: { schema: success(sessionSchema) },
-      errors: { 404: 'No such session: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`' },
     },
     async (ctx, { body }) => {
       const account = accountOf(ctx);
@@ -481,7 +481,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       tag,
       credential: 'account',
       success: { schema: success(z.object({ mode: z.enum(['secret', 'hmac']) })) },
-      errors: { 404: 'No such session: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`' },
     },
     (ctx) => {
       ctx.body = { success: true, data: { mode: sessionFor(ctx).webhookSigning } };
@@ -499,7 +499,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
       credential: 'account',
       body: signingBody,
       success: { schema: success(z.object({ mode: z.enum(['secret', 'hmac']) })) },
-      errors: { 404: 'No such session: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`' },
     },
     (ctx, { body }) => {
       const account = accountOf(ctx);
@@ -530,7 +530,7 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
           }),
         ),
       },
-      errors: { 404: 'No such session: `{success: false, error}`' },
+      errors: { 404: 'No such session: `{success: false, error, message}`' },
     },
     (ctx) => {
       const account = accountOf(ctx);

@@ -117,7 +117,7 @@ export function tokenRoutes(deps: RouteDeps & { identity: IdentityService }): Ro
       summary: 'Revoke a token; it fails from the next request on',
       tag,
       credential: 'account',
-      errors: { 404: 'No such token (or not yours to revoke): `{success: false, error}`' },
+      errors: { 404: 'No such token (or not yours to revoke): `{success: false, error, message}`' },
     },
     (ctx) => {
       const account = accountOf(ctx);

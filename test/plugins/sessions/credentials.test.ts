@@ -117,7 +117,7 @@ describe('personal access tokens', () => {
     const memberList = await call(app, memberPat.token, 'GET', '/api/personal-access-tokens');
     expect(memberList.body.data.map((t: { name: string }) => t.name)).toEqual(['member token']);
     const ownerTokenId = (await listed(alice.pat)).find((t) => t.name === 'tests')!.id;
-    expect(await call(app, memberPat.token, 'DELETE', `/api/personal-access-tokens/${ownerTokenId}`)).toMatchObject({ status: 404, body: { success: false, error: 'Token not found' } });
+    expect(await call(app, memberPat.token, 'DELETE', `/api/personal-access-tokens/${ownerTokenId}`)).toMatchObject({ status: 404, body: { success: false, error: 'Token not found', message: 'Token not found' } });
     expect((await listed(alice.pat)).map((t) => t.name)).toContain('member token');
     expect((await call(app, alice.pat, 'DELETE', `/api/personal-access-tokens/${memberPat.id}`)).status).toBe(200);
     expect((await call(app, memberPat.token, 'GET', '/api/personal-access-tokens')).status).toBe(401);

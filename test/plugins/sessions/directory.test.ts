@@ -192,7 +192,7 @@ describe('upload, send, decrypt-media', () => {
     expect(wrongKey).toMatchObject({ status: 422, body: { errors: { mediaKey: ['mediaKey does not decrypt this media'] } } });
     const unknown = await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: { message: { imageMessage: { url: 'https://mmg.whatsapp.net/x.enc', mediaKey: 'AAAA' } } } });
     expect(unknown.status).toBe(404);
-    expect(unknown.body).toMatchObject({ success: false, error: expect.stringMatching(/^Media not found/) });
+    expect(unknown.body).toMatchObject({ success: false, error: expect.stringMatching(/^Media not found/), message: expect.stringMatching(/^Media not found/) });
     expect((await call(app, b.apiKey, 'POST', '/api/decrypt-media', {})).body.errors).toStrictEqual({ data: ['data is required'] });
     expect((await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: {} })).body.errors).toHaveProperty('data.messages');
     expect((await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: { messages: 'x' } })).status).toBe(422);
@@ -203,7 +203,7 @@ describe('upload, send, decrypt-media', () => {
     for (const url of [dec.body.publicUrl, up.body.publicUrl, `${app.url}/api/decrypted-media/${'A'.repeat(43)}`, `${app.url}/api/media/nope`]) {
       const res = await app.request('GET', url.slice(app.url.length));
       expect(res.status, url).toBe(404);
-      expect(res.body).toStrictEqual({ success: false, error: 'Media not found or expired' });
+      expect(res.body).toStrictEqual({ success: false, error: 'Media not found or expired', message: 'Media not found or expired' });
     }
   });
 
@@ -253,7 +253,7 @@ describe('groups', () => {
     expect((await call(app, b.apiKey, 'GET', '/api/groups')).body).toStrictEqual({ success: true, data: [{ id: jid, name: 'Crew', imgUrl: null }] });
     expect((await call(app, b.apiKey, 'GET', `/api/groups/${encodeURIComponent(jid)}/metadata`)).body.data.id).toBe(jid);
     expect((await call(app, b.apiKey, 'GET', `/api/groups/${jid}/participants`)).body.data.map((p: { id: string }) => p.id)).toEqual([pn(a.phone), pn(b.phone)]);
-    expect(await call(app, c.apiKey, 'GET', `/api/groups/${jid}/metadata`)).toMatchObject({ status: 404, body: { success: false, error: 'Group not found' } });
+    expect(await call(app, c.apiKey, 'GET', `/api/groups/${jid}/metadata`)).toMatchObject({ status: 404, body: { success: false, error: 'Group not found', message: 'Group not found' } });
     expect((await call(app, c.apiKey, 'GET', '/api/groups')).body.data).toEqual([]);
 
     // A non-admin's participant changes are refused per participant, as WhatsApp answers them.
@@ -296,7 +296,7 @@ describe('groups', () => {
     expect(joined.body).toStrictEqual({ success: true, data: { groupJid: jid } });
     expect(eventsOf(app, a.id, fromJoin).map((e) => [e.event, e.payload.data])).toEqual([['group-participants.update', { id: jid, participants: [pn(d.phone)], action: 'add' }]]);
     expect((await call(app, d.apiKey, 'GET', `/api/groups/${jid}/metadata`)).body.data.size).toBe(4);
-    expect(await call(app, d.apiKey, 'GET', '/api/groups/invite/NoSuchCode1')).toMatchObject({ status: 404, body: { success: false, error: 'Invite not found' } });
+    expect(await call(app, d.apiKey, 'GET', '/api/groups/invite/NoSuchCode1')).toMatchObject({ status: 404, body: { success: false, error: 'Invite not found', message: 'Invite not found' } });
 
     expect((await call(app, a.apiKey, 'GET', `/api/groups/${jid}/picture`)).body).toStrictEqual({ success: true, data: { imgUrl: null } });
 
@@ -350,7 +350,7 @@ describe('groups', () => {
       message: 'The given data was invalid.',
       errors: { jid: ['jid must be a group JID such as 120363012345678901@g.us'] },
     });
-    expect(await call(app, k, 'GET', '/api/groups/120363000000000001@g.us/metadata')).toMatchObject({ status: 404, body: { success: false, error: 'Group not found' } });
+    expect(await call(app, k, 'GET', '/api/groups/120363000000000001@g.us/metadata')).toMatchObject({ status: 404, body: { success: false, error: 'Group not found', message: 'Group not found' } });
     expect((await call(app, k, 'POST', '/api/groups/120363000000000001@g.us/participants/add', { participants: [] })).status).toBe(422);
     expect((await call(app, k, 'PUT', '/api/groups/120363000000000001@g.us/participants/update', { action: 'kick', participants: ['+14155550100'] })).body.errors).toHaveProperty('action');
     expect((await call(app, k, 'PUT', '/api/groups/120363000000000001@g.us/settings', {})).body.errors).toStrictEqual({ body: ['body: send at least one of subject, description, announce, restrict'] });
@@ -380,7 +380,7 @@ describe('contacts', () => {
       expect(one.status, ref).toBe(200);
       expect(one.body.data).toMatchObject({ id: '14155550177@s.whatsapp.net', name: 'Erin B.' });
     }
-    expect(await call(app, s.apiKey, 'GET', '/api/contacts/+14155550000')).toMatchObject({ status: 404, body: { success: false, error: 'Contact not found' } });
+    expect(await call(app, s.apiKey, 'GET', '/api/contacts/+14155550000')).toMatchObject({ status: 404, body: { success: false, error: 'Contact not found', message: 'Contact not found' } });
     expect((await call(app, s.apiKey, 'GET', '/api/contacts/bob')).body.errors).toStrictEqual({ jid: ['jid must be a phone number in E.164 format, a phone JID (…@s.whatsapp.net) or a LID (…@lid)'] });
 
     for (const n of [1, 2, 3]) await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: `+1415555020${n}`, fullName: `C${n}` });
@@ -457,7 +457,7 @@ describe('presence and lookups', () => {
     expect((await call(app, a.apiKey, 'GET', `/api/lid-from-pn/${pn(b.phone)}`)).body.data.lid).toBe(user.lid);
     expect((await call(app, a.apiKey, 'GET', `/api/pn-from-lid/${user.lid}`)).body).toStrictEqual({ success: true, data: { lid: user.lid, pn: pn(b.phone), phone: b.phone } });
     expect((await call(app, a.apiKey, 'GET', `/api/pn-from-lid/${user.lid.replace('@lid', '')}`)).body.data.pn).toBe(pn(b.phone));
-    expect(await call(app, a.apiKey, 'GET', '/api/pn-from-lid/999999999999999@lid')).toMatchObject({ status: 404, body: { success: false, error: 'No phone number is known for this LID' } });
+    expect(await call(app, a.apiKey, 'GET', '/api/pn-from-lid/999999999999999@lid')).toMatchObject({ status: 404, body: { success: false, error: 'No phone number is known for this LID', message: 'No phone number is known for this LID' } });
     expect((await call(app, a.apiKey, 'GET', '/api/on-whatsapp/call-me')).body.errors).toStrictEqual({ phone: ['phone must be a phone number in E.164 format, for example +14155550123'] });
     expect((await call(app, a.apiKey, 'GET', '/api/lid-from-pn/nope')).body.errors).toHaveProperty('pn');
     expect((await call(app, a.apiKey, 'GET', '/api/pn-from-lid/abc@lid')).body.errors).toHaveProperty('lid');
@@ -489,7 +489,7 @@ describe('whatsapp sessions (no network adapter yet)', () => {
     for (const [method, path, body] of cases) {
       const res = await call(app, w.apiKey, method, path, body);
       expect(res.status, `${method} ${path}: ${res.text}`).toBe(409);
-      expect(res.body).toStrictEqual({ success: false, error: expect.stringMatching(/is not connected/) });
+      expect(res.body).toStrictEqual({ success: false, error: expect.stringMatching(/is not connected/), message: expect.stringMatching(/is not connected/) });
     }
     // A raw upload is refused before its body is read.
     expect((await raw(w.apiKey, '/api/upload', PDF, { 'content-type': 'application/pdf' })).status).toBe(409);

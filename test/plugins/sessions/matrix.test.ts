@@ -56,7 +56,7 @@ interface Route {
   doc?: string;
 }
 
-const NOT_FOUND_SESSION: Expect = { status: 404, body: { success: false, error: 'Session not found' } };
+const NOT_FOUND_SESSION: Expect = { status: 404, body: { success: false, error: 'Session not found', message: 'Session not found' } };
 const OK: Expect = { status: 200, body: { success: true } };
 
 let app: TestApp;
@@ -91,7 +91,7 @@ function sessionRoutes(prefix: string): Route[] {
         method: 'GET',
         path: (fx) => `${id(fx)}/${p}`,
         credential: 'account',
-        ok: { status: 409, body: { success: false, error: 'A sandbox session is always connected and needs no QR code' } },
+        ok: { status: 409, body: { success: false, error: 'A sandbox session is always connected and needs no QR code', message: 'A sandbox session is always connected and needs no QR code' } },
         foreign: NOT_FOUND_SESSION,
       }),
     ),
@@ -226,7 +226,7 @@ const ROUTES: Route[] = [
     path: (fx) => `/api/personal-access-tokens/${fx.patId}`,
     credential: 'account',
     ok: { status: 200, body: { success: true, data: { revoked: true } } },
-    foreign: { status: 404, body: { success: false, error: 'Token not found' } },
+    foreign: { status: 404, body: { success: false, error: 'Token not found', message: 'Token not found' } },
   },
   { method: 'GET', path: () => '/api/status', credential: 'sessionKey', ok: { status: 200, body: { status: 'connected' } } },
   { method: 'GET', path: () => '/api/user', credential: 'sessionKey', ok: { status: 200, body: { success: true, data: { id: expect.stringMatching(/@s\.whatsapp\.net$/) } } } },

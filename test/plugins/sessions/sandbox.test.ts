@@ -274,7 +274,7 @@ describe('POST /api/sandbox/receive', () => {
     ]);
     expect((await call(app, s.apiKey, 'POST', '/api/messages/read', { key })).status).toBe(200);
     const unknown = await call(app, s.apiKey, 'POST', '/api/messages/read', { key: { ...key, id: 'NOPE' } });
-    expect(unknown).toMatchObject({ status: 404, body: { success: false, error: 'Message not found' } });
+    expect(unknown).toMatchObject({ status: 404, body: { success: false, error: 'Message not found', message: 'Message not found' } });
   });
 
   it.each([
@@ -333,7 +333,7 @@ describe('edit, delete, react on sent messages', () => {
     ] as const) {
       const res = await call(app, b.apiKey, method, path);
       expect(res.status).toBe(404);
-      expect(res.body).toStrictEqual({ success: false, error: 'Message not found' });
+      expect(res.body).toStrictEqual({ success: false, error: 'Message not found', message: 'Message not found' });
     }
   });
 });
@@ -344,7 +344,7 @@ describe('failures and limits', () => {
     const res = await call(app, s.apiKey, 'POST', '/api/send-message', { to: '+99855512345', text: 'x' });
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('1');
-    expect(res.body).toStrictEqual({ success: false, error: `The sandbox network is briefly unavailable (+998 numbers simulate an outage); nothing was sent (request id ${res.headers.get('x-request-id')})` });
+    expect(res.body).toStrictEqual({ success: false, error: `The sandbox network is briefly unavailable (+998 numbers simulate an outage); nothing was sent (request id ${res.headers.get('x-request-id')})`, message: `The sandbox network is briefly unavailable (+998 numbers simulate an outage); nothing was sent (request id ${res.headers.get('x-request-id')})` });
     const logs = await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/message-logs?status=failed`);
     expect(logs.body.data.data).toMatchObject([{ status: 'failed', to: '+99855512345' }]);
   });
@@ -468,7 +468,7 @@ describe('the sandbox network behind the adapter interface', () => {
     expect((got[0]!.payload.data as { key: object }).key).toMatchObject({ remoteJid: group.id, participantAlt: `${digits(a.phone)}@s.whatsapp.net`, fromMe: false });
 
     const outsider = await call(app, c.apiKey, 'POST', '/api/send-message', { to: group.id, text: 'let me in' });
-    expect(outsider).toMatchObject({ status: 404, body: { success: false, error: 'Group not found' } });
+    expect(outsider).toMatchObject({ status: 404, body: { success: false, error: 'Group not found', message: 'Group not found' } });
     const bSession = svc.get(b.id)!;
     expect(await net.updateParticipants(bSession, group.id, 'add', [c.phone])).toEqual([{ id: `${digits(c.phone)}@s.whatsapp.net`, status: 403, message: 'not-authorized' }]);
     expect(await net.updateParticipants(svc.get(a.id)!, group.id, 'add', [c.phone])).toEqual([{ id: `${digits(c.phone)}@s.whatsapp.net`, status: 200, message: 'added' }]);

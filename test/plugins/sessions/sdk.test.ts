@@ -48,6 +48,9 @@ describe('the wasenderapi SDK against Wharf', () => {
     // No WhatsApp adapter yet: connecting answers 409, which the SDK surfaces as an error with the status.
     const connect = await apiError(admin.connectWhatsAppSession(session.id, true));
     expect(connect.statusCode).toBe(409);
+    // The route-level reason reaches the SDK's caller (it reads `message`, the spec names `error`).
+    expect(connect.message).toMatch(/has no network adapter for whatsapp sessions yet/);
+    expect(connect.message).not.toMatch(/unspecified error/);
     const qr = await apiError(admin.getWhatsAppSessionQRCode(session.id));
     expect(qr.statusCode).toBe(409);
     expect((await admin.disconnectWhatsAppSession(session.id)).response.data).toMatchObject({ status: 'disconnected' });
@@ -58,6 +61,7 @@ describe('the wasenderapi SDK against Wharf', () => {
     expect((await admin.deleteWhatsAppSession(session.id)).response).toStrictEqual({ success: true, data: null });
     const gone = await apiError(admin.getWhatsAppSessionDetails(session.id));
     expect(gone.statusCode).toBe(404);
+    expect(gone.message).toMatch(/: Session not found$/);
   });
 
   it('connects and disconnects a sandbox session', async () => {

@@ -80,7 +80,7 @@ describe('CRUD', () => {
 
     expect((await call(app, t.pat, 'DELETE', `/api/whatsapp-sessions/${s.id}`)).body).toStrictEqual({ success: true, data: null });
     for (const prefix of ['/api/whatsapp-sessions', '/api/messaging-sessions']) {
-      expect(await call(app, t.pat, 'GET', `${prefix}/${s.id}`)).toMatchObject({ status: 404, body: { success: false, error: 'Session not found' } });
+      expect(await call(app, t.pat, 'GET', `${prefix}/${s.id}`)).toMatchObject({ status: 404, body: { success: false, error: 'Session not found', message: 'Session not found' } });
     }
   });
 
@@ -136,7 +136,7 @@ describe('a whatsapp session (no network adapter in this build)', () => {
       ['GET', `/api/whatsapp-sessions/${s.id}/qrcode`],
       ['POST', `/api/whatsapp-sessions/${s.id}/restart`],
     ] as const) {
-      expect(await call(app, t.pat, method, path)).toMatchObject({ status: 409, body: { success: false, error: noAdapter } });
+      expect(await call(app, t.pat, method, path)).toMatchObject({ status: 409, body: { success: false, error: noAdapter, message: noAdapter } });
     }
     expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/disconnect`)).body).toStrictEqual({ success: true, data: { status: 'disconnected', message: 'Session is not connected' } });
     expect((await call(app, s.apiKey, 'GET', '/api/status')).body).toStrictEqual({ status: 'disconnected' });
@@ -147,7 +147,7 @@ describe('a whatsapp session (no network adapter in this build)', () => {
     ] as const) {
       const res = await call(app, s.apiKey, method, path, body);
       expect(res.status).toBe(409);
-      expect(res.body).toStrictEqual({ success: false, error: noAdapter });
+      expect(res.body).toStrictEqual({ success: false, error: noAdapter, message: noAdapter });
     }
   });
 
@@ -208,7 +208,7 @@ describe('bad input gets a clear answer, never a 500, never a half-created sessi
       const pat = id === s.id ? other.pat : t.pat;
       const res = await call(app, pat, 'PUT', `/api/whatsapp-sessions/${id}`, { name: 'x' });
       expect(res.status).toBe(404);
-      expect(res.body).toStrictEqual({ success: false, error: 'Session not found' });
+      expect(res.body).toStrictEqual({ success: false, error: 'Session not found', message: 'Session not found' });
     }
     expect((await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}`)).body.data.name).toBe('Sandbox');
   });
@@ -219,7 +219,7 @@ describe('bad input gets a clear answer, never a 500, never a half-created sessi
     const patch = await call(app, t.pat, 'PATCH', '/api/whatsapp-sessions/1');
     expect(patch).toMatchObject({ status: 405, body: { success: false, message: expect.stringMatching(/^Method PATCH is not allowed here/) } });
     const nowhere = await call(app, t.pat, 'GET', '/api/messages/1/nowhere');
-    expect(nowhere).toMatchObject({ status: 404, body: { success: false, error: 'Not found' } });
+    expect(nowhere).toMatchObject({ status: 404, body: { success: false, error: 'Not found', message: 'Not found' } });
   });
 
   it('a webhook URL check registered by another plugin refuses with 422', async () => {

@@ -130,7 +130,7 @@ describe('GET /api/dispatches', () => {
     ] as const) {
       const res = await call(app, other.pat, method, path);
       expect(res.status).toBe(404);
-      expect(res.body).toEqual({ success: false, error: 'Dispatch not found' });
+      expect(res.body).toEqual({ success: false, error: 'Dispatch not found', message: 'Dispatch not found' });
     }
     expect((await call(app, t.pat, 'GET', '/api/dispatches/999999')).status).toBe(404);
     expect((await call(app, t.pat, 'GET', '/api/dispatches/abc')).status).toBe(404);
@@ -195,7 +195,7 @@ describe('POST /api/dispatches/{id}/redeliver', () => {
       await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { webhook_enabled: false });
       const disabled = await call(app, t.pat, 'POST', `/api/dispatches/${done.id}/redeliver`);
       expect(disabled.status).toBe(409);
-      expect(disabled.body).toEqual({ success: false, error: `Session ${s.id} has its webhook disabled (webhook_enabled is false)` });
+      expect(disabled.body).toEqual({ success: false, error: `Session ${s.id} has its webhook disabled (webhook_enabled is false)`, message: `Session ${s.id} has its webhook disabled (webhook_enabled is false)` });
       await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { webhook_enabled: true });
       expect((await call(app, t.pat, 'POST', `/api/dispatches/${done.id}/redeliver`, { extra: 1 })).status).toBe(422);
     } finally {

@@ -167,7 +167,7 @@ describe('secret rotation', () => {
     const other = await tenant(app);
     const foreign = await call(app, other.pat, 'POST', `/api/whatsapp-sessions/${s.id}/rotate-webhook-secret`);
     expect(foreign.status).toBe(404);
-    expect(foreign.body).toEqual({ success: false, error: 'Session not found' });
+    expect(foreign.body).toEqual({ success: false, error: 'Session not found', message: 'Session not found' });
     expect((await call(app, s.apiKey, 'POST', `/api/whatsapp-sessions/${s.id}/rotate-webhook-secret`)).status).toBe(403);
     expect(await secretOf(s.id)).toBe(oldSecret);
 
