@@ -1,115 +1,216 @@
 /**
- * Operations declared once, with zod schemas, that both validate requests and describe the API
- * (`GET /api/openapi.json`). A plugin calls `ctx.api.route(router, spec, handler)`: the
- * handler receives the parsed body and query, so what is documented is what is enforced.
+ * One way to declare a route. A declaration names the method and path, the credential that may
+ * call it, zod schemas for its path parameters, query and body, and the handler; from it the core
+ *
+ * 1. authorizes: 401 without a valid credential, 403 with one of another kind, before anything
+ *    about the request is judged (the spec's order: a caller without the right credential never
+ *    learns what the schema wants);
+ * 2. reads the body (JSON or form, up to `server.body_limit_bytes`) and validates parameters,
+ *    query and body, answering in the route group's envelope: 400 `{error}` on plain routes, 422
+ *    `{success: false, message, errors}` on messaging routes;
+ * 3. runs the handler with the parsed input and what the credential loaded;
+ * 4. documents the operation in `GET /api/openapi.json`, so what is documented is what is enforced.
+ *
+ * A plugin gets a group from `ctx.api.group({prefixes, envelope})`, declares routes on it with
+ * `group.route({...})` and returns the group in `routes`.
  */
-import type Router from '@koa/router';
-import type { Context } from 'koa';
+import Router from '@koa/router';
+import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
+import { type Principal, type PrincipalKind, requirePrincipal } from './auth.ts';
+import type { Envelope } from './errors.ts';
+import { readBody } from './http.ts';
 import { validate } from './validate.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-export interface OperationSpec<B extends z.ZodType | undefined, Q extends z.ZodType | undefined> {
+/**
+ * Who may call a route: the principal kinds that satisfy it and what the handler receives. The
+ * plugin that owns a kind of caller declares its credentials once (the storage plugin's "dashboard
+ * session", the sessions plugin's "personal access token") and its routes name them.
+ */
+export interface Credential<T = Principal> {
+  /** Principal kinds accepted; `any` takes every kind (who-am-I routes). */
+  kinds: readonly PrincipalKind[] | 'any';
+  /** What a 403 says is needed: "This operation requires a <needs>". */
+  needs: string;
+  /** OpenAPI security scheme names (declared with `api.scheme`). */
+  schemes: readonly string[];
+  /** What a 401 says when the credential sent does not resolve (default "Invalid or expired credential"). */
+  invalid?: string;
+  /** Turns the principal into what the handler gets; may refuse (401, 403, 404) too. Default: the principal. */
+  load?(ctx: Context, principal: Principal): T | Promise<T>;
+}
+
+/** Routes anyone may call (sign-in, discovery, token validation with the token in the body). */
+export const PUBLIC = 'public';
+
+type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
+/** Path parameters: what the schema makes of them, or the raw strings. */
+type Params<T> = T extends z.ZodType ? z.output<T> : Record<string, string>;
+
+export interface RouteInput<P, Q, B, A> {
+  params: P;
+  query: Q;
+  body: B;
+  /** What the credential loaded (the principal unless it has `load`); undefined on public routes. */
+  auth: A;
+}
+
+export interface RouteSpec<P extends z.ZodType | undefined, Q extends z.ZodType | undefined, B extends z.ZodType | undefined, A> {
   method: Method;
-  /** Koa-router path, `:name` for parameters, relative to the router's prefix. */
+  /** The full path, `:name` for a parameter (`/api/orgs/:org/members`). */
   path: string;
   summary: string;
   tag: string;
-  /** Security schemes that may call it (names registered with `scheme`), or [] for public. */
-  security: readonly string[];
-  body?: B;
+  auth: Credential<A> | typeof PUBLIC;
+  /** Path parameters (strings in, whatever the schema makes of them out). */
+  params?: P;
   query?: Q;
-  /**
-   * Runs before validation: the credential check, so a caller without the right credential
-   * gets 401 or 403 whatever its body (the spec's order), never a 422 that probes the schema.
-   */
-  authorize?: (ctx: Context) => unknown | Promise<unknown>;
-  /** Status a validation failure answers: 400 for the file-storage API, 422 for messaging. */
-  invalidStatus?: 400 | 422;
-  /** Documented success status and body. */
-  success?: { status?: number; description?: string; schema?: z.ZodType };
-  /** Documented error statuses. */
+  body?: B;
+  /** Request media types to document besides JSON (the body reader also parses forms). */
+  bodyTypes?: readonly string[];
+  success?: { status?: number; description?: string; schema?: z.ZodType; contentType?: string };
+  /** Error statuses to document; credential and validation errors are added from the declaration. */
   errors?: Record<number, string>;
+  handler(ctx: Context, input: RouteInput<Params<P>, Out<Q>, Out<B>, A>): unknown | Promise<unknown>;
 }
 
-type Parsed<T> = T extends z.ZodType ? z.output<T> : undefined;
+type AnySpec = RouteSpec<z.ZodType | undefined, z.ZodType | undefined, z.ZodType | undefined, unknown>;
 
-export interface OperationInput<B, Q> {
-  body: B;
-  query: Q;
-  params: Record<string, string>;
+/** How each envelope writes what the declaration refuses, for the OpenAPI descriptions. */
+const SHAPES: Readonly<Record<Envelope, { auth: string; invalid: [number, string] }>> = {
+  plain: { auth: '`{error}`', invalid: [400, 'A missing or malformed parameter, query or body field: `{error}`'] },
+  messaging: { auth: '`{success: false, message}`', invalid: [422, 'Validation failed: `{success: false, message, errors: {field: [messages]}}`'] },
+};
+
+export interface GroupOptions {
+  /** Path prefixes the group owns: a request under them that matches no route answers 404/405 in its envelope. */
+  prefixes: readonly string[];
+  envelope: Envelope;
+  /** What such a 404 says (default "Not found"). */
+  notFound?: string;
 }
 
-interface Recorded {
-  method: Method;
-  path: string;
-  spec: OperationSpec<z.ZodType | undefined, z.ZodType | undefined>;
+/**
+ * A route group: the path prefixes it owns (a request under one that matches no route answers 404,
+ * or 405 with `Allow`, in the group's envelope), its envelope, and the routes declared on it.
+ */
+export class RouteGroup {
+  readonly router = new Router();
+  readonly prefixes: readonly string[];
+  readonly envelope: Envelope;
+  readonly notFound: string | undefined;
+  readonly #registry: ApiRegistry;
+
+  constructor(registry: ApiRegistry, options: GroupOptions) {
+    this.#registry = registry;
+    this.prefixes = options.prefixes;
+    this.envelope = options.envelope;
+    this.notFound = options.notFound;
+  }
+
+  /** Declares a route: mounted on this group's router and recorded for the OpenAPI document. */
+  route<P extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined, B extends z.ZodType | undefined = undefined, A = Principal>(
+    spec: RouteSpec<P, Q, B, A>,
+  ): this {
+    this.#registry.mount(this, spec as unknown as AnySpec);
+    return this;
+  }
+
+  /** Middleware for every route of this group (after authorization, before the handler's input is read). */
+  use(middleware: Middleware): this {
+    this.router.use(middleware as never);
+    return this;
+  }
 }
 
-/** The registry behind `/api/openapi.json`. One per app. */
+/** The registry of declared routes behind `/api/openapi.json`. One per app. */
 export class ApiRegistry {
-  readonly #operations: Recorded[] = [];
+  readonly #operations: { group: RouteGroup; spec: AnySpec }[] = [];
   readonly #schemes = new Map<string, Record<string, unknown>>();
+  readonly #bodyLimit: number;
+
+  constructor(options: { bodyLimit: number }) {
+    this.#bodyLimit = options.bodyLimit;
+  }
 
   /** Declares a security scheme (an OpenAPI security scheme object). */
   scheme(name: string, definition: Record<string, unknown>): void {
     this.#schemes.set(name, definition);
   }
 
-  /**
-   * Records the description of an operation whose route validates with these same schemas
-   * itself (the file-storage routes, which answer the spec's 400s in their own order).
-   */
-  describe(spec: OperationSpec<z.ZodType | undefined, z.ZodType | undefined>): void {
-    this.#operations.push({ method: spec.method, path: spec.path, spec });
+  /** A new route group: requests under `prefixes` that match no route answer 404/405 in `envelope`. */
+  group(options: GroupOptions): RouteGroup {
+    return new RouteGroup(this, options);
   }
 
-  /** Mounts an operation on `router` (validation, then `handler`) and records its description. */
-  route<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(
-    router: Router,
-    spec: OperationSpec<B, Q>,
-    handler: (ctx: Context, input: OperationInput<Parsed<B>, Parsed<Q>>) => unknown | Promise<unknown>,
-  ): void {
-    const prefix = (router as unknown as { opts?: { prefix?: string } }).opts?.prefix ?? '';
-    this.#operations.push({ method: spec.method, path: prefix + spec.path, spec: spec as Recorded['spec'] });
-    const invalidStatus = spec.invalidStatus ?? 400;
+  /** @internal Used by RouteGroup.route. */
+  mount(group: RouteGroup, spec: AnySpec): void {
+    this.#operations.push({ group, spec });
+    const status = group.envelope === 'messaging' ? 422 : 400;
+    const bodyLimit = this.#bodyLimit;
     const verb = spec.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
-    router[verb](spec.path, async (ctx) => {
-      if (spec.authorize) await spec.authorize(ctx);
-      const body = spec.body ? validate(spec.body, ctx.request.body, { status: invalidStatus }) : undefined;
-      const query = spec.query ? validate(spec.query, ctx.query, { status: invalidStatus }) : undefined;
-      await handler(ctx, { body, query, params: ctx.params as Record<string, string> } as OperationInput<Parsed<B>, Parsed<Q>>);
+    group.router[verb](spec.path, async function declaredRoute(ctx) {
+      let auth: unknown;
+      if (spec.auth !== PUBLIC) {
+        const credential = spec.auth as Credential<unknown>;
+        const principal = await requirePrincipal(ctx, credential.kinds === 'any' ? undefined : credential.kinds, credential.needs, credential.invalid);
+        auth = credential.load ? await credential.load(ctx, principal) : principal;
+      }
+      await readBody(ctx, bodyLimit);
+      const params = spec.params ? validate(spec.params, ctx.params, { status }) : ctx.params;
+      const query = spec.query ? validate(spec.query, ctx.query, { status }) : undefined;
+      const body = spec.body ? validate(spec.body, ctx.request.body, { status }) : undefined;
+      await spec.handler(ctx, { params, query, body, auth });
     });
+  }
+
+  /** Every declared operation, as `METHOD /path` with `{param}` placeholders. */
+  operations(): { method: Method; path: string; envelope: Envelope; spec: AnySpec }[] {
+    return this.#operations.map(({ group, spec }) => ({ method: spec.method, path: openPath(spec.path), envelope: group.envelope, spec }));
   }
 
   /** The OpenAPI 3.1 document of every operation declared so far. */
   document(info: { title: string; version: string; description?: string; serverUrl: string }): Record<string, unknown> {
     const paths: Record<string, Record<string, unknown>> = {};
-    for (const { method, path, spec } of this.#operations) {
-      const openPath = path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
-      const params = [...path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
-      const queryParams: Record<string, unknown>[] = [];
+    for (const { group, spec } of this.#operations) {
+      const path = openPath(spec.path);
+      const parameters: Record<string, unknown>[] = [];
+      const paramSchemas = spec.params ? properties(spec.params) : undefined;
+      for (const name of [...spec.path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!)) {
+        parameters.push({ name, in: 'path', required: true, schema: paramSchemas?.properties?.[name] ?? { type: 'string' } });
+      }
       if (spec.query) {
-        const json = z.toJSONSchema(spec.query, { io: 'input', unrepresentable: 'any' }) as { properties?: Record<string, unknown>; required?: string[] };
+        const json = properties(spec.query);
         for (const [name, schema] of Object.entries(json.properties ?? {})) {
-          queryParams.push({ name, in: 'query', required: json.required?.includes(name) ?? false, schema });
+          parameters.push({ name, in: 'query', required: json.required?.includes(name) ?? false, schema });
         }
       }
+      const successType = spec.success?.contentType ?? 'application/json';
       const responses: Record<string, unknown> = {
         [String(spec.success?.status ?? 200)]: {
           description: spec.success?.description ?? 'Success',
-          ...(spec.success?.schema ? { content: { 'application/json': { schema: toSchema(spec.success.schema, 'output') } } } : {}),
+          ...(spec.success?.schema ? { content: { [successType]: { schema: toSchema(spec.success.schema, 'output') } } } : spec.success?.contentType ? { content: { [successType]: {} } } : {}),
         },
       };
-      for (const [status, description] of Object.entries(spec.errors ?? {})) responses[status] = { description };
-      (paths[openPath] ??= {})[method.toLowerCase()] = {
+      const shape = SHAPES[group.envelope];
+      if (spec.auth !== PUBLIC) {
+        responses['401'] = { description: `Missing or invalid credential: ${shape.auth}` };
+        if (spec.auth.kinds !== 'any') responses['403'] = { description: `Valid credential of another kind (this operation needs a ${spec.auth.needs}): ${shape.auth}` };
+      }
+      if (spec.params || spec.query || spec.body) responses[String(shape.invalid[0])] = { description: shape.invalid[1] };
+      for (const [code, description] of Object.entries(spec.errors ?? {})) responses[code] = { description };
+      const bodySchema = spec.body ? toSchema(spec.body, 'input') : undefined;
+      (paths[path] ??= {})[spec.method.toLowerCase()] = {
         summary: spec.summary,
         tags: [spec.tag],
-        operationId: `${method.toLowerCase()}${openPath.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
-        security: spec.security.map((name) => ({ [name]: [] })),
-        ...(params.length || queryParams.length ? { parameters: [...params, ...queryParams] } : {}),
-        ...(spec.body ? { requestBody: { required: true, content: { 'application/json': { schema: toSchema(spec.body, 'input') } } } } : {}),
+        operationId: operationId(spec.method, path),
+        security: spec.auth === PUBLIC ? [] : spec.auth.schemes.map((name) => ({ [name]: [] })),
+        ...(parameters.length ? { parameters } : {}),
+        ...(bodySchema
+          ? { requestBody: { required: true, content: Object.fromEntries(['application/json', ...(spec.bodyTypes ?? [])].map((type) => [type, { schema: bodySchema }])) } }
+          : {}),
         responses,
       };
     }
@@ -121,6 +222,18 @@ export class ApiRegistry {
       components: { securitySchemes: Object.fromEntries(this.#schemes) },
     };
   }
+}
+
+function openPath(path: string): string {
+  return path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+}
+
+function operationId(method: Method, path: string): string {
+  return `${method.toLowerCase()}${path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`;
+}
+
+function properties(schema: z.ZodType): { properties?: Record<string, unknown>; required?: string[] } {
+  return z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as { properties?: Record<string, unknown>; required?: string[] };
 }
 
 function toSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {

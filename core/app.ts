@@ -3,21 +3,24 @@
  * middleware by priority, every route group, and the 404/405 fallback. It checks, collects and
  * composes; it handles no request itself except the health and metrics routes.
  */
-import Router from '@koa/router';
 import Koa from 'koa';
+import { z } from 'zod';
+import { type ApiRegistry, PUBLIC } from './api.ts';
 import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
-import { bodyParser, envelopeFinder, methodNotAllowed, requestHandling } from './http.ts';
+import { groupFinder, methodNotAllowed, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
-import type { PluginMiddleware, RouteGroup } from './plugin.ts';
+import type { RouteGroup } from './api.ts';
+import type { PluginMiddleware } from './plugin.ts';
 
 export interface HttpAppParts {
   log: Logger;
   metrics: Registry;
   auth: AuthRegistry;
+  /** The route registry: the core declares its health routes on it. */
+  api: ApiRegistry;
   groups: readonly RouteGroup[];
   middleware: readonly PluginMiddleware[];
-  bodyLimit: number;
   trustProxy: boolean;
   metricsEnabled: boolean;
   /** Readiness of the database and every plugin, by name. */
@@ -26,8 +29,6 @@ export interface HttpAppParts {
   openapi(): Record<string, unknown>;
 }
 
-/** Where the core's body parser sits among plugin middleware priorities. */
-export const BODY_PARSER_PRIORITY = 500;
 /** Where principal resolution is attached: before every plugin middleware. */
 export const AUTH_PRIORITY = 0;
 
@@ -46,13 +47,11 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   });
 
   const groups = [healthRoutes(parts), ...parts.groups];
-  const envelopeFor = envelopeFinder(groups);
-  app.use(requestHandling({ log: rootLog, metrics: parts.metrics, envelopeFor }));
+  app.use(requestHandling({ log: rootLog, metrics: parts.metrics, groupFor: groupFinder(groups) }));
   app.use(methodNotAllowed(groups.map((g) => g.router)));
 
   const stack: PluginMiddleware[] = [
     { name: 'core:auth', priority: AUTH_PRIORITY, fn: parts.auth.middleware() },
-    { name: 'core:body', priority: BODY_PARSER_PRIORITY, fn: bodyParser({ limit: parts.bodyLimit }) },
     ...parts.middleware,
   ].sort((a, b) => a.priority - b.priority);
   for (const m of stack) app.use(m.fn);
@@ -73,24 +72,57 @@ function routesUnder(group: RouteGroup): Koa.Middleware {
 }
 
 function healthRoutes(parts: HttpAppParts): RouteGroup {
-  const router = new Router();
-  router.get('/healthz', (ctx) => {
-    ctx.body = { status: 'ok' };
+  const group = parts.api.group({ prefixes: ['/healthz', '/readyz', '/metrics', '/api/openapi.json'], envelope: 'plain' });
+  const tag = 'Server';
+  group.route({
+    method: 'GET',
+    path: '/healthz',
+    summary: 'Liveness: the process answers',
+    tag,
+    auth: PUBLIC,
+    success: { schema: z.object({ status: z.literal('ok') }) },
+    handler(ctx) {
+      ctx.body = { status: 'ok' };
+    },
   });
-  router.get('/readyz', async (ctx) => {
-    const checks = await parts.readiness();
-    const ready = Object.values(checks).every(Boolean);
-    ctx.status = ready ? 200 : 503;
-    ctx.body = ready ? { status: 'ready', checks } : { error: 'not ready', checks };
+  group.route({
+    method: 'GET',
+    path: '/readyz',
+    summary: 'Readiness: the database and every plugin, by name',
+    tag,
+    auth: PUBLIC,
+    success: { schema: z.object({ status: z.literal('ready'), checks: z.record(z.string(), z.boolean()) }) },
+    errors: { 503: 'Not ready: `{error, checks}`' },
+    async handler(ctx) {
+      const checks = await parts.readiness();
+      const ready = Object.values(checks).every(Boolean);
+      ctx.status = ready ? 200 : 503;
+      ctx.body = ready ? { status: 'ready', checks } : { error: 'not ready', checks };
+    },
   });
   if (parts.metricsEnabled) {
-    router.get('/metrics', async (ctx) => {
-      ctx.type = parts.metrics.contentType;
-      ctx.body = await parts.metrics.metrics();
+    group.route({
+      method: 'GET',
+      path: '/metrics',
+      summary: 'Prometheus metrics (text exposition format)',
+      tag,
+      auth: PUBLIC,
+      success: { contentType: 'text/plain' },
+      async handler(ctx) {
+        ctx.type = parts.metrics.contentType;
+        ctx.body = await parts.metrics.metrics();
+      },
     });
   }
-  router.get('/api/openapi.json', (ctx) => {
-    ctx.body = parts.openapi();
+  group.route({
+    method: 'GET',
+    path: '/api/openapi.json',
+    summary: 'This document',
+    tag,
+    auth: PUBLIC,
+    handler(ctx) {
+      ctx.body = parts.openapi();
+    },
   });
-  return { prefixes: ['/healthz', '/readyz', '/metrics', '/api/openapi.json'], envelope: 'plain', router };
+  return group;
 }

@@ -104,22 +104,18 @@ export async function authenticate(ctx: Context): Promise<AuthResult> {
 }
 
 /**
- * The request's principal if it is one of `kinds`: 401 when the credential is missing or
- * invalid, 403 (naming what is needed) when it is valid but of another kind.
+ * The request's principal if it is one of `kinds` (any kind when omitted): 401 when the
+ * credential is missing or invalid, 403 (naming what is needed) when it is valid but of another kind.
  */
 export async function requirePrincipal<K extends PrincipalKind>(
   ctx: Context,
-  kinds: readonly K[],
-  needs: string = kinds.join(' or '),
+  kinds: readonly K[] | undefined,
+  needs: string = kinds?.join(' or ') ?? 'credential',
+  invalid = 'Invalid or expired credential',
 ): Promise<PrincipalKinds[K]> {
   const result = await authenticate(ctx);
-  if (!result.principal) {
-    throw new WharfError(
-      'unauthorized',
-      result.failure === 'invalid' ? 'Invalid or expired credential' : 'Authentication required',
-    );
-  }
-  if (!(kinds as readonly string[]).includes((result.principal as { kind: string }).kind)) {
+  if (!result.principal) throw new WharfError('unauthorized', result.failure === 'invalid' ? invalid : 'Authentication required');
+  if (kinds && !(kinds as readonly string[]).includes((result.principal as { kind: string }).kind)) {
     throw new WharfError('forbidden', `This operation requires a ${needs}`);
   }
   return result.principal as PrincipalKinds[K];

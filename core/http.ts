@@ -10,7 +10,7 @@ import getRawBody from 'raw-body';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { type Envelope, formatters, rateLimitBody, toWharfError, WharfError } from './errors.ts';
 import { accessLogger, type Logger } from './logger.ts';
-import type { RouteGroup } from './plugin.ts';
+import type { RouteGroup } from './api.ts';
 
 declare module 'koa' {
   interface Request {
@@ -30,18 +30,18 @@ declare module 'koa' {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** Picks a route group for a path: the longest prefix that matches on a segment boundary. */
-export function envelopeFinder(groups: readonly Pick<RouteGroup, 'prefixes' | 'envelope'>[]) {
+/** Picks the route group a path belongs to: the longest prefix that matches on a segment boundary. */
+export function groupFinder(groups: readonly Pick<RouteGroup, 'prefixes' | 'envelope' | 'notFound'>[]) {
   // Case-insensitive, as the router matches paths.
   const table = groups
-    .flatMap((g) => g.prefixes.map((prefix) => ({ prefix: prefix.replace(/\/+$/, '').toLowerCase(), envelope: g.envelope })))
+    .flatMap((g) => g.prefixes.map((prefix) => ({ prefix: prefix.replace(/\/+$/, '').toLowerCase(), group: g })))
     .sort((a, b) => b.prefix.length - a.prefix.length);
-  return function envelopeFor(rawPath: string): Envelope {
+  return function groupFor(rawPath: string): Pick<RouteGroup, 'envelope' | 'notFound'> {
     const path = rawPath.toLowerCase();
-    for (const { prefix, envelope } of table) {
-      if (path === prefix || path.startsWith(`${prefix}/`) || prefix === '') return envelope;
+    for (const { prefix, group } of table) {
+      if (path === prefix || path.startsWith(`${prefix}/`) || prefix === '') return group;
     }
-    return 'plain';
+    return { envelope: 'plain', notFound: undefined };
   };
 }
 
@@ -49,8 +49,8 @@ export function envelopeFinder(groups: readonly Pick<RouteGroup, 'prefixes' | 'e
  * Outermost middleware: request id, one log line per request, metrics, and the error writer.
  * Everything thrown below it is answered here, in the envelope of the path's route group.
  */
-export function requestHandling(options: { log: Logger; metrics: Registry; envelopeFor: (path: string) => Envelope }) {
-  const { envelopeFor } = options;
+export function requestHandling(options: { log: Logger; metrics: Registry; groupFor: (path: string) => Pick<RouteGroup, 'envelope' | 'notFound'> }) {
+  const { groupFor } = options;
   const access = accessLogger(options.log);
   const requests = new Counter({
     name: 'wharf_http_requests_total',
@@ -74,12 +74,12 @@ export function requestHandling(options: { log: Logger; metrics: Registry; envel
     ctx.set('X-Request-Id', requestId);
     try {
       await next();
-      if (ctx.status === 404 && ctx.body == null) throw new WharfError('not_found', 'Not found');
+      if (ctx.status === 404 && ctx.body == null) throw new WharfError('not_found', groupFor(ctx.path).notFound ?? 'Not found');
     } catch (thrown) {
       const err = toWharfError(thrown);
       if (err.status >= 500) ctx.log.error({ err: thrown, code: err.code }, 'request failed');
       else ctx.log.debug({ code: err.code, message: err.message }, 'request refused');
-      writeError(ctx, err, envelopeFor(ctx.path));
+      writeError(ctx, err, groupFor(ctx.path).envelope);
     } finally {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
@@ -102,35 +102,38 @@ export function writeError(ctx: Context, err: WharfError, envelope: Envelope): v
 
 const JSON_TYPES = ['application/json', 'application/*+json'];
 const FORM_TYPE = 'application/x-www-form-urlencoded';
+const BODY_READ = Symbol('wharf.bodyRead');
 
 /**
- * Parses JSON and urlencoded form bodies up to `limit` bytes into `ctx.request.body`. Other
- * content types are left unread for handlers that stream (uploads).
+ * Reads a JSON or urlencoded form body up to `limit` bytes into `ctx.request.body` (and a JSON
+ * body's exact bytes into `ctx.request.rawBody`): 413 past the limit, 400 for malformed JSON.
+ * Other content types are left unread for handlers that stream (uploads). Declared routes call
+ * it after authorizing, so a caller without a credential is refused before its body is judged.
+ * Reads once; later calls return at once.
  */
-export function bodyParser(options: { limit: number }) {
-  return async function parseBody(ctx: Context, next: Next) {
-    const hasBody = ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
-    const type = hasBody ? ctx.request.is(...JSON_TYPES, FORM_TYPE) : false;
-    if (type) {
-      let raw: Buffer;
-      try {
-        raw = await getRawBody(ctx.req, { limit: options.limit, length: ctx.request.length });
-      } catch (err) {
-        throw toWharfError(err);
-      }
-      if (type === FORM_TYPE) {
-        ctx.request.body = Object.fromEntries(new URLSearchParams(raw.toString('utf8')));
-      } else if (raw.length > 0) {
-        ctx.request.rawBody = raw;
-        try {
-          ctx.request.body = JSON.parse(raw.toString('utf8'));
-        } catch (err) {
-          throw new WharfError('invalid_json', `Malformed JSON body: ${(err as Error).message}`);
-        }
-      }
+export async function readBody(ctx: Context, limit: number): Promise<void> {
+  const state = ctx.state as { [BODY_READ]?: true };
+  if (state[BODY_READ]) return;
+  state[BODY_READ] = true;
+  const hasBody = ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
+  const type = hasBody ? ctx.request.is(...JSON_TYPES, FORM_TYPE) : false;
+  if (!type) return;
+  let raw: Buffer;
+  try {
+    raw = await getRawBody(ctx.req, { limit, length: ctx.request.length });
+  } catch (err) {
+    throw toWharfError(err);
+  }
+  if (type === FORM_TYPE) {
+    ctx.request.body = Object.fromEntries(new URLSearchParams(raw.toString('utf8')));
+  } else if (raw.length > 0) {
+    ctx.request.rawBody = raw;
+    try {
+      ctx.request.body = JSON.parse(raw.toString('utf8'));
+    } catch (err) {
+      throw new WharfError('invalid_json', `Malformed JSON body: ${(err as Error).message}`);
     }
-    await next();
-  };
+  }
 }
 
 /**

@@ -15,7 +15,8 @@ import type { AnyPlugin, ResolvedConfig } from './config.ts';
 import { type Database, type MigrationSet, migrate, openDatabase } from './db.ts';
 import { type Keys, loadKeys, prepareDataDir } from './keys.ts';
 import { createLogger, type Logger } from './logger.ts';
-import type { PluginInstance, PluginMiddleware, RouteGroup, Services } from './plugin.ts';
+import type { RouteGroup } from './api.ts';
+import type { PluginInstance, PluginMiddleware, Services } from './plugin.ts';
 
 /** A start-up failure: one line for the operator, exit code 1. */
 export class BootError extends Error {
@@ -86,7 +87,7 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
   const metrics = new Registry();
   collectDefaultMetrics({ register: metrics, prefix: 'wharf_' });
   const auth = new AuthRegistry();
-  const api = new ApiRegistry();
+  const api = new ApiRegistry({ bodyLimit: core.server.body_limit_bytes });
   const services: Partial<Record<string, unknown>> = {};
   try {
     try {
@@ -129,9 +130,9 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
     log,
     metrics,
     auth,
+    api,
     groups: started.flatMap((s) => s.instance.routes ?? []) as RouteGroup[],
     middleware: started.flatMap((s) => s.instance.middleware ?? []) as PluginMiddleware[],
-    bodyLimit: core.server.body_limit_bytes,
     trustProxy: core.server.trust_proxy,
     metricsEnabled: core.server.metrics,
     openapi: () =>

@@ -3,14 +3,12 @@
  * its migrations and its commands; `setup` receives a context and returns what the plugin adds
  * to the running server. The core checks, collects and composes; it knows no plugin by name.
  */
-import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import type { Argv } from 'yargs';
 import type { z } from 'zod';
-import type { ApiRegistry } from './api.ts';
+import type { ApiRegistry, RouteGroup } from './api.ts';
 import type { AuthRegistry } from './auth.ts';
 import type { Database } from './db.ts';
-import type { Envelope } from './errors.ts';
 import type { Keys } from './keys.ts';
 import type { Logger } from './logger.ts';
 import type { Registry } from 'prom-client';
@@ -33,17 +31,6 @@ export interface Migration {
  */
 // biome-ignore lint: an empty interface is the point, it is augmented by plugins.
 export interface Services {}
-
-/** A router mounted by the core, with the error envelope of its group. */
-export interface RouteGroup {
-  /**
-   * Path prefixes that belong to this group. A request under one of them that matches no route
-   * answers 404 (or 405) in this group's envelope.
-   */
-  prefixes: readonly string[];
-  envelope: Envelope;
-  router: Router;
-}
 
 export interface PluginMiddleware {
   name: string;
@@ -74,6 +61,7 @@ export interface PluginContext<C> {
 export interface PluginInstance<S = unknown> {
   /** What dependents get from `ctx.use(name)`. */
   service?: S;
+  /** Route groups made with `ctx.api.group()`, their routes declared with `group.route()`. */
   routes?: RouteGroup[];
   middleware?: PluginMiddleware[];
   /** Readiness for `GET /readyz`; a false answer or a throw makes the server not ready. */

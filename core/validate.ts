@@ -10,6 +10,8 @@ import { type FieldErrors, WharfError } from './errors.ts';
 function issueMessage(issue: z.core.$ZodIssue): string {
   const field = issue.path.map(String).join('.') || 'body';
   if (issue.code === 'invalid_type' && issue.input === undefined) return `${field} is required`;
+  // A schema's own wording ("must be given once") beats the generic one.
+  if (issue.code === 'invalid_type' && !issue.message.startsWith('Invalid input')) return `${field} ${issue.message}`;
   if (issue.code === 'invalid_type') return `${field} must be ${article(issue.expected)}`;
   if (issue.code === 'unrecognized_keys') return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `${[...issue.path, k].join('.')}`).join(', ')}`;
   return `${field}: ${issue.message.replace(/^Invalid input: /, '')}`;
@@ -44,3 +46,34 @@ export function validate<S extends z.ZodType>(schema: S, input: unknown, options
   if (options.status === 422) throw new WharfError('validation_failed', 'The given data was invalid.', { fields });
   throw new WharfError('bad_request', issueMessage(result.error.issues[0]!), { fields });
 }
+
+/** A UUID (any version), as record ids are written. */
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A UUID field. */
+export const uuid = z.string().regex(UUID, 'must be a UUID');
+
+/** Text given at most once (a repeated parameter arrives as an array), checked with `schema`; empty = absent. */
+function single<T extends z.ZodType<unknown, string>>(schema: T) {
+  return z.preprocess((v) => (v === '' ? undefined : v), z.string({ error: (issue) => (Array.isArray(issue.input) ? 'must be given once' : undefined) }).pipe(schema).optional());
+}
+
+/**
+ * Query parameters. A query parameter arrives as text, or as an array when the client repeats it
+ * (refused: "must be given once"); an empty value counts as absent. Each is documented as what
+ * it means (an integer, a UUID, an enum), which the preprocessing would otherwise hide.
+ */
+export const queryParam = {
+  /** Text given at most once, then checked with `schema`. */
+  one<T extends z.ZodType<unknown, string>>(schema: T) {
+    const { $schema: _drop, ...documented } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+    return single(schema).meta(documented);
+  },
+  /** A whole number from `min` to `max` written in decimal digits, or `fallback` when absent. */
+  int(fallback: number, min: number, max: number) {
+    const message = `must be an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}`;
+    return single(z.string().regex(/^\d{1,15}$/, message).transform(Number).pipe(z.int().min(min, message).max(max, message)))
+      .transform((v) => v ?? fallback)
+      .meta({ type: 'integer', minimum: min, ...(max === Number.MAX_SAFE_INTEGER ? {} : { maximum: max }), default: fallback });
+  },
+};

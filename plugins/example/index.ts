@@ -3,9 +3,8 @@
  * a migration, routes, a service, a command, close). Disabled unless `[plugins.example]`
  * says `enabled = true`; the tests load it.
  */
-import Router from '@koa/router';
 import { z } from 'zod';
-import { WharfError } from '../../core/errors.ts';
+import { PUBLIC } from '../../core/api.ts';
 import { definePlugin } from '../../core/plugin.ts';
 
 export interface ExampleService {
@@ -54,31 +53,47 @@ export default definePlugin({
       },
     },
   ],
-  setup({ config, db, log }) {
+  setup({ config, db, log, api }) {
     const record = db.prepare(
       'INSERT INTO example_visits (name, count) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET count = count + 1 RETURNING count',
     );
     const read = db.prepare('SELECT count FROM example_visits WHERE name = ?');
-    const router = new Router({ prefix: '/example' });
-    router.get('/hello', (ctx) => {
-      const name = typeof ctx.query.name === 'string' ? ctx.query.name.trim() : '';
-      if (!name) throw new WharfError('bad_request', 'name is required');
-      const { count } = record.get(name) as { count: number };
-      ctx.body = { message: `${config.greeting}, ${name}!`, visits: count };
+    const name = z.string().trim().min(1, 'must not be empty').max(100);
+    const greeting = z.object({ message: z.string(), visits: z.int() });
+    const greet = (who: string) => ({ message: `${config.greeting}, ${who}!`, visits: (record.get(who) as { count: number }).count });
+    // One group per URL prefix: 404s and 405s under /example answer in its envelope ({error}).
+    const group = api.group({ prefixes: ['/example'], envelope: 'plain' });
+    group.route({
+      method: 'GET',
+      path: '/example/hello',
+      summary: 'Greet a name and count the visit',
+      tag: 'Example',
+      auth: PUBLIC,
+      query: z.object({ name }),
+      success: { schema: greeting },
+      handler(ctx, { query }) {
+        ctx.body = greet(query.name);
+      },
     });
-    router.post('/hello', (ctx) => {
-      const body = ctx.request.body as { name?: unknown } | undefined;
-      if (typeof body?.name !== 'string' || !body.name) throw new WharfError('bad_request', 'name is required');
-      const { count } = record.get(body.name) as { count: number };
-      ctx.status = 201;
-      ctx.body = { message: `${config.greeting}, ${body.name}!`, visits: count };
+    group.route({
+      method: 'POST',
+      path: '/example/hello',
+      summary: 'Greet a name sent in the body',
+      tag: 'Example',
+      auth: PUBLIC,
+      body: z.object({ name }),
+      success: { status: 201, schema: greeting },
+      handler(ctx, { body }) {
+        ctx.status = 201;
+        ctx.body = greet(body.name);
+      },
     });
     log.debug('example plugin ready');
     return {
       service: {
         visits: (name: string) => (read.get(name) as { count: number } | undefined)?.count ?? 0,
       },
-      routes: [{ prefixes: ['/example'], envelope: 'plain', router }],
+      routes: [group],
       close() {
         log.debug('example plugin closed');
       },

@@ -1,4 +1,5 @@
 /** Minimal server-rendered pages (setup, device approval): no JavaScript, escaped text only. */
+import { z } from 'zod';
 
 export function escapeHtml(value: unknown): string {
   return String(value ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -44,3 +45,10 @@ ${body.value}
 </html>
 `;
 }
+
+/** A form field of a server-rendered page: its text, or empty when absent or not text (the page says what is missing in words). */
+export const formField = z
+  .string()
+  .catch('')
+  .optional()
+  .transform((v) => v ?? '');

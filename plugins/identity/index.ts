@@ -11,7 +11,9 @@ import { identityConfig, type IdentityConfig } from './config.ts';
 import { crossSiteGuard, LoginThrottle } from './guards.ts';
 import { migrations } from './migrations.ts';
 import { setupOidc } from './oidc.ts';
-import { authRoutes, setupRoutes } from './routes/auth.ts';
+import { authRoutes } from './routes/auth.ts';
+import { setupRoutes } from './routes/setup.ts';
+import { declareSchemes } from './credentials.ts';
 import { cliRoutes } from './routes/cli.ts';
 import { orgRoutes } from './routes/orgs.ts';
 import { devicePageRoutes } from './routes/device-page.ts';
@@ -104,7 +106,7 @@ export default definePlugin({
   config: identityConfig,
   migrations,
   commands: adminCommands,
-  async setup({ config, core, db, keys, auth, log }) {
+  async setup({ config, core, db, keys, auth, api, log }) {
     const store = new IdentityStore(db);
     const identity = await createIdentityService(store, config);
     const sessions = new SessionManager(store, keys, config, core);
@@ -113,7 +115,8 @@ export default definePlugin({
     const publicOrigin = new URL(core.server.public_url).origin;
 
     // External OpenID Connect mode has its own resolvers and routes; everything below is built-in mode only.
-    if (config.mode === 'oidc') return setupOidc({ config, core, store, identity, auth, log, orgOverride: withOrgOverride });
+    if (config.mode === 'oidc') return setupOidc({ config, core, store, identity, auth, api, log, orgOverride: withOrgOverride });
+    declareSchemes(api, SESSION_COOKIE);
 
     auth.register({
       name: 'identity:session-cookie',
@@ -146,7 +149,7 @@ export default definePlugin({
       notices.push(`No users yet. Open this link within ${ttl} minutes to create the first owner:`, `  ${link}`);
     }
 
-    const deps = { store, identity, sessions, throttle, core };
+    const deps = { api, store, identity, sessions, throttle, core };
     const prune = setInterval(() => {
       const now = new Date().toISOString();
       store.pruneSessions(now, new Date(Date.now() - 86_400_000).toISOString());
@@ -166,22 +169,18 @@ export default definePlugin({
         },
       ],
       routes: [
-        { prefixes: ['/auth'], envelope: 'plain', router: authRoutes(deps) },
-        { prefixes: ['/setup'], envelope: 'plain', router: setupRoutes(deps) },
-        { prefixes: ['/api/orgs'], envelope: 'plain', router: orgRoutes(store, identity) },
-        { prefixes: ['/oauth'], envelope: 'plain', router: oauthRoutes(deviceFlow) },
-        { prefixes: ['/device'], envelope: 'plain', router: devicePageRoutes({ ...deps, flow: deviceFlow }) },
-        {
-          prefixes: ['/api/cli'],
-          envelope: 'plain',
-          router: cliRoutes(store, auth, () => ({
-            instanceUrl: core.server.public_url,
-            idpFapiUrl: core.server.public_url,
-            oauthClientId: config.cli_client_id,
-            minCliVersion: config.min_cli_version,
-            configured: true,
-          })),
-        },
+        authRoutes(deps),
+        setupRoutes(deps),
+        orgRoutes(api, store, identity),
+        ...oauthRoutes(api, deviceFlow),
+        devicePageRoutes({ ...deps, flow: deviceFlow }),
+        cliRoutes(api, store, auth, () => ({
+          instanceUrl: core.server.public_url,
+          idpFapiUrl: core.server.public_url,
+          oauthClientId: config.cli_client_id,
+          minCliVersion: config.min_cli_version,
+          configured: true,
+        })),
       ],
       close() {
         clearInterval(prune);

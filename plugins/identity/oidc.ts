@@ -16,9 +16,9 @@
  * A credential that fails any check resolves to null (401); so does one that cannot be checked
  * because the provider's keys cannot be fetched (logged as a warning): never a 500.
  */
-import Router from '@koa/router';
 import type { Context } from 'koa';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import type { ApiRegistry } from '../../core/api.ts';
 import type { AuthRegistry } from '../../core/auth.ts';
 import type { CoreConfig } from '../../core/config.ts';
 import { WharfError } from '../../core/errors.ts';
@@ -26,6 +26,7 @@ import type { Logger } from '../../core/logger.ts';
 import type { PluginInstance } from '../../core/plugin.ts';
 import { JWT_SHAPE } from './access-tokens.ts';
 import type { IdentityConfig } from './config.ts';
+import { declareSchemes } from './credentials.ts';
 import { crossSiteGuard } from './guards.ts';
 import { cliRoutes } from './routes/cli.ts';
 import { orgRoutes } from './routes/orgs.ts';
@@ -338,6 +339,7 @@ export interface OidcDeps {
   store: IdentityStore;
   identity: IdentityService;
   auth: AuthRegistry;
+  api: ApiRegistry;
   log: Logger;
   /** `X-Service-Org`, after a membership check (index.ts's `withOrgOverride`). */
   orgOverride<P extends UserPrincipal>(principal: P, ctx: Context, store: IdentityStore): P;
@@ -415,6 +417,7 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
   });
 
   log.info({ issuer, jwks_uri: metadata.jwksUri, audience, cookie: oidc.cookie, auto_provision: oidc.auto_provision }, 'identity from an external OpenID Connect provider');
+  declareSchemes(deps.api, oidc.cookie);
 
   return {
     service: identity,
@@ -426,34 +429,24 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
       },
     ],
     routes: [
-      { prefixes: ['/api/orgs'], envelope: 'plain', router: orgRoutes(store, identity) },
-      {
-        prefixes: ['/api/cli'],
+      orgRoutes(deps.api, store, identity),
+      cliRoutes(deps.api, store, auth, () => ({
+        instanceUrl: core.server.public_url,
+        idpFapiUrl: issuer,
+        oauthClientId: oidc.client_id ?? null,
+        minCliVersion: config.min_cli_version,
+        configured: oidc.client_id !== undefined,
+      })),
+      // Password sign-in, the setup link and Wharf's own device flow are not served here: their
+      // paths answer 404 saying why.
+      deps.api.group({
+        prefixes: BUILTIN_ONLY_PREFIXES,
         envelope: 'plain',
-        router: cliRoutes(store, auth, () => ({
-          instanceUrl: core.server.public_url,
-          idpFapiUrl: issuer,
-          oauthClientId: oidc.client_id ?? null,
-          minCliVersion: config.min_cli_version,
-          configured: oidc.client_id !== undefined,
-        })),
-      },
-      { prefixes: BUILTIN_ONLY_PREFIXES, envelope: 'plain', router: builtinOnlyRoutes(issuer) },
+        notFound: `Not available: this instance signs users in with its OpenID Connect provider (${issuer}); password sign-in, the setup link and Wharf's own device flow are off`,
+      }),
     ],
   };
 }
 
 /** What only built-in mode serves: password sign-in, the setup link, Wharf's own device flow. */
 export const BUILTIN_ONLY_PREFIXES = ['/auth', '/setup', '/device', '/oauth'];
-
-function builtinOnlyRoutes(issuer: string): Router {
-  const router = new Router();
-  const pattern = new RegExp(`^(?:${BUILTIN_ONLY_PREFIXES.map((p) => p.replace(/\//g, '\\/')).join('|')})(?:\\/.*)?$`);
-  router.all(pattern, () => {
-    throw new WharfError(
-      'not_found',
-      `Not available: this instance signs users in with its OpenID Connect provider (${issuer}); password sign-in, the setup link and Wharf's own device flow are off`,
-    );
-  });
-  return router;
-}

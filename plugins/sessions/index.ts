@@ -50,11 +50,8 @@ export default definePlugin({
       config,
       checkProxy: (url) => checkProxyUrl(url, { allowPrivate: config.allow_private_networks, resolve: systemResolver, timeoutMs: config.dns_timeout_ms }),
     };
-    const messaging = 'messaging' as const;
     const { send, messages } = messageRoutes(deps);
-    const [status, user, events, sandbox] = accountRoutes(deps);
     const media = new MediaStore(db);
-    const mediaRouter = mediaRoutes({ ...deps, media, publicUrl: core.server.public_url });
     const { contacts, presence, lookups } = contactRoutes(deps);
 
     const prune = setInterval(() => {
@@ -75,21 +72,18 @@ export default definePlugin({
     return {
       service: sessions satisfies SessionsService,
       routes: [
-        { prefixes: ['/api/whatsapp-sessions'], envelope: messaging, router: sessionRoutes(deps, '/api/whatsapp-sessions') },
-        { prefixes: ['/api/messaging-sessions'], envelope: messaging, router: sessionRoutes(deps, '/api/messaging-sessions') },
-        { prefixes: ['/api/sandbox-sessions'], envelope: messaging, router: sandboxSessionRoutes(deps) },
-        { prefixes: ['/api/personal-access-tokens'], envelope: messaging, router: tokenRoutes({ ...deps, identity }) },
-        { prefixes: ['/api/send-message'], envelope: messaging, router: send },
-        { prefixes: ['/api/messages'], envelope: messaging, router: messages },
-        { prefixes: ['/api/status'], envelope: messaging, router: status! },
-        { prefixes: ['/api/user'], envelope: messaging, router: user! },
-        { prefixes: ['/api/webhook-events'], envelope: messaging, router: events! },
-        { prefixes: ['/api/sandbox'], envelope: messaging, router: sandbox! },
-        { prefixes: ['/api/upload', '/api/media', '/api/decrypt-media', '/api/decrypted-media'], envelope: messaging, router: mediaRouter },
-        { prefixes: ['/api/send-presence-update'], envelope: messaging, router: presence },
-        { prefixes: ['/api/contacts'], envelope: messaging, router: contacts },
-        { prefixes: ['/api/on-whatsapp', '/api/lid-from-pn', '/api/pn-from-lid'], envelope: messaging, router: lookups },
-        { prefixes: ['/api/groups'], envelope: messaging, router: groupRoutes(deps) },
+        sessionRoutes(deps, '/api/whatsapp-sessions'),
+        sessionRoutes(deps, '/api/messaging-sessions'),
+        sandboxSessionRoutes(deps),
+        tokenRoutes({ ...deps, identity }),
+        send,
+        messages,
+        ...accountRoutes(deps),
+        mediaRoutes({ ...deps, media, publicUrl: core.server.public_url }),
+        contacts,
+        presence,
+        lookups,
+        groupRoutes(deps),
       ],
       async close() {
         clearInterval(prune);

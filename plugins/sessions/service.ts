@@ -5,7 +5,7 @@
  */
 import type { Context } from 'koa';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { requirePrincipal } from '../../core/auth.ts';
+import type { Credential } from '../../core/api.ts';
 import { WharfError } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { UserPrincipal } from '../identity/types.ts';
@@ -18,6 +18,7 @@ import type {
   EventSubscriber,
   PatPrincipal,
   SessionEvent,
+  SessionKeyPrincipal,
   SessionRecord,
   SessionsService,
   SessionStatus,
@@ -164,20 +165,32 @@ export class Sessions implements SessionsService {
     return this.#networks.get(session.type);
   }
 
-  async actingSession(ctx: Context, options: { connected?: boolean } = {}): Promise<ActingSession> {
-    const principal = await requirePrincipal(ctx, ['sessionKey'], NEEDS_SESSION_KEY);
-    const session = this.store.session(principal.sessionId);
-    if (!session) throw new WharfError('unauthorized', 'Invalid or expired credential');
-    const network = this.network(session);
-    if (options.connected) requireConnected(session, network);
-    return { session, network };
-  }
+  /**
+   * The two credentials of the messaging API, for route declarations. `account`: a personal access
+   * token or a signed-in user (dashboard, CLI), loaded as the organization it acts in (403 when a
+   * user has none selected); `sessionKey`: a session API key, loaded as its session and network.
+   * Each leaves what it loaded in `ctx.state` too (`account`, `acting`).
+   */
+  readonly credentials: { account: Credential<Account>; sessionKey: Credential<ActingSession> } = {
+    account: {
+      kinds: ACCOUNT_KINDS,
+      needs: NEEDS_PAT,
+      schemes: ['personalAccessToken'],
+      load: (ctx, principal) => (ctx.state.account = this.#account(ctx, principal as PatPrincipal | UserPrincipal)),
+    },
+    sessionKey: {
+      kinds: ['sessionKey'],
+      needs: NEEDS_SESSION_KEY,
+      schemes: ['sessionApiKey'],
+      load: (ctx, principal) => {
+        const session = this.store.session((principal as SessionKeyPrincipal).sessionId);
+        if (!session) throw new WharfError('unauthorized', 'Invalid or expired credential');
+        return (ctx.state.acting = { session, network: this.network(session) });
+      },
+    },
+  };
 
-  // For the plugin's routes
-
-  /** The organization an account-level operation acts in: 401 / 403 per the credential rules. */
-  async account(ctx: Context): Promise<Account> {
-    const principal = (await requirePrincipal(ctx, ACCOUNT_KINDS, NEEDS_PAT)) as PatPrincipal | UserPrincipal;
+  #account(ctx: Context, principal: PatPrincipal | UserPrincipal): Account {
     const address = ctx.ip || null;
     if (principal.kind === 'pat') {
       return { orgId: principal.orgId, userId: principal.userId, actor: { kind: 'pat', id: String(principal.patId), userId: principal.userId, address } };

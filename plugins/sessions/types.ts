@@ -3,7 +3,7 @@
  * principals (`pat`, `sessionKey`), the recorded event, and the service that the webhooks plugin
  * and the routes for contacts, groups, media and presence build on.
  */
-import type { Context } from 'koa';
+import type { Credential } from '../../core/api.ts';
 import type { Database } from '../../core/db.ts';
 import type { EventName } from './events.ts';
 import type { NetworkAdapter } from './networks/types.ts';
@@ -147,17 +147,14 @@ export interface SessionsService {
   /** Subscribes to webhook secret rotations (the webhooks plugin keeps the old secret for a grace period). */
   onWebhookSecretRotated(fn: WebhookSecretRotationHook): () => void;
   /**
-   * For account-level routes of other plugins: the caller's organization, from a personal access
-   * token or a signed-in user; 401 / 403 per the credential rules otherwise.
+   * The messaging API's credentials, for route declarations (other plugins' account-level routes
+   * use `account`): `account` loads the caller's organization from a personal access token or a
+   * signed-in user, `sessionKey` the session of a session API key; 401 / 403 per the credential
+   * rules otherwise.
    */
-  account(ctx: Context): Promise<{ orgId: string; userId: string }>;
+  readonly credentials: { account: Credential<{ orgId: string; userId: string }>; sessionKey: Credential<ActingSession> };
   /** The adapter of a session's network, or undefined when this build has none for its type. */
   network(session: SessionRecord): NetworkAdapter | undefined;
-  /**
-   * For session-scoped routes: the request must carry a session API key (401 / 403 otherwise);
-   * with `connected`, the session must be connected (409 otherwise).
-   */
-  actingSession(ctx: Context, options?: { connected?: boolean }): Promise<ActingSession>;
 }
 
 declare module '../../core/plugin.ts' {

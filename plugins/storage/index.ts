@@ -6,13 +6,12 @@
  * settings.
  */
 import { definePlugin } from '../../core/plugin.ts';
-import { describeStorageApi } from './api-docs.ts';
 import { storageConfig } from './config.ts';
 import { createDriver } from './drivers/index.ts';
 import { migrations } from './migrations.ts';
 import { appRoutes } from './routes/apps.ts';
+import { dashboardSession } from './routes/common.ts';
 import { fileRoutes } from './routes/files.ts';
-import { uploadRoutes } from './routes/uploads.ts';
 import { publicApp, Storage, storeFailure } from './service.ts';
 import { StorageStore } from './store.ts';
 import type { StorageService } from './types.ts';
@@ -23,7 +22,8 @@ export default definePlugin({
   config: storageConfig,
   migrations,
   async setup({ config, core, keys, db, auth, api, log }) {
-    describeStorageApi(api);
+    api.scheme('dashboardSession', { type: 'apiKey', in: 'cookie', name: '__session', description: 'A signed-in dashboard session.' });
+    api.scheme('appToken', { type: 'http', scheme: 'bearer', description: "An app's API token (svc_live_...)." });
     const store = new StorageStore(db);
     const driver = await createDriver(config, { dataDir: core.server.data_dir, keys, log });
     try {
@@ -48,10 +48,9 @@ export default definePlugin({
     }, config.reaper_interval_seconds * 1000);
     reaper.unref();
 
-    const files = fileRoutes(deps, auth);
-    uploadRoutes(files, deps);
 
     const service: StorageService = {
+      credentials: { dashboardSession },
       getApp(appId) {
         const app = store.app(appId);
         return app && publicApp(app);
@@ -73,10 +72,7 @@ export default definePlugin({
     return {
       service,
       notices,
-      routes: [
-        { prefixes: ['/api/apps'], envelope: 'plain', router: appRoutes(deps) },
-        { prefixes: ['/api/files'], envelope: 'plain', router: files },
-      ],
+      routes: [appRoutes(api, deps), fileRoutes(api, deps, auth)],
       async ready() {
         if (driver.problem) return false;
         await driver.ping();

@@ -4,6 +4,7 @@
  * The principal is declared here, by the plugin that consumes it, so storage needs nothing from
  * the plugin that produces it (tokens, which depends on storage).
  */
+import type { Credential } from '../../core/api.ts';
 import type { StorageConnection } from './drivers/types.ts';
 
 /** An app as the API shows it. `teamId` is the owning organization. */
@@ -43,6 +44,8 @@ declare module '../../core/auth.ts' {
 }
 
 export interface StorageService {
+  /** The spec's "Session" credential for route declarations: a dashboard session, loaded as its active organization's id (400 without one). */
+  readonly credentials: { dashboardSession: Credential<string> };
   /** An app by id, or undefined when it does not exist or is being deleted. */
   getApp(appId: string): App | undefined;
   /** The app if it belongs to `orgId`; undefined otherwise (never tells another organization's app apart from a missing one). */

@@ -4,13 +4,12 @@
  * plugin's `appToken` principal, so storage's file routes and `GET /api/cli/me` accept it, and
  * answers `POST /api/tokens/validate` with the store's public connection details.
  */
-import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { sha256Hex } from '../../core/tokens.ts';
 import type { AppTokenPrincipal } from '../storage/types.ts';
 import { tokensConfig } from './config.ts';
 import { migrations } from './migrations.ts';
-import { createBody, deleteBody, TOKEN_PREFIX, tokenRoutes, validateBody } from './routes.ts';
+import { TOKEN_PREFIX, tokenRoutes } from './routes.ts';
 import { TokensStore } from './store.ts';
 import { LastUsed } from './usage.ts';
 
@@ -21,13 +20,6 @@ export default definePlugin({
   config: tokensConfig,
   migrations,
   setup({ config, db, auth, api, log, use }) {
-    const tag = 'File storage';
-    const session = ['dashboardSession'];
-    const uuidQuery = z.object({ appId: z.string() });
-    api.describe({ method: 'GET', path: '/api/tokens', summary: "An app's API tokens, newest first (never the token itself)", tag, security: session, query: uuidQuery, errors: { 400: 'appId missing: `{error}`' } });
-    api.describe({ method: 'POST', path: '/api/tokens', summary: 'Create an API token, returned only this once', tag, security: session, body: createBody, success: { status: 201 }, errors: { 400: 'appId or name missing: `{error}`' } });
-    api.describe({ method: 'DELETE', path: '/api/tokens', summary: 'Revoke an API token', tag, security: session, body: deleteBody, errors: { 400: 'tokenId missing: `{error}`' } });
-    api.describe({ method: 'POST', path: '/api/tokens/validate', summary: "Validate a token: the app, its bucket and the store's connection details", tag, security: [], body: validateBody, errors: { 400: 'token missing: `{error}`', 401: 'Invalid token: `{error}`', 404: 'App not found: `{error}`' } });
     const storage = use('storage');
     const store = new TokensStore(db);
     const usage = new LastUsed(store, config.last_used_flush_ms, log);
@@ -50,7 +42,7 @@ export default definePlugin({
     });
 
     return {
-      routes: [{ prefixes: ['/api/tokens'], envelope: 'plain', router: tokenRoutes({ store, storage, usage }) }],
+      routes: [tokenRoutes({ api, store, storage, usage })],
       close() {
         usage.flush();
       },

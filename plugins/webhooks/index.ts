@@ -123,13 +123,7 @@ export default definePlugin({
     dispatcher.start();
 
     return {
-      routes: [
-        {
-          prefixes: ['/api/dispatches'],
-          envelope: 'messaging',
-          router: dispatchRoutes({ api, sessions, store, dispatcher, maxAttempts: config.max_attempts }),
-        },
-      ],
+      routes: [dispatchRoutes({ api, sessions, store, dispatcher, maxAttempts: config.max_attempts })],
       async close() {
         clearInterval(pruneTimer);
         clearInterval(resyncTimer);

@@ -4,22 +4,15 @@
  * attempt, `POST /api/dispatches/{id}/redeliver`. Everything is scoped to the caller's
  * organization: another organization's dispatch is a 404 like a missing one.
  */
-import Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { ApiRegistry, OperationInput, OperationSpec } from '../../core/api.ts';
+import type { ApiRegistry } from '../../core/api.ts';
 import { WharfError } from '../../core/errors.ts';
+import type { RouteGroup } from '../../core/api.ts';
 import { canonicalEvent } from '../sessions/events.ts';
 import type { SessionsService } from '../sessions/types.ts';
 import type { WebhookDispatcher } from './dispatcher.ts';
 import type { AttemptRow, DispatchRow, WebhooksStore } from './store.ts';
-
-declare module 'koa' {
-  interface DefaultState {
-    /** The organization of an account-level webhooks operation. */
-    webhooksOrgId?: string;
-  }
-}
 
 export interface RouteDeps {
   api: ApiRegistry;
@@ -103,33 +96,12 @@ const paginatedSchema = z.object({
 
 const notFound = { 404: 'No such dispatch in this organization: `{success: false, error, message}`' };
 
-function orgOf(ctx: Context): string {
-  const orgId = ctx.state.webhooksOrgId;
-  if (!orgId) throw new Error('operation declared without the account credential');
-  return orgId;
-}
-
-export function dispatchRoutes(deps: RouteDeps): Router {
+export function dispatchRoutes(deps: RouteDeps): RouteGroup {
   const { api, sessions, store, dispatcher, maxAttempts } = deps;
-  const router = new Router();
+  const group = api.group({ prefixes: ['/api/dispatches'], envelope: 'messaging' });
   const tag = 'Webhooks';
-
-  /** The credential first (401 / 403 whatever the input), then validation (422), then the handler. */
-  function operation<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(
-    spec: Omit<OperationSpec<B, Q>, 'security' | 'invalidStatus' | 'tag'>,
-    handler: (ctx: Context, input: OperationInput<B extends z.ZodType ? z.output<B> : undefined, Q extends z.ZodType ? z.output<Q> : undefined>) => void,
-  ): void {
-    const authorize = async (ctx: Context) => {
-      ctx.state.webhooksOrgId = (await sessions.account(ctx)).orgId;
-    };
-    const errors: Record<number, string> = {
-      401: 'Missing or invalid credential: `{success: false, message}`',
-      403: 'Valid credential of the wrong kind (this operation needs a personal access token): `{success: false, message}`',
-    };
-    if (spec.body || spec.query) errors[422] = 'Validation failed: `{success: false, message, errors: {field: [messages]}}`';
-    Object.assign(errors, spec.errors);
-    api.route(router, { ...spec, authorize, tag, security: ['personalAccessToken'], invalidStatus: 422, errors }, handler);
-  }
+  const account = sessions.credentials.account;
+  type Org = { orgId: string };
 
   const view = (row: DispatchRow) => ({
     id: row.id,
@@ -158,25 +130,25 @@ export function dispatchRoutes(deps: RouteDeps): Router {
     error: a.error,
     response: a.response,
   });
-  const dispatchOf = (ctx: Context): DispatchRow => {
+  const dispatchOf = (ctx: Context, { orgId }: Org): DispatchRow => {
     const idText = String(ctx.params.id ?? '');
-    const row = /^[1-9]\d{0,15}$/.test(idText) ? store.get(Number(idText), orgOf(ctx)) : undefined;
+    const row = /^[1-9]\d{0,15}$/.test(idText) ? store.get(Number(idText), orgId) : undefined;
     if (!row) throw new WharfError('not_found', 'Dispatch not found');
     return row;
   };
 
-  operation(
-    {
-      method: 'GET',
-      path: '/api/dispatches',
-      summary: "Webhook dispatch records of the organization's sessions, newest first: status, attempts, last answer, next attempt (Laravel paginator)",
-      query: listQuery,
-      success: { schema: z.object({ success: z.literal(true), data: paginatedSchema }) },
-    },
-    (ctx, { query }) => {
+  group.route({
+    method: 'GET',
+    path: '/api/dispatches',
+    tag,
+    auth: account,
+    summary: "Webhook dispatch records of the organization's sessions, newest first: status, attempts, last answer, next attempt (Laravel paginator)",
+    query: listQuery,
+    success: { schema: z.object({ success: z.literal(true), data: paginatedSchema }) },
+    handler(ctx, { query, auth }) {
       const { page, per_page: perPage } = query;
       const { rows, total } = store.list(
-        { orgId: orgOf(ctx), sessionId: query.session_id, status: query.status, event: query.event, from: query.from, to: query.to },
+        { orgId: auth.orgId, sessionId: query.session_id, status: query.status, event: query.event, from: query.from, to: query.to },
         page,
         perPage,
       );
@@ -194,39 +166,39 @@ export function dispatchRoutes(deps: RouteDeps): Router {
         },
       };
     },
-  );
+  });
 
-  operation(
-    {
-      method: 'GET',
-      path: '/api/dispatches/:id',
-      summary: 'One dispatch record with every attempt (status code, duration, error, first KiB of the answer) and the payload sent',
-      success: {
-        schema: z.object({ success: z.literal(true), data: dispatchSchema.extend({ attempts: z.array(attemptSchema), payload: z.unknown() }) }),
-      },
-      errors: notFound,
+  group.route({
+    method: 'GET',
+    path: '/api/dispatches/:id',
+    tag,
+    auth: account,
+    summary: 'One dispatch record with every attempt (status code, duration, error, first KiB of the answer) and the payload sent',
+    success: {
+      schema: z.object({ success: z.literal(true), data: dispatchSchema.extend({ attempts: z.array(attemptSchema), payload: z.unknown() }) }),
     },
-    (ctx) => {
-      const row = dispatchOf(ctx);
+    errors: notFound,
+    handler(ctx, { auth }) {
+      const row = dispatchOf(ctx, auth);
       const body = store.body(row.id);
       ctx.body = { success: true, data: { ...view(row), attempts: store.attempts(row.id).map(attemptView), payload: body === undefined ? null : JSON.parse(body) } };
     },
-  );
+  });
 
-  operation(
-    {
-      method: 'POST',
-      path: '/api/dispatches/:id/redeliver',
-      summary: "Deliver a finished dispatch's event again: a new dispatch (a new series of attempts) with the same event id and webhook-id, to the session's current webhook URL",
-      body: emptyBody,
-      success: { status: 202, schema: z.object({ success: z.literal(true), data: dispatchSchema }) },
-      errors: {
-        ...notFound,
-        409: 'The dispatch is still pending, or its session was deleted or has no enabled webhook: `{success: false, error, message}`',
-      },
+  group.route({
+    method: 'POST',
+    path: '/api/dispatches/:id/redeliver',
+    tag,
+    auth: account,
+    summary: "Deliver a finished dispatch's event again: a new dispatch (a new series of attempts) with the same event id and webhook-id, to the session's current webhook URL",
+    body: emptyBody,
+    success: { status: 202, schema: z.object({ success: z.literal(true), data: dispatchSchema }) },
+    errors: {
+      ...notFound,
+      409: 'The dispatch is still pending, or its session was deleted or has no enabled webhook: `{success: false, error, message}`',
     },
-    (ctx) => {
-      const row = dispatchOf(ctx);
+    handler(ctx, { auth }) {
+      const row = dispatchOf(ctx, auth);
       if (row.status === 'pending') throw new WharfError('conflict', `Dispatch ${row.id} is still pending (attempt ${row.attempt_count} of ${maxAttempts} made); redeliver it once it is delivered or abandoned`);
       const session = sessions.get(row.session_id);
       if (!session || session.orgId !== row.org_id) throw new WharfError('conflict', `Session ${row.session_id} was deleted: nothing to deliver to`);
@@ -241,7 +213,7 @@ export function dispatchRoutes(deps: RouteDeps): Router {
       ctx.status = 202;
       ctx.body = { success: true, data: view(store.get(id, row.org_id)!) };
     },
-  );
+  });
 
-  return router;
+  return group;
 }

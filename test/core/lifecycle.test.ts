@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import Router from '@koa/router';
+import { PUBLIC } from '../../core/api.ts';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
@@ -110,13 +110,20 @@ describe('lifecycle', () => {
       name: 'slow',
       description: 'a slow route',
       config: z.strictObject({}),
-      setup() {
-        const router = new Router();
-        router.get('/slow', async (ctx) => {
-          await new Promise((r) => setTimeout(r, 300));
-          ctx.body = 'done';
+      setup({ api }) {
+        const group = api.group({ prefixes: ['/slow'], envelope: 'plain' });
+        group.route({
+          method: 'GET',
+          path: '/slow',
+          summary: 'slow',
+          tag: 'Test',
+          auth: PUBLIC,
+          async handler(ctx) {
+            await new Promise((r) => setTimeout(r, 300));
+            ctx.body = 'done';
+          },
         });
-        return { routes: [{ prefixes: ['/slow'], envelope: 'plain' as const, router }], close: () => void journal.push('close slow') };
+        return { routes: [group], close: () => void journal.push('close slow') };
       },
     });
     const app = await startApp('', { plugins: [journalPlugin('a', journal), slow] });

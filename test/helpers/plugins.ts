@@ -1,6 +1,6 @@
 /** Small plugins for testing the core: an event journal shows setup and close order. */
-import Router from '@koa/router';
 import { z } from 'zod';
+import { PUBLIC } from '../../core/api.ts';
 import { WharfError } from '../../core/errors.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import type { AnyPlugin } from '../../core/config.ts';
@@ -37,34 +37,31 @@ export const probePlugin: AnyPlugin = definePlugin({
   name: 'probe',
   description: 'test routes in each envelope',
   config: z.strictObject({}),
-  setup() {
-    const plain = new Router({ prefix: '/plain' });
-    const messaging = new Router({ prefix: '/msg' });
-    for (const router of [plain, messaging]) {
-      router.post('/echo', (ctx) => {
+  setup({ api }) {
+    const plain = api.group({ prefixes: ['/plain'], envelope: 'plain' });
+    const messaging = api.group({ prefixes: ['/msg'], envelope: 'messaging' });
+    for (const [group, base] of [[plain, '/plain'], [messaging, '/msg']] as const) {
+      const route = (method: 'GET' | 'POST', path: string, handler: Parameters<typeof group.route>[0]['handler']) =>
+        group.route({ method, path: `${base}${path}`, summary: path, tag: 'Probe', auth: PUBLIC, handler });
+      route('POST', '/echo', (ctx) => {
         ctx.body = { got: ctx.request.body ?? null };
       });
-      router.get('/boom', () => {
+      route('GET', '/boom', () => {
         throw new Error('secret database password is hunter2');
       });
-      router.get('/unavailable', () => {
+      route('GET', '/unavailable', () => {
         throw new WharfError('unavailable', 'Storage is unreachable', { retryAfter: 5 });
       });
-      router.get('/invalid', () => {
+      route('GET', '/invalid', () => {
         throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { to: ['The to field is required.'] } });
       });
-      router.get('/missing', () => {
+      route('GET', '/missing', () => {
         throw new WharfError('not_found', 'Session not found');
       });
-      router.get('/limited', () => {
+      route('GET', '/limited', () => {
         throw new WharfError('rate_limited', 'Too many requests', { retryAfter: 7 });
       });
     }
-    return {
-      routes: [
-        { prefixes: ['/plain'], envelope: 'plain', router: plain },
-        { prefixes: ['/msg'], envelope: 'messaging', router: messaging },
-      ],
-    };
+    return { routes: [plain, messaging] };
   },
 });

@@ -28,7 +28,7 @@ const kindsPlugin: AnyPlugin = definePlugin({
   name: 'kinds',
   description: 'test principals of any kind',
   config: z.strictObject({}),
-  setup({ auth }) {
+  setup({ auth, api }) {
     auth.register({
       name: 'test:kinds',
       source: { bearer: (token) => token.startsWith('tk_') },
@@ -45,13 +45,18 @@ const kindsPlugin: AnyPlugin = definePlugin({
         return (principals[kind] ?? null) as never;
       },
     });
-    const router = new Router({ prefix: '/kinds' });
-    router.get('/me', async (ctx) => {
-      const { principal } = await authenticate(ctx);
-      if (!principal) throw new WharfError('unauthorized', 'Authentication required');
-      ctx.body = principal;
+    const group = api.group({ prefixes: ['/kinds'], envelope: 'messaging' });
+    group.route({
+      method: 'GET',
+      path: '/kinds/me',
+      summary: 'me',
+      tag: 'Test',
+      auth: { kinds: 'any', needs: 'credential', schemes: [] },
+      handler(ctx, { auth }) {
+        ctx.body = auth;
+      },
     });
-    return { routes: [{ prefixes: ['/kinds'], envelope: 'messaging', router }] };
+    return { routes: [group] };
   },
 });
 

@@ -5,14 +5,16 @@
  * the code (to enter or confirm), the user's organizations, Approve and Deny; then a result page.
  * The cross-site guard covers `POST /device`, and the page refuses to be framed.
  */
-import Router from '@koa/router';
+import { z } from 'zod';
+import { PUBLIC } from '../../../core/api.ts';
 import type { Context } from 'koa';
 import { authenticate } from '../../../core/auth.ts';
 import { WharfError } from '../../../core/errors.ts';
 import type { DeviceFlow } from '../device.ts';
-import { html, page, type Html } from '../html.ts';
+import { formField, html, page, type Html } from '../html.ts';
+import type { RouteGroup } from '../../../core/api.ts';
 import type { OrgWithRole, SessionPrincipal } from '../types.ts';
-import { passwordSignIn, type AuthDeps } from './auth.ts';
+import { passwordSignIn, type AuthDeps, TAG as tag } from './auth.ts';
 
 export interface DevicePageDeps extends AuthDeps {
   flow: DeviceFlow;
@@ -78,10 +80,13 @@ ${
   );
 }
 
-export function devicePageRoutes(deps: DevicePageDeps): Router {
-  const router = new Router();
+const pageQuery = z.object({ user_code: formField });
+const pageForm = z.object({ action: formField, user_code: formField, email: formField, password: formField, orgId: formField });
 
-  router.use(async (ctx, next) => {
+export function devicePageRoutes(deps: DevicePageDeps): RouteGroup {
+  const group = deps.api.group({ prefixes: ['/device'], envelope: 'plain' });
+
+  group.use(async (ctx, next) => {
     ctx.set('Cache-Control', 'no-store');
     ctx.set('X-Frame-Options', 'DENY');
     ctx.set('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
@@ -98,8 +103,18 @@ export function devicePageRoutes(deps: DevicePageDeps): Router {
     ctx.body = render(err.message);
   }
 
-  router.get('/device', async (ctx) => {
-    const code = typeof ctx.query.user_code === 'string' ? ctx.query.user_code.trim().slice(0, 64) : '';
+  group.route({
+    method: 'GET',
+    path: '/device',
+    summary: 'The device approval page (HTML, works without JavaScript): sign in, confirm the code, pick the organization, approve or deny',
+    tag,
+    auth: PUBLIC,
+    query: pageQuery,
+    success: { contentType: 'text/html' },
+    handler: getPage,
+  });
+  async function getPage(ctx: Context, { query }: { query: z.output<typeof pageQuery> }) {
+    const code = query.user_code.trim().slice(0, 64);
     ctx.type = 'html';
     const user = await sessionOf(ctx);
     // Whether a code exists is told only to a signed-in user.
@@ -118,18 +133,29 @@ export function devicePageRoutes(deps: DevicePageDeps): Router {
     } catch (err) {
       refused(ctx, err, (message) => approveForm(user, orgs, code, message));
     }
-  });
+  }
 
-  router.post('/device', async (ctx) => {
-    const body = (ctx.request.body ?? {}) as Record<string, unknown>;
-    const str = (key: string, max: number) => (typeof body[key] === 'string' ? (body[key] as string).trim().slice(0, max) : '');
+  group.route({
+    method: 'POST',
+    path: '/device',
+    summary: 'The device approval form (HTML): action signin (email, password), approve or deny (user_code, orgId), signout',
+    tag,
+    auth: PUBLIC,
+    body: pageForm,
+    bodyTypes: ['application/x-www-form-urlencoded'],
+    success: { contentType: 'text/html' },
+    errors: { 303: 'Signed in: back to the page with the code', 400: 'The form again, with the reason (HTML)', 401: 'Not signed in (the sign-in form, HTML)' },
+    handler: postPage,
+  });
+  async function postPage(ctx: Context, { body }: { body: z.output<typeof pageForm> }) {
+    const str = (key: keyof typeof body, max: number) => body[key].trim().slice(0, max);
     const action = str('action', 16);
     const code = str('user_code', 64);
     ctx.type = 'html';
 
     if (action === 'signin') {
       const email = str('email', 320);
-      const password = typeof body.password === 'string' ? body.password : '';
+      const { password } = body;
       try {
         if (!email || !password) throw new WharfError('bad_request', 'Enter your email and password');
         if (password.length > 1024) throw new WharfError('unauthorized', 'Invalid email or password');
@@ -176,7 +202,7 @@ export function devicePageRoutes(deps: DevicePageDeps): Router {
     } catch (err) {
       refused(ctx, err, (message) => approveForm(user, orgs, code, message, orgId));
     }
-  });
+  }
 
-  return router;
+  return group;
 }

@@ -2,7 +2,7 @@
  * Small session-scoped routes (`GET /api/status`, `GET /api/user`, `POST /api/sandbox/receive`)
  * and the public list of event names (`GET /api/webhook-events`).
  */
-import Router from '@koa/router';
+import type { RouteGroup } from '../../../core/api.ts';
 import { z } from 'zod';
 import { WharfError } from '../../../core/errors.ts';
 import { EVENT_ALIASES, EVENT_NAMES } from '../events.ts';
@@ -26,10 +26,10 @@ const receiveBody = z
     if (b.groupJid !== undefined && b.chat !== 'group') ctx.addIssue({ code: 'custom', path: ['groupJid'], message: 'only goes with chat "group"' });
   });
 
-export function accountRoutes(deps: RouteDeps): Router[] {
+export function accountRoutes(deps: RouteDeps): RouteGroup[] {
   const { sessions } = deps;
 
-  const status = new Router();
+  const status = deps.api.group({ prefixes: ['/api/status'], envelope: 'messaging' });
   operation(
     deps,
     status,
@@ -46,7 +46,7 @@ export function accountRoutes(deps: RouteDeps): Router[] {
     },
   );
 
-  const user = new Router();
+  const user = deps.api.group({ prefixes: ['/api/user'], envelope: 'messaging' });
   operation(
     deps,
     user,
@@ -65,7 +65,7 @@ export function accountRoutes(deps: RouteDeps): Router[] {
     },
   );
 
-  const events = new Router();
+  const events = deps.api.group({ prefixes: ['/api/webhook-events'], envelope: 'messaging' });
   operation(
     deps,
     events,
@@ -82,7 +82,7 @@ export function accountRoutes(deps: RouteDeps): Router[] {
     },
   );
 
-  const sandbox = new Router();
+  const sandbox = deps.api.group({ prefixes: ['/api/sandbox'], envelope: 'messaging' });
   operation(
     deps,
     sandbox,

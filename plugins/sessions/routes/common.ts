@@ -3,10 +3,9 @@
  * body is validated, so a missing credential is a 401 whatever the body), the session as the API
  * shows it, WasenderAPI-style pagination, and the field schemas.
  */
-import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { ApiRegistry, OperationInput, OperationSpec } from '../../../core/api.ts';
+import { type ApiRegistry, type Credential, PUBLIC, type RouteGroup, type RouteSpec } from '../../../core/api.ts';
 import { canonicalEvent, EVENT_ALIASES, EVENT_NAMES, type EventName } from '../events.ts';
 import { normalizePhone } from '../networks/nodes.ts';
 import type { Account, Sessions } from '../service.ts';
@@ -31,45 +30,28 @@ export interface RouteDeps {
 }
 
 /** Which credential an operation needs: `account` (a PAT or a signed-in user), `sessionKey`, or none. */
-export type Credential = 'account' | 'sessionKey' | 'public';
-
-export const SECURITY: Readonly<Record<Credential, readonly string[]>> = {
-  account: ['personalAccessToken'],
-  sessionKey: ['sessionApiKey'],
-  public: [],
-};
+export type CredentialName = 'account' | 'sessionKey' | 'public';
 
 type Parsed<T> = T extends z.ZodType ? z.output<T> : undefined;
 
 /**
- * Declares a messaging operation: its credential is checked first (401/403), then its body and
- * query are validated (422), then the handler runs. The same spec feeds the OpenAPI document.
+ * Declares a messaging operation on a route group: the core checks its credential first
+ * (401/403), then validates its body and query (422), then runs the handler. The credential's
+ * loader leaves the account or the acting session in `ctx.state` for {@link accountOf} and
+ * {@link actingOf}.
  */
 export function operation<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(
   deps: RouteDeps,
-  router: Router,
-  spec: Omit<OperationSpec<B, Q>, 'security' | 'invalidStatus'> & { credential: Credential },
-  handler: (ctx: Context, input: OperationInput<Parsed<B>, Parsed<Q>>) => unknown | Promise<unknown>,
+  group: RouteGroup,
+  spec: Omit<RouteSpec<undefined, Q, B, unknown>, 'auth' | 'handler'> & { credential: CredentialName },
+  handler: (ctx: Context, input: { body: Parsed<B>; query: Parsed<Q>; params: Record<string, string> }) => unknown | Promise<unknown>,
 ): void {
   const { credential, ...rest } = spec;
-  const authorize =
-    credential === 'account'
-      ? async (ctx: Context) => {
-          ctx.state.account = await deps.sessions.account(ctx);
-        }
-      : credential === 'sessionKey'
-        ? async (ctx: Context) => {
-            ctx.state.acting = await deps.sessions.actingSession(ctx);
-          }
-        : undefined;
-  const errors: Record<number, string> = {};
-  if (credential !== 'public') {
-    errors[401] = 'Missing or invalid credential: `{success: false, message}`';
-    errors[403] = `Valid credential of the wrong kind (this operation needs a ${credential === 'account' ? 'personal access token' : 'session API key'}): \`{success: false, message}\``;
-  }
-  if (spec.body || spec.query) errors[422] = 'Validation failed: `{success: false, message, errors: {field: [messages]}}`';
-  Object.assign(errors, spec.errors);
-  deps.api.route(router, { ...rest, authorize, security: SECURITY[credential], invalidStatus: 422, errors }, handler);
+  group.route<undefined, Q, B, unknown>({
+    ...rest,
+    auth: credential === 'public' ? PUBLIC : (deps.sessions.credentials[credential] as Credential<unknown>),
+    handler: (ctx, { body, query }) => handler(ctx, { body, query, params: ctx.params as Record<string, string> }),
+  });
 }
 
 /** The account of an account-level operation (set by its credential check). */

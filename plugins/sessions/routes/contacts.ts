@@ -3,7 +3,7 @@
  * picture, block, unblock), presence (`POST /api/send-presence-update`), and the number
  * lookups (`/api/on-whatsapp/{phone}`, `/api/lid-from-pn/{pn}`, `/api/pn-from-lid/{lid}`).
  */
-import Router from '@koa/router';
+import type { RouteGroup } from '../../../core/api.ts';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { WharfError } from '../../../core/errors.ts';
@@ -89,11 +89,11 @@ const presenceBody = z.strictObject({
   delayMs: z.int().min(0).max(60_000).optional().describe('How long to hold the presence before it lapses, in milliseconds.'),
 });
 
-export function contactRoutes(deps: RouteDeps): { contacts: Router; presence: Router; lookups: Router } {
+export function contactRoutes(deps: RouteDeps): { contacts: RouteGroup; presence: RouteGroup; lookups: RouteGroup } {
   const { sessions } = deps;
-  const contacts = new Router();
-  const presence = new Router();
-  const lookups = new Router();
+  const contacts = deps.api.group({ prefixes: ['/api/contacts'], envelope: 'messaging' });
+  const presence = deps.api.group({ prefixes: ['/api/send-presence-update'], envelope: 'messaging' });
+  const lookups = deps.api.group({ prefixes: ['/api/on-whatsapp', '/api/lid-from-pn', '/api/pn-from-lid'], envelope: 'messaging' });
   const tag = 'Contacts';
   const connected = (ctx: Context): { session: SessionRecord; network: NetworkAdapter } => {
     const { session, network } = actingOf(ctx);

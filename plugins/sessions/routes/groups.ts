@@ -9,7 +9,7 @@
  * session not connected), which clients act on. Admin-only changes by a non-admin answer 422,
  * except participant changes, which answer 200 with a per-participant 403 as WhatsApp does.
  */
-import Router from '@koa/router';
+import type { RouteGroup } from '../../../core/api.ts';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { WharfError } from '../../../core/errors.ts';
@@ -107,9 +107,9 @@ const groupSchema = z.object({
 });
 const resultSchema = success(z.array(z.object({ id: z.string(), status: z.int(), message: z.string() })));
 
-export function groupRoutes(deps: RouteDeps): Router {
+export function groupRoutes(deps: RouteDeps): RouteGroup {
   const { sessions } = deps;
-  const router = new Router();
+  const router = deps.api.group({ prefixes: ['/api/groups'], envelope: 'messaging' });
   const tag = 'Groups';
   const connected = (ctx: Context): { session: SessionRecord; network: NetworkAdapter } => {
     const { session, network } = actingOf(ctx);

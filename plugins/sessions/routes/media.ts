@@ -7,7 +7,7 @@
  * carry no credential: their ids are unguessable (as WasenderAPI's are meant to be), they
  * expire, and they are served so that a browser can never run them on Wharf's origin.
  */
-import Router from '@koa/router';
+import type { RouteGroup } from '../../../core/api.ts';
 import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import { z } from 'zod';
@@ -178,9 +178,9 @@ async function incomingFile(ctx: Context, body: z.output<typeof uploadBody>, que
   return { bytes, mimetype: type, fileName: query.fileName };
 }
 
-export function mediaRoutes(deps: MediaDeps): Router {
+export function mediaRoutes(deps: MediaDeps): RouteGroup {
   const { sessions, media, config } = deps;
-  const router = new Router();
+  const router = deps.api.group({ prefixes: ['/api/upload', '/api/media', '/api/decrypt-media', '/api/decrypted-media'], envelope: 'messaging' });
   const tag = 'Media';
   const base = deps.publicUrl.replace(/\/+$/, '');
   const connected = (ctx: Context): { session: SessionRecord; network: NetworkAdapter } => {

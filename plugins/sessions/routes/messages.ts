@@ -2,7 +2,7 @@
  * Session-scoped message operations (session API key): `POST /api/send-message` in all of
  * WasenderAPI's variants, and `/api/messages/...` info, edit, delete, resend, read and react.
  */
-import Router from '@koa/router';
+import type { RouteGroup } from '../../../core/api.ts';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { toWharfError, WharfError } from '../../../core/errors.ts';
@@ -111,11 +111,11 @@ function invalid(field: string, message: string): WharfError {
   return new WharfError('validation_failed', 'The given data was invalid.', { fields: { [field]: [message] } });
 }
 
-export function messageRoutes(deps: RouteDeps): { send: Router; messages: Router } {
+export function messageRoutes(deps: RouteDeps): { send: RouteGroup; messages: RouteGroup } {
   const { sessions } = deps;
   const { store } = sessions;
-  const send = new Router();
-  const messages = new Router();
+  const send = deps.api.group({ prefixes: ['/api/send-message'], envelope: 'messaging' });
+  const messages = deps.api.group({ prefixes: ['/api/messages'], envelope: 'messaging' });
   const tag = 'Messages';
   const connected = (ctx: Context): { session: SessionRecord; network: NetworkAdapter } => {
     const { session, network } = actingOf(ctx);

@@ -3,7 +3,7 @@
  * `/api/messaging-sessions` (the same handlers on both), and `POST /api/sandbox-sessions`.
  */
 import { randomUUID } from 'node:crypto';
-import Router from '@koa/router';
+import type { RouteGroup } from '../../../core/api.ts';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { type FieldErrors, WharfError } from '../../../core/errors.ts';
@@ -131,8 +131,8 @@ function detail(deps: RouteDeps, session: SessionRecord) {
 }
 
 /** The session routes under `prefix` (mounted twice: WasenderAPI's path and the spec's). */
-export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
-  const router = new Router();
+export function sessionRoutes(deps: RouteDeps, prefix: string): RouteGroup {
+  const router = deps.api.group({ prefixes: [prefix], envelope: 'messaging' });
   const { sessions } = deps;
   const { store } = sessions;
   const tag = 'Sessions';
@@ -544,8 +544,8 @@ export function sessionRoutes(deps: RouteDeps, prefix: string): Router {
 }
 
 /** `POST /api/sandbox-sessions`: a sandbox session, connected at once, its number generated unless given. */
-export function sandboxSessionRoutes(deps: RouteDeps): Router {
-  const router = new Router();
+export function sandboxSessionRoutes(deps: RouteDeps): RouteGroup {
+  const router = deps.api.group({ prefixes: ['/api/sandbox-sessions'], envelope: 'messaging' });
   operation(
     deps,
     router,

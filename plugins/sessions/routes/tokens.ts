@@ -4,7 +4,7 @@
  * organization, is shown once, and only its SHA-256 is stored. Owners and admins see and revoke
  * every token of the organization; members their own.
  */
-import Router from '@koa/router';
+import type { RouteGroup } from '../../../core/api.ts';
 import { z } from 'zod';
 import { WharfError } from '../../../core/errors.ts';
 import type { IdentityService } from '../../identity/types.ts';
@@ -46,8 +46,8 @@ function view(row: PatRow) {
   };
 }
 
-export function tokenRoutes(deps: RouteDeps & { identity: IdentityService }): Router {
-  const router = new Router();
+export function tokenRoutes(deps: RouteDeps & { identity: IdentityService }): RouteGroup {
+  const router = deps.api.group({ prefixes: ['/api/personal-access-tokens'], envelope: 'messaging' });
   const base = '/api/personal-access-tokens';
   const { store } = deps.sessions;
   const tag = 'Personal access tokens';

@@ -1,9 +1,10 @@
 /** `GET|POST|PATCH|DELETE /api/apps`: the apps of the session's active organization. */
-import Router from '@koa/router';
 import { z } from 'zod';
-import { validate } from '../../../core/validate.ts';
+import type { ApiRegistry } from '../../../core/api.ts';
+import type { RouteGroup } from '../../../core/api.ts';
+import { queryParam, uuid } from '../../../core/validate.ts';
 import { publicApp } from '../service.ts';
-import { appInOrg, queryParam, type RouteDeps, sessionOrg, uuid, uuidParam } from './common.ts';
+import { appInOrg, dashboardSession, type RouteDeps, TAG as tag } from './common.ts';
 
 const name = z.string().trim().min(1, 'must not be empty').max(100, 'must be at most 100 characters');
 const storageLimit = z.int('must be an integer number of bytes or null').min(0, 'must not be negative').max(Number.MAX_SAFE_INTEGER).nullable();
@@ -11,40 +12,68 @@ const storageLimit = z.int('must be an integer number of bytes or null').min(0, 
 export const createBody = z.object({ name, storageLimit: storageLimit.optional() });
 export const patchBody = z.object({ appId: uuid, name: name.optional(), storageLimit: storageLimit.optional() });
 export const deleteBody = z.object({ appId: uuid });
+const getQuery = z.object({ appId: queryParam.one(uuid).describe("One app's id") });
 
-export function appRoutes({ store, storage }: RouteDeps): Router {
-  const router = new Router({ prefix: '/api/apps' });
+export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): RouteGroup {
+  const group = api.group({ prefixes: ['/api/apps'], envelope: 'plain' });
+  const auth = dashboardSession;
 
-  router.get('/', async (ctx) => {
-    const orgId = await sessionOrg(ctx);
-    if (queryParam(ctx, 'appId') !== undefined) {
-      ctx.body = { app: publicApp(appInOrg(store, uuidParam(ctx, 'appId'), orgId)) };
-      return;
-    }
-    ctx.body = { apps: store.appsOfOrg(orgId).map(publicApp) };
+  group.route({
+    method: 'GET',
+    path: '/api/apps',
+    summary: "The active organization's apps (newest first), or one with appId",
+    tag,
+    auth,
+    query: getQuery,
+    errors: { 404: 'App not found: `{error}`' },
+    handler(ctx, { query, auth: orgId }) {
+      ctx.body = query.appId ? { app: publicApp(appInOrg(store, query.appId, orgId)) } : { apps: store.appsOfOrg(orgId).map(publicApp) };
+    },
   });
 
-  router.post('/', async (ctx) => {
-    const orgId = await sessionOrg(ctx);
-    const body = validate(createBody, ctx.request.body);
-    const app = await storage.createApp(orgId, { name: body.name, storageLimit: body.storageLimit ?? null });
-    ctx.status = 201;
-    ctx.body = publicApp(app);
+  group.route({
+    method: 'POST',
+    path: '/api/apps',
+    summary: 'Create an app and provision its bucket',
+    tag,
+    auth,
+    body: createBody,
+    success: { status: 201 },
+    errors: { 503: 'Store unavailable or not configured; nothing was created: `{error}`' },
+    async handler(ctx, { body, auth: orgId }) {
+      const app = await storage.createApp(orgId, { name: body.name, storageLimit: body.storageLimit ?? null });
+      ctx.status = 201;
+      ctx.body = publicApp(app);
+    },
   });
 
-  router.patch('/', async (ctx) => {
-    const orgId = await sessionOrg(ctx);
-    const body = validate(patchBody, ctx.request.body);
-    const app = appInOrg(store, body.appId, orgId);
-    ctx.body = publicApp(storage.updateApp(app, { name: body.name, storageLimit: body.storageLimit }));
+  group.route({
+    method: 'PATCH',
+    path: '/api/apps',
+    summary: 'Rename an app or change its storage limit',
+    tag,
+    auth,
+    body: patchBody,
+    errors: { 404: 'App not found: `{error}`' },
+    handler(ctx, { body, auth: orgId }) {
+      const app = appInOrg(store, body.appId, orgId);
+      ctx.body = publicApp(storage.updateApp(app, { name: body.name, storageLimit: body.storageLimit }));
+    },
   });
 
-  router.delete('/', async (ctx) => {
-    const orgId = await sessionOrg(ctx);
-    const body = validate(deleteBody, ctx.request.body);
-    await storage.deleteApp(appInOrg(store, body.appId, orgId));
-    ctx.body = { success: true };
+  group.route({
+    method: 'DELETE',
+    path: '/api/apps',
+    summary: 'Empty and remove the bucket, then the app with its tokens and files',
+    tag,
+    auth,
+    body: deleteBody,
+    errors: { 404: 'App not found: `{error}`', 503: 'Store unavailable: `{error}`' },
+    async handler(ctx, { body, auth: orgId }) {
+      await storage.deleteApp(appInOrg(store, body.appId, orgId));
+      ctx.body = { success: true };
+    },
   });
 
-  return router;
+  return group;
 }

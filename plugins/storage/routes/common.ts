@@ -1,19 +1,16 @@
-/** What the storage routes share: credentials, the active organization, app lookup, schemas. */
-import type { Context } from 'koa';
+/** What the storage routes share: the credentials they accept, app lookup, schemas. */
 import { z } from 'zod';
-import { requirePrincipal } from '../../../core/auth.ts';
+import type { Credential } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
 import type { Storage } from '../service.ts';
 import type { AppState, StorageStore } from '../store.ts';
+import type { AppTokenPrincipal } from '../types.ts';
 
 export interface RouteDeps {
   store: StorageStore;
   storage: Storage;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export const uuid = z.string().regex(UUID, 'must be a UUID');
 /** Requests name at most this many files or keys. */
 export const MAX_ITEMS = 1000;
 
@@ -28,11 +25,40 @@ export function fileList<T extends z.ZodType>(item: T) {
   return z.array(item).min(1, 'must hold at least one file').max(MAX_ITEMS, `must hold at most ${MAX_ITEMS} files`);
 }
 
-/** The session's organization: 401/403 without a dashboard session, 400 without an active organization. */
-export async function sessionOrg(ctx: Context): Promise<string> {
-  const principal = await requirePrincipal(ctx, ['session'], 'dashboard session');
-  if (!principal.orgId) throw new WharfError('bad_request', 'No active organization: create one or choose one (PUT /auth/active-org)');
-  return principal.orgId;
+/**
+ * A signed-in dashboard user, loaded as its active organization's id (the spec's "Session"
+ * credential): 400 when it has none selected. Apps, tokens, downloads and dashboard uploads take it.
+ */
+export const dashboardSession: Credential<string> = {
+  kinds: ['session'],
+  needs: 'dashboard session',
+  schemes: ['dashboardSession'],
+  load(_ctx, principal) {
+    const { orgId } = principal as { orgId: string | null };
+    if (!orgId) throw new WharfError('bad_request', 'No active organization: create one or choose one (PUT /auth/active-org)');
+    return orgId;
+  },
+};
+
+export const INVALID_TOKEN = 'Invalid API token';
+
+/** Who calls a file route that takes either credential: an app token's app, or a session's organization. */
+export type FileCaller = { app: AppState; orgId?: undefined } | { app?: undefined; orgId: string };
+
+/** An app API token (Bearer) acting for its app, or a dashboard session acting in its organization. */
+export function appTokenOrSession(store: StorageStore): Credential<FileCaller> {
+  return {
+    kinds: ['appToken', 'session'],
+    needs: 'app API token or a dashboard session',
+    schemes: ['appToken', 'dashboardSession'],
+    invalid: INVALID_TOKEN,
+    async load(ctx, principal) {
+      if (principal.kind !== 'appToken') return { orgId: await dashboardSession.load!(ctx, principal) };
+      const app = store.app((principal as AppTokenPrincipal).appId);
+      if (!app) throw new WharfError('unauthorized', INVALID_TOKEN);
+      return { app };
+    },
+  };
 }
 
 /** The app if it is in the organization; 404 alike for a missing app and another organization's. */
@@ -42,17 +68,4 @@ export function appInOrg(store: StorageStore, appId: string, orgId: string): App
   return app;
 }
 
-/** A single query parameter: undefined when absent, 400 when repeated. */
-export function queryParam(ctx: Context, name: string): string | undefined {
-  const value = ctx.query[name];
-  if (Array.isArray(value)) throw new WharfError('bad_request', `${name} must be given once`);
-  return value;
-}
-
-/** A UUID query parameter: 400 naming it when missing or malformed. */
-export function uuidParam(ctx: Context, name: string): string {
-  const value = queryParam(ctx, name);
-  if (value === undefined || value === '') throw new WharfError('bad_request', `${name} is required`);
-  if (!UUID.test(value)) throw new WharfError('bad_request', `${name}: must be a UUID`);
-  return value;
-}
+export const TAG = 'File storage';

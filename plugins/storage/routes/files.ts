@@ -1,18 +1,26 @@
 /**
- * `GET|POST|DELETE /api/files` and `GET /api/files/download`. An app API token (Bearer, or in
- * the body for POST) acts for its own app; a dashboard session acts for the apps of its
- * organization, named by `appId` or through a file's id.
+ * `/api/files`: `GET|POST|DELETE /api/files`, `GET /api/files/download` and the two-phase
+ * `POST /api/files/upload`. An app API token (Bearer, or in the body for POST) acts for its own
+ * app; a dashboard session acts for the apps of its organization, named by `appId` or through a
+ * file's id.
  */
-import Router from '@koa/router';
-import type { Context } from 'koa';
 import { z } from 'zod';
-import { type AuthRegistry, authenticate } from '../../../core/auth.ts';
+import { type ApiRegistry, PUBLIC } from '../../../core/api.ts';
+import type { AuthRegistry } from '../../../core/auth.ts';
 import { WharfError } from '../../../core/errors.ts';
-import { validate } from '../../../core/validate.ts';
-import type { AppState, Direction } from '../store.ts';
+import type { RouteGroup } from '../../../core/api.ts';
+import { queryParam, uuid } from '../../../core/validate.ts';
+import type { AppState } from '../store.ts';
 import type { AppTokenPrincipal } from '../types.ts';
-import { appInOrg, fileInput, fileList, MAX_ITEMS, queryParam, type RouteDeps, sessionOrg, uuid, uuidParam } from './common.ts';
+import { appInOrg, appTokenOrSession, dashboardSession, fileInput, fileList, INVALID_TOKEN, MAX_ITEMS, type RouteDeps, TAG as tag } from './common.ts';
 
+export const listQuery = z.object({
+  appId: queryParam.one(uuid).describe('The app, with a dashboard session (ignored with a Bearer token)'),
+  search: queryParam.one(z.string().max(1024, 'must be at most 1024 characters')).describe('Case-sensitive substring of the name'),
+  page: queryParam.int(1, 1, Number.MAX_SAFE_INTEGER),
+  pageSize: queryParam.int(10, 1, 100),
+  dir: queryParam.one(z.enum(['asc', 'desc'], { error: 'must be "asc" or "desc"' })).describe('Direction on uploadedAt (default desc)'),
+});
 export const registerBody = z.object({ token: z.string().min(1, 'must not be empty'), files: fileList(fileInput) });
 export const deleteBody = z.object({
   keys: z
@@ -23,101 +31,116 @@ export const deleteBody = z.object({
   fileId: uuid.optional(),
   fileIds: z.array(uuid).min(1, 'must hold at least one id').max(MAX_ITEMS, `must hold at most ${MAX_ITEMS} ids`).optional(),
 });
+const downloadQuery = z.object({ fileId: queryParam.one(uuid).pipe(z.string({ error: 'is required' })) });
 
-const INVALID_TOKEN = 'Invalid API token';
+export const requestBody = z.object({
+  appId: uuid,
+  action: z.undefined().optional(),
+  prefix: z.string().max(1024, 'must be at most 1024 characters').optional(),
+  files: fileList(fileInput.omit({ key: true })),
+});
+export const completeBody = z.object({ appId: uuid, action: z.literal('complete'), files: fileList(fileInput) });
+/** Phase 1 without `action`, phase 2 with `action: "complete"`. */
+export const uploadBody = z.discriminatedUnion('action', [requestBody, completeBody], {
+  error: (issue) => (issue.code === 'invalid_union' ? 'must be "complete" (or absent, to request upload URLs)' : undefined),
+});
 
-/** A positive integer query parameter within bounds, or its default; 400 naming it otherwise. */
-function intParam(ctx: Context, name: string, fallback: number, min: number, max: number): number {
-  const raw = queryParam(ctx, name);
-  if (raw === undefined || raw === '') return fallback;
-  const n = /^\d{1,9}$/.test(raw) ? Number(raw) : NaN;
-  if (!Number.isInteger(n) || n < min || n > max) {
-    throw new WharfError('bad_request', `${name} must be an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}`);
-  }
-  return n;
-}
+export function fileRoutes(api: ApiRegistry, { store, storage }: RouteDeps, auth: AuthRegistry): RouteGroup {
+  const group = api.group({ prefixes: ['/api/files'], envelope: 'plain' });
+  const tokenOrSession = appTokenOrSession(store);
 
-export function fileRoutes({ store, storage }: RouteDeps, auth: AuthRegistry): Router {
-  const router = new Router({ prefix: '/api/files' });
+  group.route({
+    method: 'GET',
+    path: '/api/files',
+    summary: "An app's files: the Bearer token's app, or appId with a session",
+    tag,
+    auth: tokenOrSession,
+    query: listQuery,
+    errors: { 404: 'App not found: `{error}`' },
+    handler(ctx, { query, auth: caller }) {
+      if (!caller.app && !query.appId) throw new WharfError('bad_request', 'appId is required without a Bearer API token');
+      const app = caller.app ?? appInOrg(store, query.appId!, caller.orgId);
+      ctx.body = storage.listFiles(app, { search: query.search, dir: query.dir ?? 'desc', page: query.page, pageSize: query.pageSize });
+    },
+  });
 
-  /** The app a Bearer app token acts for (401 when invalid), or undefined when the request carries none. */
-  async function tokenApp(ctx: Context): Promise<{ app?: AppState; session?: true }> {
-    const result = await authenticate(ctx);
-    if (result.failure === 'invalid') throw new WharfError('unauthorized', ctx.get('authorization') ? INVALID_TOKEN : 'Invalid or expired credential');
-    const principal = result.principal as { kind: string } | undefined;
-    if (!principal) return {};
-    if (principal.kind === 'appToken') {
-      const app = store.app((principal as AppTokenPrincipal).appId);
+  group.route({
+    method: 'POST',
+    path: '/api/files',
+    summary: 'Record files already uploaded to the bucket (the token travels in the body)',
+    tag,
+    auth: PUBLIC,
+    body: registerBody,
+    errors: { 401: 'Invalid token: `{error}`' },
+    async handler(ctx, { body }) {
+      const result = await auth.resolveToken(body.token, ctx);
+      const principal = result.principal as { kind: string } | undefined;
+      const app = principal?.kind === 'appToken' ? store.app((principal as AppTokenPrincipal).appId) : undefined;
       if (!app) throw new WharfError('unauthorized', INVALID_TOKEN);
-      return { app };
-    }
-    if (principal.kind === 'session') return { session: true };
-    throw new WharfError('forbidden', 'This operation requires an app API token or a dashboard session');
-  }
-
-  router.get('/', async (ctx) => {
-    const caller = await tokenApp(ctx);
-    let app = caller.app;
-    if (!app) {
-      const appId = queryParam(ctx, 'appId');
-      if (appId === undefined || appId === '') throw new WharfError('bad_request', 'appId is required without a Bearer API token');
-      if (!caller.session) throw new WharfError('unauthorized', 'Authentication required');
-      app = appInOrg(store, uuidParam(ctx, 'appId'), await sessionOrg(ctx));
-    }
-    const dir = queryParam(ctx, 'dir') ?? 'desc';
-    if (dir !== 'asc' && dir !== 'desc') throw new WharfError('bad_request', 'dir must be "asc" or "desc"');
-    const page = intParam(ctx, 'page', 1, 1, Number.MAX_SAFE_INTEGER);
-    const pageSize = intParam(ctx, 'pageSize', 10, 1, 100);
-    const search = queryParam(ctx, 'search') || undefined;
-    if (search && search.length > 1024) throw new WharfError('bad_request', 'search must be at most 1024 characters');
-    ctx.body = storage.listFiles(app, { search, dir: dir as Direction, page, pageSize });
+      ctx.body = { files: await storage.registerFiles(app, body.files) };
+    },
   });
 
-  router.post('/', async (ctx) => {
-    const body = validate(registerBody, ctx.request.body);
-    const result = await auth.resolveToken(body.token, ctx);
-    const principal = result.principal as { kind: string } | undefined;
-    if (principal?.kind !== 'appToken') throw new WharfError('unauthorized', INVALID_TOKEN);
-    const app = store.app((principal as AppTokenPrincipal).appId);
-    if (!app) throw new WharfError('unauthorized', INVALID_TOKEN);
-    ctx.body = { files: await storage.registerFiles(app, body.files) };
-  });
-
-  router.delete('/', async (ctx) => {
-    const caller = await tokenApp(ctx);
-    const body = validate(deleteBody, ctx.request.body);
-    if (!body.keys && !body.fileId && !body.fileIds) throw new WharfError('bad_request', 'keys, fileId or fileIds is required');
-    if (caller.app) {
-      if (!body.keys) throw new WharfError('bad_request', 'keys is required with a Bearer API token (fileId and fileIds are for dashboard sessions)');
-      await storage.deleteFiles(caller.app, body.keys);
+  group.route({
+    method: 'DELETE',
+    path: '/api/files',
+    summary: 'Delete files (objects, then records): keys with a Bearer token, fileId or fileIds with a session',
+    tag,
+    auth: tokenOrSession,
+    body: deleteBody,
+    errors: { 404: 'A file not found (nothing is deleted): `{error}`' },
+    async handler(ctx, { body, auth: caller }) {
+      if (!body.keys && !body.fileId && !body.fileIds) throw new WharfError('bad_request', 'keys, fileId or fileIds is required');
+      if (caller.app) {
+        if (!body.keys) throw new WharfError('bad_request', 'keys is required with a Bearer API token (fileId and fileIds are for dashboard sessions)');
+        await storage.deleteFiles(caller.app, body.keys);
+        ctx.body = { success: true };
+        return;
+      }
+      const ids = [...new Set([...(body.fileId ? [body.fileId] : []), ...(body.fileIds ?? [])])];
+      if (!ids.length) throw new WharfError('bad_request', 'fileId or fileIds is required with a dashboard session (keys need a Bearer API token)');
+      // Every file must be found before anything is deleted.
+      const byApp = new Map<string, { app: AppState; keys: string[] }>();
+      for (const id of ids) {
+        const file = store.fileInOrg(id, caller.orgId);
+        if (!file) throw new WharfError('not_found', `File ${id} not found`);
+        const entry = byApp.get(file.appId) ?? { app: appInOrg(store, file.appId, caller.orgId), keys: [] };
+        entry.keys.push(file.key);
+        byApp.set(file.appId, entry);
+      }
+      for (const { app, keys } of byApp.values()) await storage.deleteFiles(app, keys);
       ctx.body = { success: true };
-      return;
-    }
-    if (!caller.session) throw new WharfError('unauthorized', 'Authentication required');
-    const orgId = await sessionOrg(ctx);
-    const ids = [...new Set([...(body.fileId ? [body.fileId] : []), ...(body.fileIds ?? [])])];
-    if (!ids.length) throw new WharfError('bad_request', 'fileId or fileIds is required with a dashboard session (keys need a Bearer API token)');
-    // Every file must be found before anything is deleted.
-    const byApp = new Map<string, { app: AppState; keys: string[] }>();
-    for (const id of ids) {
-      const file = store.fileInOrg(id, orgId);
-      if (!file) throw new WharfError('not_found', `File ${id} not found`);
-      const entry = byApp.get(file.appId) ?? { app: appInOrg(store, file.appId, orgId), keys: [] };
-      entry.keys.push(file.key);
-      byApp.set(file.appId, entry);
-    }
-    for (const { app, keys } of byApp.values()) await storage.deleteFiles(app, keys);
-    ctx.body = { success: true };
+    },
   });
 
-  router.get('/download', async (ctx) => {
-    const orgId = await sessionOrg(ctx);
-    const fileId = uuidParam(ctx, 'fileId');
-    const file = store.fileInOrg(fileId, orgId);
-    if (!file) throw new WharfError('not_found', 'File not found');
-    const app = appInOrg(store, file.appId, orgId);
-    ctx.body = { url: await storage.presignDownload(app, file) };
+  group.route({
+    method: 'GET',
+    path: '/api/files/download',
+    summary: 'A presigned GET URL valid one hour',
+    tag,
+    auth: dashboardSession,
+    query: downloadQuery,
+    errors: { 404: 'File or app not found: `{error}`' },
+    async handler(ctx, { query, auth: orgId }) {
+      const file = store.fileInOrg(query.fileId, orgId);
+      if (!file) throw new WharfError('not_found', 'File not found');
+      ctx.body = { url: await storage.presignDownload(appInOrg(store, file.appId, orgId), file) };
+    },
   });
 
-  return router;
+  group.route({
+    method: 'POST',
+    path: '/api/files/upload',
+    summary: 'Phase 1 (no action): reserve the bytes and answer presigned PUT URLs; phase 2 (action "complete"): verify the uploaded objects and record them',
+    tag,
+    auth: dashboardSession,
+    body: uploadBody,
+    errors: { 404: 'App not found: `{error}`', 413: 'Over the storage limit: `{error}`' },
+    async handler(ctx, { body, auth: orgId }) {
+      const app = appInOrg(store, body.appId, orgId);
+      ctx.body = body.action === 'complete' ? { files: await storage.completeUploads(app, body.files) } : { uploads: await storage.reserveUploads(app, body.prefix, body.files) };
+    },
+  });
+
+  return group;
 }

@@ -10,7 +10,6 @@
 import http from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import Router from '@koa/router';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWTPayload } from 'jose';
 import Provider, { errors as providerErrors } from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -236,12 +235,19 @@ const whoami = definePlugin({
   name: 'whoami',
   description: 'Test plugin: GET /whoami answers the resolved user principal.',
   config: z.strictObject({}),
-  setup() {
-    const router = new Router();
-    router.get('/whoami', async (ctx) => {
-      ctx.body = { ...(await requirePrincipal(ctx, ['oauth', 'session'])) };
+  setup({ api }) {
+    const group = api.group({ prefixes: ['/whoami'], envelope: 'plain' });
+    group.route({
+      method: 'GET',
+      path: '/whoami',
+      summary: 'who',
+      tag: 'Test',
+      auth: { kinds: ['oauth', 'session'], needs: 'user', schemes: [] },
+      handler(ctx, { auth }) {
+        ctx.body = { ...auth };
+      },
     });
-    return { routes: [{ prefixes: ['/whoami'], envelope: 'plain', router }] };
+    return { routes: [group] };
   },
 });
 
