@@ -9,6 +9,7 @@ import { randomToken, sha256Hex } from '../../core/tokens.ts';
 import { AccessTokens, JWT_SHAPE } from './access-tokens.ts';
 import { identityConfig, type IdentityConfig } from './config.ts';
 import { crossSiteGuard, LoginThrottle } from './guards.ts';
+import { Invitations } from './invitations.ts';
 import { migrations } from './migrations.ts';
 import { setupOidc } from './oidc.ts';
 import { authRoutes, setupRoutes } from './routes/auth.ts';
@@ -147,9 +148,11 @@ export default definePlugin({
     }
 
     const deps = { store, identity, sessions, throttle, core };
+    const invitations = new Invitations(store, { ttlDays: config.invitation_ttl_days });
     const prune = setInterval(() => {
       const now = new Date().toISOString();
       store.pruneSessions(now, new Date(Date.now() - 86_400_000).toISOString());
+      invitations.prune();
     }, 3_600_000);
     prune.unref();
 
@@ -168,7 +171,7 @@ export default definePlugin({
       routes: [
         { prefixes: ['/auth'], envelope: 'plain', router: authRoutes(deps) },
         { prefixes: ['/setup'], envelope: 'plain', router: setupRoutes(deps) },
-        { prefixes: ['/api/orgs'], envelope: 'plain', router: orgRoutes(store, identity) },
+        { prefixes: ['/api/orgs'], envelope: 'plain', router: orgRoutes(store, identity, { invitations }) },
         { prefixes: ['/oauth'], envelope: 'plain', router: oauthRoutes(deviceFlow) },
         { prefixes: ['/device'], envelope: 'plain', router: devicePageRoutes({ ...deps, flow: deviceFlow }) },
         {
