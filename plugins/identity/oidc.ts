@@ -426,7 +426,15 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
       },
     ],
     routes: [
-      { prefixes: ['/api/orgs'], envelope: 'plain', router: orgRoutes(store, identity) },
+      {
+        prefixes: ['/api/orgs'],
+        envelope: 'plain',
+        // Invitations match accounts by email, and this mode never links accounts by email: the
+        // provider says who belongs to its organizations.
+        router: orgRoutes(store, identity, {
+          unavailable: `Not available: this instance takes organization memberships from its OpenID Connect provider (${issuer}); invitations are off`,
+        }),
+      },
       {
         prefixes: ['/api/cli'],
         envelope: 'plain',
