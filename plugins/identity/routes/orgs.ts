@@ -40,6 +40,7 @@ export interface OrgRouteOptions {
 export function orgRoutes(store: IdentityStore, identity: IdentityService, options: OrgRouteOptions = {}): Router {
   const router = new Router({ prefix: '/api/orgs' });
 
+  /** The invitations service, or 404 first thing (before credentials or body) where there is none. */
   function invitations(): Invitations {
     if (!options.invitations) throw new WharfError('not_found', options.unavailable ?? 'Not available');
     return options.invitations;
@@ -75,39 +76,45 @@ export function orgRoutes(store: IdentityStore, identity: IdentityService, optio
   // Inviting: the same answer, 202, whether or not an account has the email. `/members` is the
   // path clients used when this added the user at once; it now invites too.
   router.post(['/:org/invitations', '/:org/members'], async (ctx) => {
+    const service = invitations();
     const { org, role, userId } = await orgOf(ctx);
     const body = validate(inviteBody, ctx.request.body);
-    const invitation = invitations().invite({ orgId: org.id, inviterId: userId, inviterRole: role, email: body.email, role: body.role });
+    const invitation = service.invite({ orgId: org.id, inviterId: userId, inviterRole: role, email: body.email, role: body.role });
     ctx.status = 202;
     ctx.body = { invitation: invitationView(invitation, false) };
   });
 
   router.get('/:org/invitations', async (ctx) => {
+    const service = invitations();
     const { org, role } = await orgOf(ctx);
-    ctx.body = { invitations: invitations().pending(org.id, role).map((i) => invitationView(i, true)) };
+    ctx.body = { invitations: service.pending(org.id, role).map((i) => invitationView(i, true)) };
   });
 
   router.delete('/:org/invitations/:id', async (ctx) => {
+    const service = invitations();
     const { org, role } = await orgOf(ctx);
-    invitations().revoke(org.id, String(ctx.params.id), role);
+    service.revoke(org.id, String(ctx.params.id), role);
     ctx.body = { success: true };
   });
 
   // The caller's own invitations, matched by its account's email.
   router.get('/invitations', async (ctx) => {
+    const service = invitations();
     const p = await requirePrincipal(ctx, USER_KINDS, 'signed-in user');
-    ctx.body = { invitations: invitations().received(p.userId) };
+    ctx.body = { invitations: service.received(p.userId) };
   });
 
   router.post('/invitations/:id/accept', async (ctx) => {
+    const service = invitations();
     const p = await requirePrincipal(ctx, USER_KINDS, 'signed-in user');
-    const { id, slug, name, role } = invitations().accept(p.userId, String(ctx.params.id));
+    const { id, slug, name, role } = service.accept(p.userId, String(ctx.params.id));
     ctx.body = { org: { id, slug, name, role } };
   });
 
   router.post('/invitations/:id/decline', async (ctx) => {
+    const service = invitations();
     const p = await requirePrincipal(ctx, USER_KINDS, 'signed-in user');
-    invitations().decline(p.userId, String(ctx.params.id));
+    service.decline(p.userId, String(ctx.params.id));
     ctx.body = { success: true };
   });
 

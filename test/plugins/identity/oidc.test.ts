@@ -417,6 +417,9 @@ describe('external OIDC mode: organization invitations are off', () => {
       expect(res.status, `${method} ${path}`).toBe(404);
       expect(res.body).toStrictEqual({ error: expect.stringContaining(`organization memberships from its OpenID Connect provider (${provider.issuer})`) });
     }
+    // The same without a credential or with a body that would not validate.
+    expect((await app.request('GET', '/api/orgs/invitations')).status).toBe(404);
+    expect((await app.request('POST', `/api/orgs/${acme.id}/members`, { body: { email: 5 }, headers: bearer(alice.access_token) })).status).toBe(404);
     const members = await app.request('GET', `/api/orgs/${acme.id}/members`, { headers: bearer(alice.access_token) });
     expect(members.status).toBe(200);
     expect(members.body.members.map((m: { email: string }) => m.email)).not.toContain('bob@example.test');
