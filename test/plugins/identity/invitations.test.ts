@@ -67,7 +67,7 @@ describe('inviting answers the same whether or not the email has an account', ()
   it('takes similar time for a registered and an unregistered email (no enumeration by timing)', async () => {
     const identity = identityOf(app);
     const warmup = 5;
-    const rounds = 25;
+    const rounds = 31;
     const registered: string[] = [];
     for (let i = 0; i < warmup + rounds; i++) registered.push((await identity.createUser({ email: freshEmail(), password: 'long enough password' })).email!);
     const time = async (email: string) => {
@@ -76,19 +76,27 @@ describe('inviting answers the same whether or not the email has an account', ()
       expect(res.status).toBe(202);
       return performance.now() - t;
     };
-    const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const known: number[] = [];
-    const unknown: number[] = [];
-    // Interleaved, each going first in turn, so load on the machine and warm-up fall on both alike.
+    // Pairs measured back to back, each kind going first in turn, so a burst of load on the
+    // machine (other test files run at the same time) falls on both halves of a pair; the median
+    // of the pairs' ratios then ignores the pairs a burst split.
+    const ratios: number[] = [];
     for (let i = 0; i < warmup + rounds; i++) {
-      const pair = i % 2 ? [await time(freshEmail()), await time(registered[i]!)].reverse() : [await time(registered[i]!), await time(freshEmail())];
-      if (i < warmup) continue;
-      known.push(pair[0]!);
-      unknown.push(pair[1]!);
+      let known: number;
+      let unknown: number;
+      if (i % 2) {
+        unknown = await time(freshEmail());
+        known = await time(registered[i]!);
+      } else {
+        known = await time(registered[i]!);
+        unknown = await time(freshEmail());
+      }
+      if (i >= warmup) ratios.push(unknown / known);
     }
-    const ratio = median(unknown) / median(known);
-    // Measured at 0.97 to 1.10 (about 2 ms a request); 3 ms of extra work for registered emails
-    // alone (checked by adding it) brings it to 0.45.
+    const ratio = ratios.sort((a, b) => a - b)[Math.floor(ratios.length / 2)]!;
+    // Measured 1.00 to 1.05 alone (requests take about 2 ms) and 0.87 to 1.31 with three busy
+    // processes on two cores. 3 ms of extra work for registered emails only (checked by adding
+    // it) gives 0.37 to 0.50 alone, failing; under that load it can pass: this catches real work
+    // done for one kind (a password hash, a mail), not a few microseconds of SQL.
     expect(ratio).toBeGreaterThan(0.6);
     expect(ratio).toBeLessThan(1 / 0.6);
   });
