@@ -69,6 +69,12 @@ export const identityConfig = z.strictObject({
   device_poll_interval_seconds: z.int().min(1).default(5).describe('Minimum seconds between two token polls of one device code; faster polls get slow_down.'),
   access_token_ttl_seconds: z.int().min(60).default(3600).describe('Lifetime of command-line access tokens (JWT), in seconds.'),
   refresh_token_ttl_days: z.int().min(1).default(30).describe('Lifetime of command-line refresh tokens, in days.'),
+  invitation_ttl_days: z
+    .int()
+    .min(1)
+    .max(365)
+    .default(7)
+    .describe('How long an invitation to an organization can be accepted, in days; inviting the same email again renews it.'),
   oidc: oidcConfig,
 });
 

@@ -9,6 +9,7 @@ import { randomToken, sha256Hex } from '../../core/tokens.ts';
 import { AccessTokens, JWT_SHAPE } from './access-tokens.ts';
 import { identityConfig, type IdentityConfig } from './config.ts';
 import { crossSiteGuard, LoginThrottle } from './guards.ts';
+import { Invitations } from './invitations.ts';
 import { migrations } from './migrations.ts';
 import { setupOidc } from './oidc.ts';
 import { authRoutes } from './routes/auth.ts';
@@ -150,9 +151,11 @@ export default definePlugin({
     }
 
     const deps = { api, store, identity, sessions, throttle, core };
+    const invitations = new Invitations(store, { ttlDays: config.invitation_ttl_days });
     const prune = setInterval(() => {
       const now = new Date().toISOString();
       store.pruneSessions(now, new Date(Date.now() - 86_400_000).toISOString());
+      invitations.prune();
     }, 3_600_000);
     prune.unref();
 
@@ -171,7 +174,7 @@ export default definePlugin({
       routes: [
         authRoutes(deps),
         setupRoutes(deps),
-        orgRoutes(api, store, identity),
+        orgRoutes(api, store, identity, { invitations }),
         ...oauthRoutes(api, deviceFlow),
         devicePageRoutes({ ...deps, flow: deviceFlow }),
         cliRoutes(api, store, auth, () => ({

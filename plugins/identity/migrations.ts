@@ -94,4 +94,28 @@ export const migrations: Migration[] = [
       `);
     },
   },
+  {
+    id: '003-invitations',
+    up(db) {
+      db.exec(`
+        -- Pending invitations to an organization, by email. Whether an account has that email is
+        -- not recorded: it is looked up when the invitee signs in. One per organization and
+        -- email: inviting again updates role, inviter, invited_at and expires_at. Accepted,
+        -- declined and revoked ones are deleted; expired ones are pruned.
+        CREATE TABLE identity_invitations (
+          id TEXT PRIMARY KEY,
+          org_id TEXT NOT NULL REFERENCES identity_orgs(id) ON DELETE CASCADE,
+          email TEXT NOT NULL,
+          email_norm TEXT NOT NULL,
+          role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+          invited_by TEXT REFERENCES identity_users(id) ON DELETE SET NULL,
+          invited_at TEXT NOT NULL,
+          expires_at TEXT NOT NULL,
+          UNIQUE (org_id, email_norm)
+        );
+        CREATE INDEX identity_invitations_by_email ON identity_invitations (email_norm, expires_at);
+        CREATE INDEX identity_invitations_by_expiry ON identity_invitations (expires_at);
+      `);
+    },
+  },
 ];

@@ -429,7 +429,11 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
       },
     ],
     routes: [
-      orgRoutes(deps.api, store, identity),
+      // Invitations match accounts by email, and this mode never links accounts by email: the
+      // provider says who belongs to its organizations.
+      orgRoutes(deps.api, store, identity, {
+        unavailable: `Not available: this instance takes organization memberships from its OpenID Connect provider (${issuer}); invitations are off`,
+      }),
       cliRoutes(deps.api, store, auth, () => ({
         instanceUrl: core.server.public_url,
         idpFapiUrl: issuer,

@@ -6,7 +6,8 @@ import { hashPassword, verifyPassword } from './passwords.ts';
 import type { IdentityStore } from './store.ts';
 import type { IdentityService, User } from './types.ts';
 
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/** What Wharf accepts as an email address: something@domain.tld, no spaces. */
+export const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 export interface BuiltinIdentity extends IdentityService {
   /** The user for an email and password, or null; takes the same time whether or not the email exists. */

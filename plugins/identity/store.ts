@@ -1,8 +1,8 @@
-/** The identity plugin's SQL: users, organizations, memberships, login sessions, setup tokens. */
+/** The identity plugin's SQL: users, organizations, memberships, invitations, login sessions, setup tokens. */
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../../core/db.ts';
 import { WharfError } from '../../core/errors.ts';
-import type { Org, OrgWithRole, Role, User } from './types.ts';
+import type { Invitation, Org, OrgWithRole, ReceivedInvitation, Role, User } from './types.ts';
 
 interface UserRow {
   id: string;
@@ -10,6 +10,15 @@ interface UserRow {
   name: string | null;
   password_hash: string | null;
   created_at: string;
+}
+
+interface InvitationRow {
+  id: string;
+  email: string;
+  role: Role;
+  invited_by: string | null;
+  invited_at: string;
+  expires_at: string;
 }
 
 interface OrgRow {
@@ -31,6 +40,7 @@ export interface SessionRow {
 }
 
 const toUser = (r: UserRow): User => ({ id: r.id, email: r.email, name: r.name, createdAt: r.created_at });
+const toInvitation = (r: InvitationRow): Invitation => ({ id: r.id, email: r.email, role: r.role, invitedBy: r.invited_by, invitedAt: r.invited_at, expiresAt: r.expires_at });
 const toOrg = (r: OrgRow): Org => ({ id: r.id, slug: r.slug, name: r.name, createdAt: r.created_at });
 
 export const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
@@ -85,6 +95,35 @@ export class IdentityStore {
       members: db.prepare(
         'SELECT u.id, u.email, u.name, m.role, m.created_at FROM identity_memberships m JOIN identity_users u ON u.id = m.user_id WHERE m.org_id = ? ORDER BY m.created_at, u.email',
       ),
+      memberByEmail: db
+        .prepare('SELECT 1 FROM identity_memberships m JOIN identity_users u ON u.id = m.user_id WHERE m.org_id = ? AND u.email_norm = ?')
+        .pluck(),
+      upsertInvitation: db.prepare(`
+        INSERT INTO identity_invitations (id, org_id, email, email_norm, role, invited_by, invited_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (org_id, email_norm) DO UPDATE SET
+          email = excluded.email, role = excluded.role, invited_by = excluded.invited_by,
+          invited_at = excluded.invited_at, expires_at = excluded.expires_at
+        RETURNING id, email, role, invited_by, invited_at, expires_at`),
+      invitationByEmail: db.prepare(
+        'SELECT id, email, role, invited_by, invited_at, expires_at FROM identity_invitations WHERE org_id = ? AND email_norm = ? AND expires_at > ?',
+      ),
+      orgInvitation: db.prepare(
+        'SELECT id, email, role, invited_by, invited_at, expires_at FROM identity_invitations WHERE id = ? AND org_id = ? AND expires_at > ?',
+      ),
+      orgInvitations: db.prepare(
+        'SELECT id, email, role, invited_by, invited_at, expires_at FROM identity_invitations WHERE org_id = ? AND expires_at > ? ORDER BY invited_at, email_norm',
+      ),
+      receivedInvitation: db.prepare('SELECT org_id, role FROM identity_invitations WHERE id = ? AND email_norm = ? AND expires_at > ?'),
+      receivedInvitations: db.prepare(`
+        SELECT i.id, i.role, i.invited_at, i.expires_at, o.id AS org_id, o.slug, o.name AS org_name,
+          i.invited_by, u.name AS inviter_name, u.email AS inviter_email
+        FROM identity_invitations i
+        JOIN identity_orgs o ON o.id = i.org_id
+        LEFT JOIN identity_users u ON u.id = i.invited_by
+        WHERE i.email_norm = ? AND i.expires_at > ?
+        ORDER BY i.invited_at, o.slug`),
+      deleteInvitation: db.prepare('DELETE FROM identity_invitations WHERE id = ?'),
+      pruneInvitations: db.prepare('DELETE FROM identity_invitations WHERE expires_at <= ?'),
       insertSession: db.prepare(
         'INSERT INTO identity_login_sessions (id_hash, user_id, active_org_id, created_at, last_seen_at, expires_at, user_agent, address) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
       ),
@@ -213,6 +252,82 @@ export class IdentityStore {
     return (this.#s.members.all(orgId) as { id: string; email: string | null; name: string | null; role: Role; created_at: string }[]).map(
       (r) => ({ userId: r.id, email: r.email, name: r.name, role: r.role, since: r.created_at }),
     );
+  }
+
+  /** Whether the user with this email is a member of the organization. */
+  isMemberByEmail(orgId: string, email: string): boolean {
+    return this.#s.memberByEmail.get(orgId, normalizeEmail(email)) !== undefined;
+  }
+
+  /** Creates the invitation of `email` to the organization, or updates and renews the one there is. */
+  upsertInvitation(input: { orgId: string; email: string; role: Role; invitedBy: string; expiresAt: string }): Invitation {
+    const email = input.email.trim();
+    const row = this.#s.upsertInvitation.get(
+      randomUUID(),
+      input.orgId,
+      email,
+      normalizeEmail(email),
+      input.role,
+      input.invitedBy,
+      new Date().toISOString(),
+      input.expiresAt,
+    ) as InvitationRow;
+    return toInvitation(row);
+  }
+
+  /** The organization's unexpired invitation of `email`. */
+  pendingInvitationByEmail(orgId: string, email: string, now: string): Invitation | undefined {
+    const row = this.#s.invitationByEmail.get(orgId, normalizeEmail(email), now) as InvitationRow | undefined;
+    return row && toInvitation(row);
+  }
+
+  /** The organization's unexpired invitation with this id; another organization's is undefined. */
+  pendingInvitation(orgId: string, id: string, now: string): Invitation | undefined {
+    const row = this.#s.orgInvitation.get(id, orgId, now) as InvitationRow | undefined;
+    return row && toInvitation(row);
+  }
+
+  pendingInvitations(orgId: string, now: string): Invitation[] {
+    return (this.#s.orgInvitations.all(orgId, now) as InvitationRow[]).map(toInvitation);
+  }
+
+  /** The unexpired invitation with this id addressed to `email`; one to another email is undefined. */
+  receivedInvitation(id: string, email: string, now: string): { orgId: string; role: Role } | undefined {
+    const row = this.#s.receivedInvitation.get(id, normalizeEmail(email), now) as { org_id: string; role: Role } | undefined;
+    return row && { orgId: row.org_id, role: row.role };
+  }
+
+  /** The unexpired invitations addressed to `email`, whatever its case. */
+  receivedInvitations(email: string, now: string): ReceivedInvitation[] {
+    type Row = {
+      id: string;
+      role: Role;
+      invited_at: string;
+      expires_at: string;
+      org_id: string;
+      slug: string;
+      org_name: string;
+      invited_by: string | null;
+      inviter_name: string | null;
+      inviter_email: string | null;
+    };
+    return (this.#s.receivedInvitations.all(normalizeEmail(email), now) as Row[]).map((r) => ({
+      id: r.id,
+      org: { id: r.org_id, slug: r.slug, name: r.org_name },
+      role: r.role,
+      invitedBy: r.invited_by ? { name: r.inviter_name, email: r.inviter_email } : null,
+      invitedAt: r.invited_at,
+      expiresAt: r.expires_at,
+    }));
+  }
+
+  deleteInvitation(id: string): boolean {
+    return this.#s.deleteInvitation.run(id).changes > 0;
+  }
+
+  /** Deletes invitations expired at `now`. */
+  pruneInvitations(now: string): number {
+    return this.#s.pruneInvitations.run(now).changes;
   }
 
   insertSession(input: {

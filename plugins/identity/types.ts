@@ -25,6 +25,27 @@ export interface OrgWithRole extends Org {
   role: Role;
 }
 
+/** A pending invitation to an organization, as its managers see it. */
+export interface Invitation {
+  id: string;
+  email: string;
+  role: Role;
+  /** The user who last (re)sent it; null once that user is deleted. */
+  invitedBy: string | null;
+  invitedAt: string;
+  expiresAt: string;
+}
+
+/** A pending invitation as its invitee sees it. */
+export interface ReceivedInvitation {
+  id: string;
+  org: { id: string; slug: string; name: string };
+  role: Role;
+  invitedBy: { name: string | null; email: string | null } | null;
+  invitedAt: string;
+  expiresAt: string;
+}
+
 /** A signed-in user, through the dashboard cookie or a command-line OAuth token. */
 export interface UserPrincipal {
   kind: 'session' | 'oauth';

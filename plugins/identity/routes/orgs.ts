@@ -1,20 +1,45 @@
-/** `/api/orgs`: the caller's organizations, creating one, and its members (owners and admins manage). */
+/**
+ * `/api/orgs`: the caller's organizations, creating one, its members (owners and admins manage)
+ * and invitations to it, and the invitations the caller received.
+ */
 import { z } from 'zod';
-import type { ApiRegistry } from '../../../core/api.ts';
+import { type ApiRegistry, type Credential, PUBLIC } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
 import type { RouteGroup } from '../../../core/api.ts';
 import { signedInUser } from '../credentials.ts';
+import { requireManager, type Invitations } from '../invitations.ts';
 import type { IdentityStore } from '../store.ts';
-import { ROLES, type IdentityService, type Org, type Role, type UserPrincipal } from '../types.ts';
+import { ROLES, type IdentityService, type Invitation, type Org, type Role, type UserPrincipal } from '../types.ts';
 import { TAG as tag } from './auth.ts';
 
-const createBody = z.object({ name: z.string().trim().min(1).max(100), slug: z.string().min(1).max(48).optional() });
-const addMemberBody = z.object({ email: z.string().min(3).max(320), role: z.enum(ROLES).default('member') });
-const roleBody = z.object({ role: z.enum(ROLES) });
+/** `POST /api/orgs`. */
+export const createOrgBody = z.object({ name: z.string().trim().min(1).max(100), slug: z.string().min(1).max(48).optional() });
+/** `POST /api/orgs/{org}/invitations`, and `POST /api/orgs/{org}/members`, its alias. */
+export const inviteBody = z.object({ email: z.string().min(3).max(320), role: z.enum(ROLES).default('member') });
+/** `PATCH /api/orgs/{org}/members/{userId}`. */
+export const roleBody = z.object({ role: z.enum(ROLES) });
+
 const orgSchema = z.object({ id: z.string(), slug: z.string(), name: z.string(), role: z.enum(ROLES) });
+const invitationSchema = z.object({ id: z.string(), email: z.string(), role: z.enum(ROLES), invitedBy: z.string().optional(), invitedAt: z.string(), expiresAt: z.string() });
 const NOT_FOUND = { 404: 'Not a member of that organization, or it does not exist (never told apart): `{error}`' };
 
-export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: IdentityService): RouteGroup {
+/** An invitation as `POST` and `GET /api/orgs/{org}/invitations` show it. */
+const invitationView = (i: Invitation, withInviter: boolean) => ({
+  id: i.id,
+  email: i.email,
+  role: i.role,
+  ...(withInviter ? { invitedBy: i.invitedBy } : {}),
+  invitedAt: i.invitedAt,
+  expiresAt: i.expiresAt,
+});
+
+export interface OrgRouteOptions {
+  /** Built-in mode's invitations; absent in OIDC mode, where the invitation routes answer 404 with `unavailable`. */
+  invitations?: Invitations;
+  unavailable?: string;
+}
+
+export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: IdentityService, options: OrgRouteOptions = {}): RouteGroup {
   const group = api.group({ prefixes: ['/api/orgs'], envelope: 'plain' });
   const auth = signedInUser;
 
@@ -24,10 +49,6 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     const role = org && store.role(p.userId, org.id);
     if (!org || !role) throw new WharfError('not_found', 'Organization not found');
     return { org, role, userId: p.userId };
-  }
-
-  function requireManager(role: Role): void {
-    if (role !== 'owner' && role !== 'admin') throw new WharfError('forbidden', 'Only owners and admins manage members');
   }
 
   group.route({
@@ -48,7 +69,7 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     summary: 'Create an organization owned by the caller (slug derived from the name when omitted)',
     tag,
     auth,
-    body: createBody,
+    body: createOrgBody,
     success: { status: 201, schema: orgSchema },
     errors: { 409: 'The slug is taken: `{error}`' },
     handler(ctx, { body, auth: p }) {
@@ -68,28 +89,6 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     handler(ctx, { params, auth: p }) {
       const { org } = orgOf(p, params.org!);
       ctx.body = { members: store.members(org.id) };
-    },
-  });
-
-  group.route({
-    method: 'POST',
-    path: '/api/orgs/:org/members',
-    summary: 'Add a member by email (owners and admins; only owners add owners)',
-    tag,
-    auth,
-    body: addMemberBody,
-    success: { status: 201 },
-    errors: { ...NOT_FOUND, 403: 'Not allowed to manage members, or to make owners: `{error}`', 409: 'Already a member: `{error}`' },
-    handler(ctx, { params, body, auth: p }) {
-      const { org, role } = orgOf(p, params.org!);
-      requireManager(role);
-      if (body.role === 'owner' && role !== 'owner') throw new WharfError('forbidden', 'Only owners make owners');
-      const user = identity.findUserByEmail(body.email);
-      if (!user) throw new WharfError('not_found', 'No user with that email (a user exists after wharf admin create-user or a first sign-in)');
-      if (store.role(user.id, org.id)) throw new WharfError('conflict', 'Already a member');
-      store.setMember(org.id, user.id, body.role);
-      ctx.status = 201;
-      ctx.body = { member: { userId: user.id, email: user.email, name: user.name, role: body.role } };
     },
   });
 
@@ -138,5 +137,116 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     },
   });
 
+  invitationRoutes(group, options, orgOf);
   return group;
+}
+
+/**
+ * Invitations. Inviting answers the same, 202, whether or not an account has the email; the
+ * invitee (matched by its account's email) accepts or declines. Without an Invitations service
+ * (OIDC mode, where the provider says who belongs) every invitation path answers 404 saying why,
+ * before anything else is judged.
+ */
+function invitationRoutes(group: RouteGroup, options: OrgRouteOptions, orgOf: (p: UserPrincipal, ref: string) => { org: Org; role: Role; userId: string }): void {
+  const service = options.invitations;
+  const auth: Credential<UserPrincipal> | typeof PUBLIC = service ? signedInUser : PUBLIC;
+  const available = (): Invitations => {
+    if (!service) throw new WharfError('not_found', options.unavailable ?? 'Not available');
+    return service;
+  };
+  const summary = (text: string) => (service ? text : `${text} (not available: memberships come from the OpenID Connect provider)`);
+  const invited = { status: 202, schema: z.object({ invitation: invitationSchema }) };
+  const inviteErrors = { ...NOT_FOUND, 403: 'Not allowed to invite, or to invite owners: `{error}`', 409: 'A member already has that email: `{error}`' };
+
+  for (const path of ['/api/orgs/:org/invitations', '/api/orgs/:org/members']) {
+    group.route({
+      method: 'POST',
+      path,
+      summary: summary(
+        path.endsWith('/members')
+          ? 'Invite by email: the old name of POST /api/orgs/{org}/invitations, which it now is (it added the user at once)'
+          : 'Invite by email (owners and admins; only owners invite owners): 202 the same whether or not the email has an account',
+      ),
+      tag,
+      auth,
+      body: service ? inviteBody : undefined,
+      success: invited,
+      errors: inviteErrors,
+      handler(ctx, { params, body, auth: p }) {
+        const invitations = available();
+        const { org, role, userId } = orgOf(p as UserPrincipal, params.org!);
+        const invitation = invitations.invite({ orgId: org.id, inviterId: userId, inviterRole: role, email: body!.email, role: body!.role });
+        ctx.status = 202;
+        ctx.body = { invitation: invitationView(invitation, false) };
+      },
+    });
+  }
+
+  group.route({
+    method: 'GET',
+    path: '/api/orgs/:org/invitations',
+    summary: summary("The organization's pending invitations (owners and admins)"),
+    tag,
+    auth,
+    success: { schema: z.object({ invitations: z.array(invitationSchema) }) },
+    errors: { ...NOT_FOUND, 403: 'Not an owner or admin: `{error}`' },
+    handler(ctx, { params, auth: p }) {
+      const invitations = available();
+      const { org, role } = orgOf(p as UserPrincipal, params.org!);
+      ctx.body = { invitations: invitations.pending(org.id, role).map((i) => invitationView(i, true)) };
+    },
+  });
+
+  group.route({
+    method: 'DELETE',
+    path: '/api/orgs/:org/invitations/:id',
+    summary: summary('Revoke a pending invitation'),
+    tag,
+    auth,
+    errors: { ...NOT_FOUND, 403: 'Not allowed: `{error}`' },
+    handler(ctx, { params, auth: p }) {
+      const invitations = available();
+      const { org, role } = orgOf(p as UserPrincipal, params.org!);
+      invitations.revoke(org.id, params.id!, role);
+      ctx.body = { success: true };
+    },
+  });
+
+  group.route({
+    method: 'GET',
+    path: '/api/orgs/invitations',
+    summary: summary("The invitations the caller received (matched by its account's email)"),
+    tag,
+    auth,
+    handler(ctx, { auth: p }) {
+      ctx.body = { invitations: available().received((p as UserPrincipal).userId) };
+    },
+  });
+
+  group.route({
+    method: 'POST',
+    path: '/api/orgs/invitations/:id/accept',
+    summary: summary('Accept an invitation: become a member with the invited role'),
+    tag,
+    auth,
+    success: { schema: z.object({ org: orgSchema }) },
+    errors: { 404: 'No such pending invitation for this account (unknown, expired, revoked, declined or another email): `{error}`' },
+    handler(ctx, { params, auth: p }) {
+      const { id, slug, name, role } = available().accept((p as UserPrincipal).userId, params.id!);
+      ctx.body = { org: { id, slug, name, role } };
+    },
+  });
+
+  group.route({
+    method: 'POST',
+    path: '/api/orgs/invitations/:id/decline',
+    summary: summary('Decline an invitation'),
+    tag,
+    auth,
+    errors: { 404: 'No such pending invitation for this account: `{error}`' },
+    handler(ctx, { params, auth: p }) {
+      available().decline((p as UserPrincipal).userId, params.id!);
+      ctx.body = { success: true };
+    },
+  });
 }

@@ -404,6 +404,34 @@ describe('external OIDC mode: the command-line loop against a real provider', ()
   });
 });
 
+describe('external OIDC mode: organization invitations are off', () => {
+  it('answers 404 naming the provider on every invitation route, and the old add-member path invites nobody', async () => {
+    const orgs = await app.request('GET', '/api/orgs', { headers: bearer(alice.access_token) });
+    const acme = orgs.body.orgs.find((o: { slug: string }) => o.slug === 'acme');
+    expect(acme.role).toBe('admin');
+    const id = '00000000-0000-4000-8000-000000000000';
+    for (const [method, path] of [
+      ['GET', '/api/orgs/invitations'],
+      ['POST', `/api/orgs/invitations/${id}/accept`],
+      ['POST', `/api/orgs/invitations/${id}/decline`],
+      ['GET', `/api/orgs/${acme.id}/invitations`],
+      ['POST', `/api/orgs/${acme.id}/invitations`],
+      ['POST', `/api/orgs/${acme.id}/members`],
+      ['DELETE', `/api/orgs/${acme.id}/invitations/${id}`],
+    ] as const) {
+      const res = await app.request(method, path, { body: method === 'POST' ? { email: 'bob@example.test' } : undefined, headers: bearer(alice.access_token) });
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(res.body).toStrictEqual({ error: expect.stringContaining(`organization memberships from its OpenID Connect provider (${provider.issuer})`) });
+    }
+    // The same without a credential or with a body that would not validate.
+    expect((await app.request('GET', '/api/orgs/invitations')).status).toBe(404);
+    expect((await app.request('POST', `/api/orgs/${acme.id}/members`, { body: { email: 5 }, headers: bearer(alice.access_token) })).status).toBe(404);
+    const members = await app.request('GET', `/api/orgs/${acme.id}/members`, { headers: bearer(alice.access_token) });
+    expect(members.status).toBe(200);
+    expect(members.body.members.map((m: { email: string }) => m.email)).not.toContain('bob@example.test');
+  });
+});
+
 describe('external OIDC mode: tokens that must be refused (401, never 500)', () => {
   it.each([
     ['signed by another key under the provider key id', async () => signToken(provider, { sub: 'alice' }, { key: (await generateKeyPair('RS256')).privateKey })],
