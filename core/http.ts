@@ -131,7 +131,10 @@ export async function readBody(ctx: Context, limit: number): Promise<void> {
     try {
       ctx.request.body = JSON.parse(raw.toString('utf8'));
     } catch (err) {
-      throw new WharfError('invalid_json', `Malformed JSON body: ${(err as Error).message}`);
+      // V8's message quotes the body around the error, and a body can hold a password: only the
+      // position is told (to the caller and to the log).
+      const position = /at position (\d+)/.exec((err as Error).message)?.[1];
+      throw new WharfError('invalid_json', position ? `Malformed JSON body (at position ${position})` : 'Malformed JSON body');
     }
   }
 }
