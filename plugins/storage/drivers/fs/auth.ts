@@ -165,7 +165,9 @@ export class Verifier {
     if (!found) throw new S3Error('InvalidAccessKeyId', 403, 'The AWS Access Key Id you provided does not exist in our records.');
     if (scope.service !== 's3') throw new S3Error('AuthorizationHeaderMalformed', 400, `The authorization header is malformed; incorrect service "${scope.service}". This endpoint belongs to "s3".`);
     if (scope.region !== this.#region) {
-      throw new S3Error('AuthorizationHeaderMalformed', 400, `The authorization header is malformed; the region '${scope.region}' is wrong; expecting '${this.#region}'`);
+      // With the expected region as its own element, as AWS answers: s3cmd (whose default region
+      // "US" is no region) reads it and signs again for it.
+      throw new S3Error('AuthorizationHeaderMalformed', 400, `The authorization header is malformed; the region '${scope.region}' is wrong; expecting '${this.#region}'`, { Region: this.#region });
     }
     if (scope.date !== date.toISOString().slice(0, 10).replace(/-/g, '')) {
       throw new S3Error('AuthorizationHeaderMalformed', 400, 'The authorization header is malformed; the credential date does not match the request date.');

@@ -57,9 +57,13 @@ interface Target {
 
 const malformed = () => new S3Error('MalformedXML', 400, 'The XML you provided was not well-formed or did not validate against our published schema.');
 const tooLarge = () => new S3Error('EntityTooLarge', 400, 'Your proposed upload exceeds the maximum allowed object size.');
-const invalidPartNumber = () => new S3Error('InvalidArgument', 400, 'Part number must be an integer between 1 and 10000, inclusive');
-const copyRangeForm = () =>
-  new S3Error('InvalidArgument', 400, 'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy');
+const invalidPartNumber = (value: string | null) =>
+  new S3Error('InvalidArgument', 400, 'Part number must be an integer between 1 and 10000, inclusive', { ArgumentName: 'partNumber', ArgumentValue: value ?? '' });
+const copyRangeForm = (value: string) =>
+  new S3Error('InvalidArgument', 400, 'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy', {
+    ArgumentName: 'x-amz-copy-source-range',
+    ArgumentValue: value,
+  });
 
 /** Errors a client causes by going away mid-request: not the server's failure. */
 const GONE_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE']);
@@ -68,7 +72,7 @@ const GONE_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_P
 function partNumberOf(req: http.IncomingMessage, query: URLSearchParams): number | undefined {
   const v = query.get('partNumber');
   if (v === null) return undefined;
-  if (!/^\d{1,5}$/.test(v) || Number(v) < 1 || Number(v) > MAX_PARTS) throw invalidPartNumber();
+  if (!/^\d{1,5}$/.test(v) || Number(v) < 1 || Number(v) > MAX_PARTS) throw invalidPartNumber(v);
   if (req.headers.range !== undefined) throw new S3Error('InvalidRequest', 400, 'Cannot specify both Range header and partNumber query parameter');
   return Number(v);
 }
@@ -219,7 +223,9 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
     const body =
       req.method === 'HEAD'
         ? ''
-        : `${XML_HEAD}<Error>${el('Code', e.code)}${el('Message', e.message)}${el('Resource', (req.url ?? '').split('?')[0])}${el('RequestId', requestId)}</Error>`;
+        : `${XML_HEAD}<Error>${el('Code', e.code)}${el('Message', e.message)}${Object.entries(e.details)
+            .map(([k, v]) => el(k, v))
+            .join('')}${el('Resource', (req.url ?? '').split('?')[0])}${el('RequestId', requestId)}</Error>`;
     res.statusCode = e.status;
     res.setHeader('content-type', 'application/xml');
     res.setHeader('content-length', Buffer.byteLength(body));
@@ -547,10 +553,12 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
         return undefined;
       }
       const m = /^bytes=(\d{1,16})-(\d{1,16})$/.exec(String(rangeHeader).trim());
-      if (!m || Number(m[1]) > Number(m[2])) throw copyRangeForm();
+      if (!m || Number(m[1]) > Number(m[2])) throw copyRangeForm(String(rangeHeader));
       const start = Number(m[1]);
       const end = Number(m[2]);
-      if (end >= row.size) throw new S3Error('InvalidArgument', 400, `Range specified is not valid for source object of size: ${row.size}`);
+      if (end >= row.size) {
+        throw new S3Error('InvalidArgument', 400, `Range specified is not valid for source object of size: ${row.size}`, { ArgumentName: 'x-amz-copy-source-range', ArgumentValue: String(rangeHeader) });
+      }
       if (end - start + 1 > MAX_PUT_BYTES) throw tooLarge();
       return { start, end };
     });
@@ -727,7 +735,7 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
       case 'PUT': {
         if (uploadId !== null) {
           const n = Number(q.get('partNumber'));
-          if (!/^\d{1,5}$/.test(q.get('partNumber') ?? '') || n < 1 || n > MAX_PARTS) throw invalidPartNumber();
+          if (!/^\d{1,5}$/.test(q.get('partNumber') ?? '') || n < 1 || n > MAX_PARTS) throw invalidPartNumber(q.get('partNumber'));
           const upload = store.upload(t.bucket, t.key, uploadId);
           if (req.headers['x-amz-copy-source'] !== undefined) return uploadPartCopy(req, res, principal, upload, n);
           return uploadPart(req, res, auth, upload, n);

@@ -30,11 +30,14 @@ export const MAX_PARTS = 10_000;
 export class S3Error extends Error {
   readonly code: string;
   readonly status: number;
-  constructor(code: string, status: number, message: string) {
+  /** More elements of the error document, as S3 adds them (`Region`, `ArgumentName`, ...). */
+  readonly details: Readonly<Record<string, string>>;
+  constructor(code: string, status: number, message: string, details: Record<string, string> = {}) {
     super(message);
     this.name = 'S3Error';
     this.code = code;
     this.status = status;
+    this.details = details;
   }
 }
 
