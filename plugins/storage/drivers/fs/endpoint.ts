@@ -249,6 +249,19 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
     res.end();
   }
 
+  /**
+   * Work of the server's own (joining parts, copying) during which the client rightly sends and
+   * reads nothing: the silence timeout is off meanwhile, then counts again.
+   */
+  async function working<T>(res: http.ServerResponse, fn: () => Promise<T>): Promise<T> {
+    res.socket?.setTimeout(0);
+    try {
+      return await fn();
+    } finally {
+      res.socket?.setTimeout(requestTimeoutMs);
+    }
+  }
+
   /** The request's body from here on: `100 Continue` first if the client waits for it. */
   function reading(req: http.IncomingMessage): http.IncomingMessage {
     const res = awaitingContinue.get(req);
@@ -529,7 +542,7 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
     if (!replace && src.bucket === t.bucket && src.key === t.key) {
       throw new S3Error('InvalidRequest', 400, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.");
     }
-    const row = await store.copy(src, { bucket: t.bucket, key: t.key }, replace ? metaFrom(req.headers) : undefined);
+    const row = await working(res, () => store.copy(src, { bucket: t.bucket, key: t.key }, replace ? metaFrom(req.headers) : undefined));
     sendXml(res, `<CopyObjectResult xmlns="${S3_NS}">${el('LastModified', iso(row.lastModified))}${el('ETag', quoted(row.etag))}</CopyObjectResult>`);
   }
 
@@ -547,7 +560,8 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
   async function uploadPartCopy(req: http.IncomingMessage, res: http.ServerResponse, principal: Principal, upload: UploadRow, n: number): Promise<void> {
     const src = copySourceOf(req, principal);
     const rangeHeader = req.headers['x-amz-copy-source-range'];
-    const received = await store.receiveFrom(src, (row) => {
+    /** The bytes of the source to copy, decided on its row (its size) once it is open. */
+    const bytesToCopy = (row: ObjectRow): { start: number; end: number } | undefined => {
       if (rangeHeader === undefined) {
         if (row.size > MAX_PUT_BYTES) throw new S3Error('InvalidRequest', 400, `The specified copy source is larger than the maximum allowable size for a copy source: ${MAX_PUT_BYTES}`);
         return undefined;
@@ -561,7 +575,8 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
       }
       if (end - start + 1 > MAX_PUT_BYTES) throw tooLarge();
       return { start, end };
-    });
+    };
+    const received = await working(res, () => store.receiveFrom(src, bytesToCopy));
     const part = await store.putPart(upload, n, received);
     sendXml(res, `<CopyPartResult xmlns="${S3_NS}">${el('LastModified', iso(part.lastModified))}${el('ETag', quoted(part.etag))}</CopyPartResult>`);
   }
@@ -594,7 +609,8 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
     let etag: string | undefined;
     if (upload) {
       try {
-        etag = (await store.complete(upload, parts)).etag;
+        const joining = upload;
+        etag = (await working(res, () => store.complete(joining, parts))).etag;
       } catch (err) {
         // Completed by a concurrent identical request meanwhile.
         if (!(err instanceof S3Error && err.code === 'NoSuchUpload')) throw err;
