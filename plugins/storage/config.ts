@@ -91,6 +91,20 @@ export const fsConfig = z
       .min(8)
       .optional()
       .describe('Secret of the root key; required with root_access_key. Prefer the variable WHARF_PLUGINS__STORAGE__FS__ROOT_SECRET_KEY to writing it in a file.'),
+    request_timeout_ms: z
+      .int()
+      .min(1000)
+      .max(3_600_000)
+      .default(60_000)
+      .describe(
+        'How long a request to the endpoint may send (or read) nothing before it is answered 400 RequestTimeout and its connection closed, in milliseconds. Only silence counts: a slow upload that keeps sending is never cut.',
+      ),
+    headers_timeout_ms: z
+      .int()
+      .min(1000)
+      .max(3_600_000)
+      .default(60_000)
+      .describe('How long a client may take to send the headers of a request to the endpoint before its connection is closed, in milliseconds.'),
   })
   .superRefine((fs, ctx) => {
     if (fs.root_access_key && !fs.root_secret_key) ctx.addIssue({ code: 'custom', path: ['root_secret_key'], message: 'required when root_access_key is set' });

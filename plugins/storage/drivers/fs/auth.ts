@@ -1,10 +1,16 @@
 /**
- * AWS Signature V4 checking for the embedded endpoint, by recomputing the signature with
- * @smithy/signature-v4 (the AWS SDK's own signer) over the request as received, then comparing in
- * constant time. Headers (`Authorization: AWS4-HMAC-SHA256 ...`) and presigned query strings
- * (`X-Amz-Signature`) are both accepted; the date must be within 15 minutes of ours, a presigned
- * URL is refused once `X-Amz-Date + X-Amz-Expires` has passed. For `aws-chunked` bodies, each
- * chunk's signature is chained from the seed signature (see {@link ChunkSigner}).
+ * Request signatures for the embedded endpoint, recomputed over the request as received and
+ * compared in constant time.
+ *
+ * - AWS Signature V4, with @smithy/signature-v4 (the AWS SDK's own signer): headers
+ *   (`Authorization: AWS4-HMAC-SHA256 ...`) and presigned query strings (`X-Amz-Signature`); the
+ *   date must be within 15 minutes of ours, a presigned URL is refused once
+ *   `X-Amz-Date + X-Amz-Expires` has passed. For `aws-chunked` bodies, each chunk's signature is
+ *   chained from the seed signature (see {@link ChunkSigner}).
+ * - AWS Signature V2 (HMAC-SHA1, as AWS documents it in "Signing and Authenticating REST
+ *   Requests"): headers (`Authorization: AWS key:signature`) and query strings
+ *   (`AWSAccessKeyId`, `Expires`, `Signature`). `s3cmd signurl` still makes only these, and s3cmd
+ *   signs with V2 when configured to or when it falls back. V2 signs no payload and no host.
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -53,6 +59,8 @@ export interface SignedRequest {
   /** The raw request target: path and query as sent. */
   url: string;
   headers: IncomingHttpHeaders;
+  /** Repeated headers kept apart (Node's `headersDistinct`): SigV2 joins their values with ",". */
+  headersDistinct?: Record<string, string[]>;
 }
 
 export interface Authenticated {
@@ -61,6 +69,8 @@ export interface Authenticated {
   payload: string;
   /** For aws-chunked signed bodies: signs each chunk after the seed. */
   chunks?: ChunkSigner;
+  /** Lower-case names of the headers the signature covers. */
+  signedHeaders: ReadonlySet<string>;
 }
 
 const denied = (message: string) => new S3Error('AccessDenied', 403, message);
@@ -106,7 +116,8 @@ function parseAmzDate(text: string | undefined): Date | undefined {
   return new Date(Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!));
 }
 
-function sameHex(a: string, b: string): boolean {
+/** Constant-time equality of two signatures (hex or base64 text). */
+function sameText(a: string, b: string): boolean {
   const x = Buffer.from(a, 'utf8');
   const y = Buffer.from(b, 'utf8');
   return x.length === y.length && timingSafeEqual(x, y);
@@ -155,7 +166,9 @@ export class Verifier {
     if (!found) throw new S3Error('InvalidAccessKeyId', 403, 'The AWS Access Key Id you provided does not exist in our records.');
     if (scope.service !== 's3') throw new S3Error('AuthorizationHeaderMalformed', 400, `The authorization header is malformed; incorrect service "${scope.service}". This endpoint belongs to "s3".`);
     if (scope.region !== this.#region) {
-      throw new S3Error('AuthorizationHeaderMalformed', 400, `The authorization header is malformed; the region '${scope.region}' is wrong; expecting '${this.#region}'`);
+      // With the expected region as its own element, as AWS answers: s3cmd (whose default region
+      // "US" is no region) reads it and signs again for it.
+      throw new S3Error('AuthorizationHeaderMalformed', 400, `The authorization header is malformed; the region '${scope.region}' is wrong; expecting '${this.#region}'`, { Region: this.#region });
     }
     if (scope.date !== date.toISOString().slice(0, 10).replace(/-/g, '')) {
       throw new S3Error('AuthorizationHeaderMalformed', 400, 'The authorization header is malformed; the credential date does not match the request date.');
@@ -170,9 +183,60 @@ export class Verifier {
     const search = q < 0 ? '' : req.url.slice(q + 1);
     const query = parseQuery(search);
     const authorization = header(req.headers, 'authorization');
-    if (authorization !== undefined) return this.#verifyHeader(req, rawPath, query, authorization);
-    if (query['X-Amz-Signature'] !== undefined || query['X-Amz-Algorithm'] !== undefined) return this.#verifyQuery(req, rawPath, query);
-    throw denied('Anonymous access is not allowed; sign the request with AWS Signature Version 4.');
+    if (authorization !== undefined) {
+      if (/^AWS\s/.test(authorization)) return this.#verifyV2Header(req, authorization);
+      return this.#verifyHeader(req, rawPath, query, authorization);
+    }
+    if (query['X-Amz-Signature'] !== undefined || query['X-Amz-Algorithm'] !== undefined || query['X-Amz-Credential'] !== undefined) return this.#verifyQuery(req, rawPath, query);
+    if (query.Signature !== undefined || query.AWSAccessKeyId !== undefined) return this.#verifyV2Query(req, query);
+    throw denied('Anonymous access is not allowed; sign the request (AWS Signature Version 4, or 2).');
+  }
+
+  #v2Credential(accessKey: string): Credential {
+    const found = this.#lookup(accessKey);
+    if (!found) throw new S3Error('InvalidAccessKeyId', 403, 'The AWS Access Key Id you provided does not exist in our records.');
+    return found;
+  }
+
+  #v2Check(req: SignedRequest, cred: Credential, claimed: string, expires?: string): Authenticated {
+    const text = stringToSignV2(req, expires);
+    const mine = createHmac('sha1', cred.secret).update(text, 'utf8').digest('base64');
+    if (!sameText(mine, claimed)) {
+      throw new S3Error('SignatureDoesNotMatch', 403, 'The request signature we calculated does not match the signature you provided. Check your key and signing method.');
+    }
+    const signed = new Set(['content-md5', 'content-type', ...Object.keys(req.headers).filter((h) => h.startsWith('x-amz-'))]);
+    if (expires === undefined) signed.add('date');
+    return { principal: cred.principal, payload: 'UNSIGNED-PAYLOAD', signedHeaders: signed };
+  }
+
+  /** `Authorization: AWS <key>:<base64 HMAC-SHA1>`, dated by x-amz-date or Date. */
+  async #verifyV2Header(req: SignedRequest, authorization: string): Promise<Authenticated> {
+    const m = /^AWS\s+([^:\s]+):(\S+)\s*$/.exec(authorization);
+    if (!m) throw new S3Error('InvalidArgument', 400, 'AWS authorization header is invalid.  Expected AwsAccessKeyId:signature');
+    const dateText = header(req.headers, 'x-amz-date') ?? header(req.headers, 'date');
+    const date = dateText === undefined ? NaN : Date.parse(dateText);
+    if (Number.isNaN(date)) throw denied('AWS authentication requires a valid Date or x-amz-date header');
+    if (Math.abs(this.#now() - date) > MAX_SKEW_MS) {
+      throw new S3Error('RequestTimeTooSkewed', 403, 'The difference between the request time and the current time is too large.');
+    }
+    return this.#v2Check(req, this.#v2Credential(m[1]!), m[2]!);
+  }
+
+  /** `?AWSAccessKeyId=&Expires=<epoch seconds>&Signature=`: a SigV2 presigned URL. */
+  async #verifyV2Query(req: SignedRequest, query: Record<string, string | string[]>): Promise<Authenticated> {
+    const [accessKey, expires, signature] = ['AWSAccessKeyId', 'Expires', 'Signature'].map((name) => query[name]);
+    if (typeof accessKey !== 'string' || typeof expires !== 'string' || typeof signature !== 'string' || !accessKey || !signature) {
+      throw denied('Query-string authentication requires the Signature, Expires and AWSAccessKeyId parameters');
+    }
+    if (!/^\d{1,12}$/.test(expires)) throw denied(`Invalid date (should be seconds since epoch): ${expires}`);
+    const until = Number(expires) * 1000;
+    const now = this.#now();
+    if (now > until) throw denied('Request has expired');
+    // V2 has no limit of its own; the V4 one keeps a leaked URL from living for years.
+    if (until - now > MAX_PRESIGN_SECONDS * 1000 + MAX_SKEW_MS) {
+      throw new S3Error('AuthorizationQueryParametersError', 400, 'Expires must be at most 604800 seconds (7 days) from now.');
+    }
+    return this.#v2Check(req, this.#v2Credential(accessKey), signature, expires);
   }
 
   #request(req: SignedRequest, rawPath: string, query: Record<string, string | string[]>, signed: string[]) {
@@ -188,10 +252,7 @@ export class Verifier {
 
   async #verifyHeader(req: SignedRequest, rawPath: string, query: Record<string, string | string[]>, authorization: string): Promise<Authenticated> {
     const m = /^AWS4-HMAC-SHA256\s+Credential=([^,\s]+),\s*SignedHeaders=([^,\s]+),\s*Signature=([0-9a-f]{64})\s*$/.exec(authorization);
-    if (!m) {
-      if (authorization.startsWith('AWS ')) throw new S3Error('InvalidRequest', 400, 'Signature Version 2 is not supported; use AWS Signature Version 4.');
-      throw new S3Error('AuthorizationHeaderMalformed', 400, 'The authorization header is malformed.');
-    }
+    if (!m) throw new S3Error('AuthorizationHeaderMalformed', 400, 'The authorization header is malformed.');
     const scope = parseCredential(m[1]!);
     const signed = m[2]!.split(';');
     const date = parseAmzDate(header(req.headers, 'x-amz-date'));
@@ -209,10 +270,10 @@ export class Verifier {
     const out = await signer.sign(request, { signingDate: date, signableHeaders: new Set(signed), unsignableHeaders: unsignable });
     const mine = /Signature=([0-9a-f]{64})/.exec(String(out.headers.authorization))?.[1] ?? '';
     const mineHeaders = /SignedHeaders=([^,\s]+)/.exec(String(out.headers.authorization))?.[1];
-    if (!sameHex(mine, m[3]!) || mineHeaders !== signed.join(';')) {
+    if (!sameText(mine, m[3]!) || mineHeaders !== signed.join(';')) {
       throw new S3Error('SignatureDoesNotMatch', 403, 'The request signature we calculated does not match the signature you provided. Check your key and signing method.');
     }
-    const auth: Authenticated = { principal: cred.principal, payload };
+    const auth: Authenticated = { principal: cred.principal, payload, signedHeaders: new Set(signed) };
     if (payload.startsWith('STREAMING-AWS4-HMAC-SHA256-PAYLOAD')) {
       auth.chunks = new ChunkSigner(signer, date, `${scope.date}/${scope.region}/s3/aws4_request`, m[3]!);
     }
@@ -235,7 +296,7 @@ export class Verifier {
       throw new S3Error('AuthorizationQueryParametersError', 400, 'X-Amz-Expires must be a number of seconds from 1 to 604800.');
     }
     const now = this.#now();
-    if (date.getTime() - now > MAX_SKEW_MS) throw denied('Request is not valid yet.');
+    if (date.getTime() - now > MAX_SKEW_MS) throw denied('Request is not valid yet');
     if (now > date.getTime() + expires * 1000) throw denied('Request has expired');
     const signature = one('X-Amz-Signature');
     const signed = one('X-Amz-SignedHeaders').split(';');
@@ -259,11 +320,62 @@ export class Verifier {
       unhoistableHeaders: new Set([...names, 'x-amz-content-sha256']),
     });
     const mine = String(out.query?.['X-Amz-Signature'] ?? '');
-    if (!sameHex(mine, signature) || out.query?.['X-Amz-SignedHeaders'] !== signed.join(';')) {
+    if (!sameText(mine, signature) || out.query?.['X-Amz-SignedHeaders'] !== signed.join(';')) {
       throw new S3Error('SignatureDoesNotMatch', 403, 'The request signature we calculated does not match the signature you provided. Check your key and signing method.');
     }
-    return { principal: cred.principal, payload: 'UNSIGNED-PAYLOAD' };
+    return { principal: cred.principal, payload: 'UNSIGNED-PAYLOAD', signedHeaders: new Set(signed) };
   }
+}
+
+/**
+ * Query parameters that are part of a SigV2 CanonicalizedResource: the sub-resources and the
+ * response overrides (AWS's list, with the ones botocore and s3cmd add). Others are not signed.
+ */
+const V2_SUBRESOURCES = new Set([
+  'accelerate', 'acl', 'analytics', 'cors', 'delete', 'inventory', 'lifecycle', 'location', 'logging', 'metrics', 'notification',
+  'object-lock', 'partNumber', 'policy', 'replication', 'requestPayment', 'restore', 'select', 'select-type', 'storageClass',
+  'tagging', 'torrent', 'uploadId', 'uploads', 'versionId', 'versioning', 'versions', 'website',
+  'response-cache-control', 'response-content-disposition', 'response-content-encoding', 'response-content-language',
+  'response-content-type', 'response-expires',
+]);
+
+/**
+ * The SigV2 StringToSign of a path-style request: verb, Content-MD5, Content-Type, the date
+ * (`expires` for a query-signed URL; empty when x-amz-date is sent, which is then signed with the
+ * other x-amz-* headers), the x-amz-* headers (lower-case, sorted, repeated values joined by ","),
+ * and the resource: the path as sent, with the sub-resources sorted by name, values decoded.
+ */
+export function stringToSignV2(req: SignedRequest, expires?: string): string {
+  const q = req.url.indexOf('?');
+  const rawPath = q < 0 ? req.url : req.url.slice(0, q);
+  const subresources: [string, string][] = [];
+  // Only the names whose presence matters: a valueless `?acl` signs as "acl", not "acl=".
+  for (const pair of q < 0 ? [] : req.url.slice(q + 1).split('&')) {
+    if (!pair) continue;
+    const at = pair.indexOf('=');
+    let name: string;
+    let value: string | undefined;
+    try {
+      name = decodeURIComponent((at < 0 ? pair : pair.slice(0, at)).replace(/\+/g, ' '));
+      value = at < 0 ? undefined : decodeURIComponent(pair.slice(at + 1).replace(/\+/g, ' '));
+    } catch {
+      throw new S3Error('InvalidURI', 400, "Couldn't parse the specified URI.");
+    }
+    if (V2_SUBRESOURCES.has(name)) subresources.push([name, value === undefined || value === '' ? name : `${name}=${value}`]);
+  }
+  subresources.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const resource = subresources.length ? `${rawPath}?${subresources.map(([, s]) => s).join('&')}` : rawPath;
+  const amz = Object.keys(req.headers)
+    .map((h) => h.toLowerCase())
+    .filter((h) => h.startsWith('x-amz-'))
+    .sort()
+    .map((h) => {
+      const values = req.headersDistinct?.[h] ?? [header(req.headers, h) ?? ''];
+      return `${h}:${values.map((v) => v.trim().replace(/\s*\r?\n\s*/g, ' ')).join(',')}\n`;
+    })
+    .join('');
+  const date = expires ?? (header(req.headers, 'x-amz-date') !== undefined ? '' : (header(req.headers, 'date') ?? ''));
+  return `${req.method}\n${header(req.headers, 'content-md5') ?? ''}\n${header(req.headers, 'content-type') ?? ''}\n${date}\n${amz}${resource}`;
 }
 
 /**
@@ -302,7 +414,7 @@ export class ChunkSigner {
   async #check(text: string, claimed: string): Promise<void> {
     const region = this.#scope.split('/')[1];
     const mine = await this.#signer.sign(text, { signingDate: this.#date, signingRegion: region });
-    if (!sameHex(mine, claimed)) throw new S3Error('SignatureDoesNotMatch', 403, 'The chunk signature we calculated does not match the signature you provided.');
+    if (!sameText(mine, claimed)) throw new S3Error('SignatureDoesNotMatch', 403, 'The chunk signature we calculated does not match the signature you provided.');
     this.#previous = mine;
   }
 }

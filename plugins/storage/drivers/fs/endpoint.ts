@@ -1,18 +1,32 @@
 /**
  * The embedded store's S3-compatible HTTP endpoint (path-style: `/<bucket>/<key>`). Every request
- * but a CORS preflight must carry AWS Signature V4 (header or presigned query); a bucket key may
- * touch its own bucket only, the root key everything. Errors are S3's XML bodies and codes.
+ * but a CORS preflight must carry an AWS signature (V4 or V2, header or presigned query); a
+ * bucket key may touch its own bucket only, the root key everything. Errors are S3's XML bodies
+ * and codes.
+ *
+ * Limits: a declared body over 5 GiB is refused before it is read; a request that sends (or
+ * reads) nothing for `requestTimeoutMs` is answered RequestTimeout and closed; headers must
+ * arrive within `headersTimeoutMs`. `Expect: 100-continue` is answered only once the request is
+ * accepted and its body is wanted; other Expect values are ignored, as S3 does.
+ *
+ * Each write path (PutObject, CopyObject, UploadPart, UploadPartCopy, CompleteMultipartUpload)
+ * is one function below that knows how many bytes it is about to store before it stores them.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type fsp from 'node:fs/promises';
 import http from 'node:http';
 import type { Logger } from '../../../../core/logger.ts';
+import { redactUrl } from '../../../../core/redact.ts';
 import { type Authenticated, type Principal, type Verifier } from './auth.ts';
 import { checkSha256, dechunk, exactLength, readSmall } from './body.ts';
-import { MAX_KEY_BYTES, MAX_PARTS, type ObjectMeta, type ObjectRow, type ObjectStore, S3Error } from './objects.ts';
+import { MAX_KEY_BYTES, MAX_PARTS, multipartEtag, noSuchUpload, type ObjectMeta, type ObjectRow, type ObjectStore, S3Error, type UploadRow } from './objects.ts';
 import { child, childrenNamed, el, esc, parseXml, S3_NS, XML_HEAD, type XmlNode } from './xml.ts';
 
 /** S3's largest single PUT (and part). */
 export const MAX_PUT_BYTES = 5 * 1024 ** 3;
+/** Defaults of the endpoint's timeouts ([plugins.storage.fs] request_timeout_ms, headers_timeout_ms). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+export const DEFAULT_HEADERS_TIMEOUT_MS = 60_000;
 const MAX_XML_BYTES = 2 * 1024 * 1024;
 const STORED_HEADERS = ['content-encoding', 'content-disposition', 'cache-control', 'content-language', 'expires'];
 const RESPONSE_OVERRIDES: Record<string, string> = {
@@ -29,6 +43,10 @@ export interface EndpointOptions {
   verifier: Verifier;
   region: string;
   log: Logger;
+  /** A request that sends or reads nothing for this long is answered RequestTimeout and closed. */
+  requestTimeoutMs?: number;
+  /** The most a client may take to send a request's headers. */
+  headersTimeoutMs?: number;
 }
 
 interface Target {
@@ -38,6 +56,34 @@ interface Target {
 }
 
 const malformed = () => new S3Error('MalformedXML', 400, 'The XML you provided was not well-formed or did not validate against our published schema.');
+const tooLarge = () => new S3Error('EntityTooLarge', 400, 'Your proposed upload exceeds the maximum allowed object size.');
+const invalidPartNumber = (value: string | null) =>
+  new S3Error('InvalidArgument', 400, 'Part number must be an integer between 1 and 10000, inclusive', { ArgumentName: 'partNumber', ArgumentValue: value ?? '' });
+const copyRangeForm = (value: string) =>
+  new S3Error('InvalidArgument', 400, 'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy', {
+    ArgumentName: 'x-amz-copy-source-range',
+    ArgumentValue: value,
+  });
+
+/** Errors a client causes by going away mid-request: not the server's failure. */
+const GONE_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE']);
+
+/** `partNumber=` of a GET or HEAD: 1..10000, and not with a Range. */
+function partNumberOf(req: http.IncomingMessage, query: URLSearchParams): number | undefined {
+  const v = query.get('partNumber');
+  if (v === null) return undefined;
+  if (!/^\d{1,5}$/.test(v) || Number(v) < 1 || Number(v) > MAX_PARTS) throw invalidPartNumber(v);
+  if (req.headers.range !== undefined) throw new S3Error('InvalidRequest', 400, 'Cannot specify both Range header and partNumber query parameter');
+  return Number(v);
+}
+
+/** A declared `Content-MD5`: 16 bytes in base64, else InvalidDigest; undefined when absent. */
+function contentMd5Of(req: http.IncomingMessage): Buffer | undefined {
+  const v = req.headers['content-md5'];
+  if (v === undefined) return undefined;
+  if (!/^[A-Za-z0-9+/]{22}==$/.test(String(v).trim())) throw new S3Error('InvalidDigest', 400, 'The Content-MD5 you specified was invalid.');
+  return Buffer.from(String(v).trim(), 'base64');
+}
 
 function may(principal: Principal, bucket: string | undefined, admin: boolean): boolean {
   if (principal.kind === 'root' || principal.kind === 'service') return true;
@@ -101,31 +147,75 @@ function intParam(query: URLSearchParams, name: string, fallback: number, max: n
   return Math.min(Number(v), max);
 }
 
-export function createEndpoint({ store, verifier, region, log }: EndpointOptions): http.Server {
-  const server = http.createServer((req, res) => {
+export function createEndpoint({ store, verifier, region, log, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, headersTimeoutMs = DEFAULT_HEADERS_TIMEOUT_MS }: EndpointOptions): http.Server {
+  // Node enforces headersTimeout on this interval: a quarter of it keeps the limit close.
+  const server = http.createServer({ connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(headersTimeoutMs / 4))) }, (req, res) => onRequest(req, res, false));
+  server.keepAliveTimeout = 30_000;
+  server.headersTimeout = headersTimeoutMs;
+  // No limit on a whole request (a 5 GiB upload takes long); silence is what is limited.
+  server.requestTimeout = 0;
+  // `Expect: 100-continue`: the body is asked for only once the request is accepted (bodyOf).
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => onRequest(req, res, true));
+  // Any other expectation: S3 ignores it and answers the request (Node would answer 417).
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => onRequest(req, res, false));
+
+  /** Requests whose client waits for `100 Continue` before it sends the body. */
+  const awaitingContinue = new WeakMap<http.IncomingMessage, http.ServerResponse>();
+  /** Requests answered RequestTimeout: their end is expected, not an abort to report. */
+  const timedOut = new WeakSet<http.IncomingMessage>();
+
+  function onRequest(req: http.IncomingMessage, res: http.ServerResponse, wantsContinue: boolean): void {
     const requestId = randomBytes(8).toString('hex').toUpperCase();
     res.setHeader('x-amz-request-id', requestId);
     res.setHeader('server', 'Wharf');
     const origin = req.headers.origin;
     if (origin) {
       res.setHeader('access-control-allow-origin', '*');
-      res.setHeader('access-control-expose-headers', 'ETag, Content-Length, Content-Range, x-amz-request-id, x-amz-version-id, x-amz-checksum-crc32, x-amz-checksum-sha256');
+      res.setHeader('access-control-expose-headers', 'ETag, Content-Length, Content-Range, x-amz-request-id, x-amz-version-id, x-amz-checksum-crc32, x-amz-checksum-sha256, x-amz-mp-parts-count');
     }
+    if (wantsContinue) awaitingContinue.set(req, res);
+    res.setTimeout(requestTimeoutMs, () => onSilence(req, res, requestId));
     handle(req, res, requestId).catch((err: unknown) => sendError(req, res, err, requestId));
-  });
-  server.keepAliveTimeout = 30_000;
-  server.headersTimeout = 60_000;
-  server.requestTimeout = 0;
+  }
+
+  /** Nothing received or sent for requestTimeoutMs: S3's RequestTimeout, then the connection closed. */
+  function onSilence(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): void {
+    timedOut.add(req);
+    log.debug({ method: req.method, url: redactUrl(req.url ?? ''), requestId, timeoutMs: requestTimeoutMs }, 'object store request timed out (the client was silent)');
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    sendError(req, res, new S3Error('RequestTimeout', 400, 'Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.'), requestId);
+    // The handler may still be waiting for the body. Node no longer tracks a request once its
+    // response is finished, so closing the socket alone would leave that wait (and its temporary
+    // file) forever: the request itself is destroyed.
+    res.once('finish', () => {
+      req.destroy();
+      req.socket.destroy();
+    });
+  }
 
   function sendError(req: http.IncomingMessage, res: http.ServerResponse, err: unknown, requestId: string): void {
     let e: S3Error;
+    const code = (err as NodeJS.ErrnoException)?.code;
     if (err instanceof S3Error) e = err;
-    else if ((err as NodeJS.ErrnoException)?.code === 'ENOSPC' || (err as NodeJS.ErrnoException)?.code === 'EDQUOT') {
+    else if (code === 'ENOSPC' || code === 'EDQUOT') {
       e = new S3Error('XWharfStorageFull', 507, 'The disk of the object store is full; nothing was stored.');
       log.error({ err }, 'object store disk full');
+    } else if (timedOut.has(req)) {
+      // Answered already (onSilence); the wait for the body has now ended.
+      res.destroy();
+      return;
+    } else if ((!req.complete && (req.destroyed || req.socket.destroyed)) || (code !== undefined && GONE_CODES.has(code))) {
+      // The client went away (an aborted upload, a closed connection): no stack, never the
+      // URL's signature or credential.
+      log.debug({ method: req.method, url: redactUrl(req.url ?? ''), requestId, reason: code ?? (err as Error)?.message }, 'object store client went away mid-request');
+      res.destroy();
+      return;
     } else {
       e = new S3Error('InternalError', 500, 'We encountered an internal error. Please try again.');
-      log.error({ err, method: req.method, url: req.url }, 'object store request failed');
+      log.error({ err, method: req.method, url: redactUrl(req.url ?? ''), requestId }, 'object store request failed');
     }
     if (res.headersSent) {
       res.destroy();
@@ -134,7 +224,9 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
     const body =
       req.method === 'HEAD'
         ? ''
-        : `${XML_HEAD}<Error>${el('Code', e.code)}${el('Message', e.message)}${el('Resource', (req.url ?? '').split('?')[0])}${el('RequestId', requestId)}</Error>`;
+        : `${XML_HEAD}<Error>${el('Code', e.code)}${el('Message', e.message)}${Object.entries(e.details)
+            .map(([k, v]) => el(k, v))
+            .join('')}${el('Resource', (req.url ?? '').split('?')[0])}${el('RequestId', requestId)}</Error>`;
     res.statusCode = e.status;
     res.setHeader('content-type', 'application/xml');
     res.setHeader('content-length', Buffer.byteLength(body));
@@ -158,29 +250,68 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
     res.end();
   }
 
+  /**
+   * Work of the server's own (joining parts, copying) during which the client rightly sends and
+   * reads nothing: the silence timeout is off meanwhile, then counts again.
+   */
+  async function working<T>(res: http.ServerResponse, fn: () => Promise<T>): Promise<T> {
+    res.socket?.setTimeout(0);
+    try {
+      return await fn();
+    } finally {
+      res.socket?.setTimeout(requestTimeoutMs);
+    }
+  }
+
+  /** The request's body from here on: `100 Continue` first if the client waits for it. */
+  function reading(req: http.IncomingMessage): http.IncomingMessage {
+    const res = awaitingContinue.get(req);
+    if (res) {
+      awaitingContinue.delete(req);
+      if (!res.headersSent) res.writeContinue();
+    }
+    return req;
+  }
+
+  /**
+   * The number of bytes the body will store, as declared (Content-Length, or the decoded length
+   * of an aws-chunked body); over 5 GiB is EntityTooLarge, before anything is read.
+   */
+  function declaredSize(req: http.IncomingMessage, auth: Authenticated): number | undefined {
+    const text = auth.payload.startsWith('STREAMING-') ? req.headers['x-amz-decoded-content-length'] : req.headers['content-length'];
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (!(Number.isSafeInteger(n) && n >= 0)) throw new S3Error('InvalidArgument', 400, `${auth.payload.startsWith('STREAMING-') ? 'x-amz-decoded-content-length' : 'Content-Length'} is not a number.`);
+    if (n > MAX_PUT_BYTES) throw tooLarge();
+    return n;
+  }
+
   /** The body as bytes, decoded and checked per the signing mode. */
   function bodyOf(req: http.IncomingMessage, auth: Authenticated): AsyncIterable<Buffer> {
     const declared = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
     const encodings = String(req.headers['content-encoding'] ?? '').split(',').map((s) => s.trim());
     const streaming = auth.payload.startsWith('STREAMING-');
-    if (streaming || encodings.includes('aws-chunked')) {
-      const decodedText = req.headers['x-amz-decoded-content-length'];
-      const decoded = decodedText === undefined ? undefined : Number(decodedText);
-      if (decoded !== undefined && !(Number.isSafeInteger(decoded) && decoded >= 0)) throw new S3Error('InvalidArgument', 400, 'x-amz-decoded-content-length is not a number.');
+    const size = declaredSize(req, auth);
+    if (streaming) {
       const signed = auth.payload.startsWith('STREAMING-AWS4-HMAC-SHA256-PAYLOAD');
       const trailer = auth.payload.endsWith('-TRAILER') || req.headers['x-amz-trailer'] !== undefined;
-      return exactLength(dechunk(req, { signer: signed ? auth.chunks : undefined, trailer }), decoded, MAX_PUT_BYTES);
+      return exactLength(dechunk(reading(req), { signer: signed ? auth.chunks : undefined, trailer }), size, MAX_PUT_BYTES);
     }
+    // aws-chunked framing is only decoded for a streaming x-amz-content-sha256 (signed as part of
+    // the request, as S3 requires). Decoding it otherwise would let anyone holding a presigned URL,
+    // whose signature binds Content-Length, store a body of another size.
+    if (encodings.includes('aws-chunked')) throw new S3Error('InvalidArgument', 400, 'aws-chunked encoding is not supported with the specified x-amz-content-sha256 value.');
     if (declared === undefined && req.headers['transfer-encoding'] === undefined) throw new S3Error('MissingContentLength', 411, 'You must provide the Content-Length HTTP header.');
-    const plain = exactLength(req, declared, MAX_PUT_BYTES);
+    const plain = exactLength(reading(req), declared, MAX_PUT_BYTES);
     if (/^[0-9a-fA-F]{64}$/.test(auth.payload)) return checkSha256(plain, auth.payload);
     return plain;
   }
 
+  /** Receives an object's or part's body into a temporary file, its Content-MD5 checked. */
   async function receiveChecked(req: http.IncomingMessage, auth: Authenticated) {
+    const md5 = contentMd5Of(req);
     const received = await store.receive(bodyOf(req, auth));
-    const md5 = req.headers['content-md5'];
-    if (md5 !== undefined && Buffer.from(String(md5), 'base64').toString('hex') !== received.md5.toString('hex')) {
+    if (md5 !== undefined && !md5.equals(received.md5)) {
       await store.discard(received);
       throw new S3Error('BadDigest', 400, 'The Content-MD5 you specified did not match what we received.');
     }
@@ -188,7 +319,9 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
   }
 
   async function readXml(req: http.IncomingMessage, auth: Authenticated): Promise<XmlNode> {
+    const md5 = contentMd5Of(req);
     const raw = await readSmall(bodyOf(req, auth), MAX_XML_BYTES);
+    if (md5 !== undefined && !md5.equals(createHash('md5').update(raw).digest())) throw new S3Error('BadDigest', 400, 'The Content-MD5 you specified did not match what we received.');
     try {
       return parseXml(raw.toString('utf8'));
     } catch {
@@ -221,71 +354,85 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
     return undefined;
   }
 
+  /** The bytes a GET or HEAD asks for: a part (`partNumber`), a Range, or all of them. */
+  function rangeOf(req: http.IncomingMessage, res: http.ServerResponse, row: ObjectRow, partNumber: number | undefined): { start: number; end: number; partial: boolean } {
+    if (partNumber !== undefined) {
+      // A single-part object has one part: itself.
+      const sizes = row.parts ?? [row.size];
+      if (partNumber > sizes.length) {
+        res.setHeader('content-range', `bytes */${row.size}`);
+        throw new S3Error('InvalidPartNumber', 416, 'The requested partnumber is not satisfiable');
+      }
+      let start = 0;
+      for (let i = 0; i < partNumber - 1; i++) start += sizes[i]!;
+      return { start, end: start + sizes[partNumber - 1]! - 1, partial: row.size > 0 };
+    }
+    const range = req.headers.range;
+    const m = range === undefined ? null : /^bytes=(\d*)-(\d*)$/.exec(range.trim());
+    // A Range that is not one byte range is ignored (the whole object), as S3 does.
+    if (!m || !(m[1] || m[2])) return { start: 0, end: row.size - 1, partial: false };
+    let start: number;
+    let end: number;
+    if (m[1]) {
+      start = Number(m[1]);
+      end = m[2] ? Math.min(Number(m[2]), row.size - 1) : row.size - 1;
+    } else {
+      start = Math.max(0, row.size - Number(m[2]));
+      end = row.size - 1;
+    }
+    if (start >= row.size || start > end) {
+      res.setHeader('content-range', `bytes */${row.size}`);
+      throw new S3Error('InvalidRange', 416, 'The requested range is not satisfiable');
+    }
+    return { start, end, partial: true };
+  }
+
   async function getObject(req: http.IncomingMessage, res: http.ServerResponse, t: Target, head: boolean): Promise<void> {
+    const partNumber = partNumberOf(req, t.query);
+    let row: ObjectRow;
+    let handle: fsp.FileHandle | undefined;
     if (head) {
-      const row = store.head(t.bucket, t.key);
-      if (!row) {
+      const found = store.head(t.bucket, t.key);
+      if (!found) {
         store.requireBucket(t.bucket);
         throw new S3Error('NoSuchKey', 404, 'Not Found');
       }
-      const pre = precondition(req, row);
-      if (pre) throw new S3Error(pre === 304 ? 'NotModified' : 'PreconditionFailed', pre, 'At least one of the preconditions you specified did not hold.');
-      objectHeaders(res, row, t.query);
-      res.setHeader('content-length', row.size);
-      res.end();
-      return;
+      row = found;
+    } else {
+      ({ row, handle } = await store.open(t.bucket, t.key));
     }
-    const { row, handle } = await store.open(t.bucket, t.key);
     try {
       const pre = precondition(req, row);
-      if (pre === 304) {
-        await handle.close();
+      if (pre === 304 && !head) {
+        await handle?.close();
         res.statusCode = 304;
         res.setHeader('etag', quoted(row.etag));
         res.end();
         return;
       }
-      if (pre) throw new S3Error('PreconditionFailed', 412, 'At least one of the preconditions you specified did not hold.');
-      let start = 0;
-      let end = row.size - 1;
-      const range = req.headers.range;
-      let partial = false;
-      if (range !== undefined) {
-        const m = /^bytes=(\d*)-(\d*)$/.exec(range.trim());
-        if (m && (m[1] || m[2])) {
-          if (m[1]) {
-            start = Number(m[1]);
-            end = m[2] ? Math.min(Number(m[2]), row.size - 1) : row.size - 1;
-          } else {
-            start = Math.max(0, row.size - Number(m[2]));
-          }
-          if (start >= row.size || start > end) {
-            res.setHeader('content-range', `bytes */${row.size}`);
-            throw new S3Error('InvalidRange', 416, 'The requested range is not satisfiable');
-          }
-          partial = true;
-        }
-      }
+      if (pre) throw new S3Error(pre === 304 ? 'NotModified' : 'PreconditionFailed', pre, 'At least one of the preconditions you specified did not hold.');
+      const { start, end, partial } = rangeOf(req, res, row, partNumber);
       objectHeaders(res, row, t.query);
+      if (partNumber !== undefined && row.parts) res.setHeader('x-amz-mp-parts-count', row.parts.length);
       const length = row.size === 0 ? 0 : end - start + 1;
       res.setHeader('content-length', length);
       if (partial) {
         res.statusCode = 206;
         res.setHeader('content-range', `bytes ${start}-${end}/${row.size}`);
       }
-      if (length === 0) {
-        await handle.close();
+      if (head || length === 0) {
+        await handle?.close();
         res.end();
         return;
       }
-      const stream = handle.createReadStream({ start, end, highWaterMark: 1 << 20 });
+      const stream = handle!.createReadStream({ start, end, highWaterMark: 1 << 20 });
       await new Promise<void>((resolve, reject) => {
         stream.on('error', reject);
         res.on('close', resolve);
         stream.pipe(res);
       });
     } catch (err) {
-      await handle.close().catch(() => undefined);
+      await handle?.close().catch(() => undefined);
       throw err;
     }
   }
@@ -365,9 +512,9 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
     sendXml(res, `<DeleteResult xmlns="${S3_NS}">${body}</DeleteResult>`);
   }
 
-  async function copyObject(req: http.IncomingMessage, res: http.ServerResponse, t: Target, principal: Principal): Promise<void> {
-    let source = String(req.headers['x-amz-copy-source']);
-    source = source.split('?')[0]!;
+  /** The source of a copy (`x-amz-copy-source: [/]bucket/key[?versionId=]`), which the key must reach. */
+  function copySourceOf(req: http.IncomingMessage, principal: Principal): { bucket: string; key: string } {
+    const source = String(req.headers['x-amz-copy-source']).split('?')[0]!;
     let decoded: string;
     try {
       decoded = decodeURIComponent(source).replace(/^\//, '');
@@ -375,19 +522,77 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
       throw new S3Error('InvalidArgument', 400, 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey.');
     }
     const slash = decoded.indexOf('/');
-    if (slash <= 0) throw new S3Error('InvalidArgument', 400, 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey.');
+    if (slash <= 0 || slash === decoded.length - 1) throw new S3Error('InvalidArgument', 400, 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey.');
     const src = { bucket: decoded.slice(0, slash), key: decoded.slice(slash + 1) };
     if (!may(principal, src.bucket, false)) throw new S3Error('AccessDenied', 403, 'Access Denied');
+    return src;
+  }
+
+  /** PutObject: stores the body (checked against Content-MD5 and the signed payload) as the object. */
+  async function putObject(req: http.IncomingMessage, res: http.ServerResponse, t: Target, auth: Authenticated): Promise<void> {
+    store.requireBucket(t.bucket);
+    const received = await receiveChecked(req, auth);
+    const row = await store.commit(t.bucket, t.key, received, metaFrom(req.headers));
+    sendEmpty(res, 200, { etag: quoted(row.etag) });
+  }
+
+  /** CopyObject: the source's bytes (its size known from its row) as a new single-part object. */
+  async function copyObject(req: http.IncomingMessage, res: http.ServerResponse, t: Target, principal: Principal): Promise<void> {
+    const src = copySourceOf(req, principal);
     const replace = String(req.headers['x-amz-metadata-directive'] ?? 'COPY').toUpperCase() === 'REPLACE';
     if (!replace && src.bucket === t.bucket && src.key === t.key) {
-      throw new S3Error('InvalidRequest', 400, 'This copy request is illegal because it is trying to copy an object to itself without changing the object\'s metadata.');
+      throw new S3Error('InvalidRequest', 400, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.");
     }
-    const row = await store.copy(src, { bucket: t.bucket, key: t.key }, replace ? metaFrom(req.headers) : undefined);
+    const row = await working(res, () => store.copy(src, { bucket: t.bucket, key: t.key }, replace ? metaFrom(req.headers) : undefined));
     sendXml(res, `<CopyObjectResult xmlns="${S3_NS}">${el('LastModified', iso(row.lastModified))}${el('ETag', quoted(row.etag))}</CopyObjectResult>`);
   }
 
+  /** UploadPart: stores the body as part `n` of the upload; a part sent again replaces the earlier one. */
+  async function uploadPart(req: http.IncomingMessage, res: http.ServerResponse, auth: Authenticated, upload: UploadRow, n: number): Promise<void> {
+    const part = await store.putPart(upload, n, await receiveChecked(req, auth));
+    sendEmpty(res, 200, { etag: quoted(part.etag) });
+  }
+
+  /**
+   * UploadPartCopy: bytes of an existing object (all of it, or `x-amz-copy-source-range:
+   * bytes=first-last`, both inclusive and within the source) as part `n`. Ranges are refused as S3
+   * refuses them: 400 InvalidArgument, for their form or for reaching past the source.
+   */
+  async function uploadPartCopy(req: http.IncomingMessage, res: http.ServerResponse, principal: Principal, upload: UploadRow, n: number): Promise<void> {
+    const src = copySourceOf(req, principal);
+    const rangeHeader = req.headers['x-amz-copy-source-range'];
+    /** The bytes of the source to copy, decided on its row (its size) once it is open. */
+    const bytesToCopy = (row: ObjectRow): { start: number; end: number } | undefined => {
+      if (rangeHeader === undefined) {
+        if (row.size > MAX_PUT_BYTES) throw new S3Error('InvalidRequest', 400, `The specified copy source is larger than the maximum allowable size for a copy source: ${MAX_PUT_BYTES}`);
+        return undefined;
+      }
+      const m = /^bytes=(\d{1,16})-(\d{1,16})$/.exec(String(rangeHeader).trim());
+      if (!m || Number(m[1]) > Number(m[2])) throw copyRangeForm(String(rangeHeader));
+      const start = Number(m[1]);
+      const end = Number(m[2]);
+      if (end >= row.size) {
+        throw new S3Error('InvalidArgument', 400, `Range specified is not valid for source object of size: ${row.size}`, { ArgumentName: 'x-amz-copy-source-range', ArgumentValue: String(rangeHeader) });
+      }
+      if (end - start + 1 > MAX_PUT_BYTES) throw tooLarge();
+      return { start, end };
+    };
+    const received = await working(res, () => store.receiveFrom(src, bytesToCopy));
+    const part = await store.putPart(upload, n, received);
+    sendXml(res, `<CopyPartResult xmlns="${S3_NS}">${el('LastModified', iso(part.lastModified))}${el('ETag', quoted(part.etag))}</CopyPartResult>`);
+  }
+
+  /**
+   * CompleteMultipartUpload: joins the listed parts. Idempotent, as a client whose first answer
+   * was lost needs: an upload completed (within a day) with the same parts is answered again.
+   */
   async function completeUpload(req: http.IncomingMessage, res: http.ServerResponse, t: Target, auth: Authenticated, uploadId: string): Promise<void> {
-    const upload = store.upload(t.bucket, t.key, uploadId);
+    let upload: UploadRow | undefined;
+    try {
+      upload = store.upload(t.bucket, t.key, uploadId);
+    } catch (err) {
+      if (!(err instanceof S3Error && err.code === 'NoSuchUpload') || !store.completedUpload(t.bucket, t.key, uploadId)) throw err;
+    }
     const doc = await readXml(req, auth);
     if (doc.name !== 'CompleteMultipartUpload') throw malformed();
     const parts = childrenNamed(doc, 'Part').map((p) => {
@@ -397,11 +602,27 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
       return { partNumber: Number(n), etag };
     });
     if (!parts.length) throw malformed();
-    const row = await store.complete(upload, parts);
+    /** The ETag of a completion already done with these very parts, if there was one. */
+    const again = (): string | undefined => {
+      const done = store.completedUpload(t.bucket, t.key, uploadId);
+      return done && /^[0-9a-f]{32}$/.test(parts[0]!.etag.replace(/"/g, '')) && multipartEtag(parts.map((p) => p.etag)) === done.etag ? done.etag : undefined;
+    };
+    let etag: string | undefined;
+    if (upload) {
+      try {
+        const joining = upload;
+        etag = (await working(res, () => store.complete(joining, parts))).etag;
+      } catch (err) {
+        // Completed by a concurrent identical request meanwhile.
+        if (!(err instanceof S3Error && err.code === 'NoSuchUpload')) throw err;
+      }
+    }
+    etag ??= again();
+    if (etag === undefined) throw noSuchUpload();
     const host = req.headers.host ?? '';
     sendXml(
       res,
-      `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `http://${host}/${t.bucket}/${urlEncodeKey(t.key)}`)}${el('Bucket', t.bucket)}${el('Key', t.key)}${el('ETag', quoted(row.etag))}</CompleteMultipartUploadResult>`,
+      `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `http://${host}/${t.bucket}/${urlEncodeKey(t.key)}`)}${el('Bucket', t.bucket)}${el('Key', t.key)}${el('ETag', quoted(etag))}</CompleteMultipartUploadResult>`,
     );
   }
 
@@ -451,7 +672,7 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
       return;
     }
     const t = parseTarget(req.url ?? '/');
-    const auth = await verifier.verify({ method, url: req.url ?? '/', headers: req.headers });
+    const auth = await verifier.verify({ method, url: req.url ?? '/', headers: req.headers, headersDistinct: req.headersDistinct as Record<string, string[]> });
     const principal = auth.principal;
     const deny = () => new S3Error('AccessDenied', 403, 'Access Denied');
     const q = t.query;
@@ -459,8 +680,9 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
 
     if (!t.bucket) {
       if (method !== 'GET') throw new S3Error('MethodNotAllowed', 405, 'The specified method is not allowed against this resource.');
-      if (!may(principal, undefined, true)) throw deny();
-      const buckets = store.listBuckets();
+      // ListBuckets: everything for the root key; an app key sees its own bucket (as MinIO lists
+      // the buckets a key may use), so `aws s3 ls` and `s3cmd ls` work with it.
+      const buckets = may(principal, undefined, true) ? store.listBuckets() : store.listBuckets().filter((b) => principal.kind === 'bucket' && b.name === principal.bucket);
       sendXml(
         res,
         `<ListAllMyBucketsResult xmlns="${S3_NS}"><Owner><ID>wharf</ID><DisplayName>wharf</DisplayName></Owner><Buckets>${buckets
@@ -473,9 +695,13 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
     if (!t.key) {
       // Bucket operations.
       if (method === 'PUT' && !q.has('cors') && !q.has('policy')) {
-        if (!may(principal, t.bucket, true)) throw deny();
+        // CreateBucket of the app's own bucket is S3's "already yours" (rclone, for one, sends it
+        // before its first upload and takes 409 BucketAlreadyOwnedByYou as success).
+        const own = principal.kind === 'bucket' && principal.bucket === t.bucket && store.hasBucket(t.bucket);
+        if (!own && !may(principal, t.bucket, true)) throw deny();
         // Drain a CreateBucketConfiguration, if any.
-        await readSmall(req, MAX_XML_BYTES);
+        await readSmall(reading(req), MAX_XML_BYTES);
+        if (own) throw new S3Error('BucketAlreadyOwnedByYou', 409, 'Your previous request to create the named bucket succeeded and you already own it.');
         if (!store.createBucket(t.bucket)) throw new S3Error('BucketAlreadyOwnedByYou', 409, 'Your previous request to create the named bucket succeeded and you already own it.');
         sendEmpty(res, 200, { location: `/${t.bucket}` });
         return;
@@ -526,20 +752,14 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
       case 'PUT': {
         if (uploadId !== null) {
           const n = Number(q.get('partNumber'));
-          if (!Number.isInteger(n) || n < 1 || n > MAX_PARTS) throw new S3Error('InvalidArgument', 400, 'Part number must be an integer between 1 and 10000, inclusive');
+          if (!/^\d{1,5}$/.test(q.get('partNumber') ?? '') || n < 1 || n > MAX_PARTS) throw invalidPartNumber(q.get('partNumber'));
           const upload = store.upload(t.bucket, t.key, uploadId);
-          if (req.headers['x-amz-copy-source'] !== undefined) throw new S3Error('NotImplemented', 501, 'UploadPartCopy is not supported by this store.');
-          const part = await store.putPart(upload, n, await receiveChecked(req, auth));
-          sendEmpty(res, 200, { etag: quoted(part.etag) });
-          return;
+          if (req.headers['x-amz-copy-source'] !== undefined) return uploadPartCopy(req, res, principal, upload, n);
+          return uploadPart(req, res, auth, upload, n);
         }
         if (req.headers['x-amz-copy-source'] !== undefined) return copyObject(req, res, t, principal);
         if (['acl', 'tagging', 'retention', 'legal-hold'].some((s) => q.has(s))) throw new S3Error('NotImplemented', 501, 'This object subresource is not supported by this store.');
-        store.requireBucket(t.bucket);
-        const received = await receiveChecked(req, auth);
-        const row = await store.commit(t.bucket, t.key, received, metaFrom(req.headers));
-        sendEmpty(res, 200, { etag: quoted(row.etag) });
-        return;
+        return putObject(req, res, t, auth);
       }
       case 'POST':
         if (q.has('uploads')) {

@@ -114,7 +114,14 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
   const service = serviceKey(env.keys);
   const lookup = keyLookup(store, root, env.keys, env.log);
   const verifier = new Verifier(lookup, config.region);
-  const server: http.Server = createEndpoint({ store, verifier, region: config.region, log: env.log });
+  const server: http.Server = createEndpoint({
+    store,
+    verifier,
+    region: config.region,
+    log: env.log,
+    requestTimeoutMs: config.request_timeout_ms,
+    headersTimeoutMs: config.headers_timeout_ms,
+  });
   const presigner = new SignatureV4({
     credentials: { accessKeyId: service.accessKey, secretAccessKey: service.secretKey },
     region: config.region,

@@ -2,8 +2,9 @@
  * The embedded object store on local disk. Layout under the objects directory:
  *
  *   <bucket>/<2 hex>/<uuid>     object bytes, one file per object version (never a key-derived path)
- *   .wharf/index.db              SQLite: buckets, objects (key -> blob, size, ETag, type, metadata),
- *                                multipart uploads and their parts, per-bucket access keys
+ *   .wharf/index.db              SQLite: buckets, objects (key -> blob, size, ETag, type, metadata,
+ *                                part sizes), multipart uploads and their parts, uploads completed in
+ *                                the last day (for retried completions), per-bucket access keys
  *   .wharf/tmp/                  bytes being received
  *   .wharf/multipart/<id>/<n>    parts of unfinished multipart uploads
  *
@@ -29,11 +30,14 @@ export const MAX_PARTS = 10_000;
 export class S3Error extends Error {
   readonly code: string;
   readonly status: number;
-  constructor(code: string, status: number, message: string) {
+  /** More elements of the error document, as S3 adds them (`Region`, `ArgumentName`, ...). */
+  readonly details: Readonly<Record<string, string>>;
+  constructor(code: string, status: number, message: string, details: Record<string, string> = {}) {
     super(message);
     this.name = 'S3Error';
     this.code = code;
     this.status = status;
+    this.details = details;
   }
 }
 
@@ -58,6 +62,8 @@ export interface ObjectRow {
   etag: string;
   lastModified: number;
   meta: ObjectMeta;
+  /** Sizes of the parts of an object made by a multipart upload, in order; undefined otherwise. */
+  parts?: number[];
 }
 
 export interface ListResult {
@@ -98,10 +104,32 @@ interface RawObject {
   etag: string;
   last_modified: number;
   meta: string;
+  parts: string | null;
 }
 
 function toRow(r: RawObject): ObjectRow {
-  return { bucket: r.bucket, key: r.key, blob: r.blob, size: r.size, etag: r.etag, lastModified: r.last_modified, meta: JSON.parse(r.meta) as ObjectMeta };
+  const row: ObjectRow = { bucket: r.bucket, key: r.key, blob: r.blob, size: r.size, etag: r.etag, lastModified: r.last_modified, meta: JSON.parse(r.meta) as ObjectMeta };
+  if (r.parts) row.parts = JSON.parse(r.parts) as number[];
+  return row;
+}
+
+/** A completed multipart upload, remembered so that a retried completion can be answered. */
+export interface CompletedUpload {
+  id: string;
+  bucket: string;
+  key: string;
+  etag: string;
+  completed: number;
+}
+
+/** How long a completed upload is remembered for a retried CompleteMultipartUpload. */
+export const COMPLETED_UPLOAD_TTL_MS = 24 * 3600 * 1000;
+
+/** The ETag of a multipart object: MD5 of the parts' MD5s, then "-" and the part count. */
+export function multipartEtag(partEtags: readonly string[]): string {
+  const md5s = createHash('md5');
+  for (const etag of partEtags) md5s.update(Buffer.from(etag.replace(/"/g, ''), 'hex'));
+  return `${md5s.digest('hex')}-${partEtags.length}`;
 }
 
 /** The smallest string greater than every string starting with `prefix` (binary UTF-8 order). */
@@ -144,7 +172,12 @@ export class ObjectStore {
         last_modified INTEGER NOT NULL, blob TEXT NOT NULL, PRIMARY KEY (upload_id, part_number)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS bucket_keys (
         access_key TEXT PRIMARY KEY, bucket TEXT NOT NULL UNIQUE, secret TEXT NOT NULL, created INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS completed_uploads (
+        id TEXT PRIMARY KEY, bucket TEXT NOT NULL, key TEXT NOT NULL, etag TEXT NOT NULL, completed INTEGER NOT NULL);
     `);
+    // Part sizes of multipart objects (GetObject ?partNumber=); stores made before have none.
+    const columns = this.#db.prepare('PRAGMA table_info(objects)').all() as { name: string }[];
+    if (!columns.some((c) => c.name === 'parts')) this.#db.exec('ALTER TABLE objects ADD COLUMN parts TEXT');
     // Bytes received before a crash, never renamed into place.
     for (const name of fs.readdirSync(this.#tmp)) fs.rmSync(path.join(this.#tmp, name), { force: true });
   }
@@ -184,6 +217,7 @@ export class ObjectStore {
       for (const u of this.#db.prepare('SELECT id FROM uploads WHERE bucket = ?').all(bucket) as { id: string }[]) this.#dropUpload(u.id);
       this.#db.prepare('DELETE FROM buckets WHERE name = ?').run(bucket);
       this.#db.prepare('DELETE FROM bucket_keys WHERE bucket = ?').run(bucket);
+      this.#db.prepare('DELETE FROM completed_uploads WHERE bucket = ?').run(bucket);
     })();
     fs.rmSync(path.join(this.root, bucket), { recursive: true, force: true });
   }
@@ -246,8 +280,12 @@ export class ObjectStore {
     return path.join(this.root, bucket, blob);
   }
 
-  /** Renames received bytes into the bucket and makes them the object's; the replaced blob is removed. */
-  async commit(bucket: string, key: string, received: Received, meta: ObjectMeta, etag?: string): Promise<ObjectRow> {
+  /**
+   * Renames received bytes into the bucket and makes them the object's; the replaced blob is
+   * removed. `multipart` gives the ETag and part sizes of an object joined from parts; `then`
+   * runs inside the transaction that records the object.
+   */
+  async commit(bucket: string, key: string, received: Received, meta: ObjectMeta, multipart?: { etag: string; parts: number[] }, then?: () => void): Promise<ObjectRow> {
     const id = randomUUID();
     const blob = `${id.slice(0, 2)}/${id}`;
     const target = this.#blobPath(bucket, blob);
@@ -259,15 +297,17 @@ export class ObjectStore {
       await this.discard(received);
       throw err;
     }
-    const row: ObjectRow = { bucket, key, blob, size: received.size, etag: etag ?? received.md5.toString('hex'), lastModified: Date.now(), meta };
+    const row: ObjectRow = { bucket, key, blob, size: received.size, etag: multipart?.etag ?? received.md5.toString('hex'), lastModified: Date.now(), meta };
+    if (multipart) row.parts = multipart.parts;
     let old: string | undefined;
     try {
       old = this.#db.transaction(() => {
         if (!this.hasBucket(bucket)) throw noSuchBucket(bucket);
         const prev = this.#db.prepare('SELECT blob FROM objects WHERE bucket = ? AND key = ?').get(bucket, key) as { blob: string } | undefined;
         this.#db
-          .prepare('INSERT OR REPLACE INTO objects (bucket, key, blob, size, etag, last_modified, meta) VALUES (?, ?, ?, ?, ?, ?, ?)')
-          .run(bucket, key, blob, row.size, row.etag, row.lastModified, JSON.stringify(meta));
+          .prepare('INSERT OR REPLACE INTO objects (bucket, key, blob, size, etag, last_modified, meta, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+          .run(bucket, key, blob, row.size, row.etag, row.lastModified, JSON.stringify(meta), row.parts ? JSON.stringify(row.parts) : null);
+        then?.();
         return prev?.blob;
       })();
     } catch (err) {
@@ -444,7 +484,10 @@ export class ObjectStore {
     return (this.#db.prepare('SELECT key FROM objects WHERE bucket = ? AND key > ? ORDER BY key LIMIT ?').all(bucket, after, limit) as { key: string }[]).map((r) => r.key);
   }
 
-  /** Copies an object's bytes (through a temporary file, like any write). */
+  /**
+   * Copies an object's bytes (through a temporary file, like any write). The copy is a
+   * single-part object: its ETag is the MD5 of its bytes, as S3 gives a CopyObject.
+   */
   async copy(src: { bucket: string; key: string }, dst: { bucket: string; key: string }, meta: ObjectMeta | undefined): Promise<ObjectRow> {
     this.requireBucket(dst.bucket);
     const { row, handle } = await this.open(src.bucket, src.key);
@@ -454,7 +497,23 @@ export class ObjectStore {
     } finally {
       await handle.close();
     }
-    return this.commit(dst.bucket, dst.key, received, meta ?? row.meta, row.etag);
+    return this.commit(dst.bucket, dst.key, received, meta ?? row.meta);
+  }
+
+  /**
+   * The bytes `start..end` (inclusive) of an object, received like an upload's: what
+   * UploadPartCopy stores as a part. `range` decides them from the source's row (its size),
+   * throwing to refuse; undefined means the whole object.
+   */
+  async receiveFrom(src: { bucket: string; key: string }, range: (row: ObjectRow) => { start: number; end: number } | undefined): Promise<Received> {
+    const { row, handle } = await this.open(src.bucket, src.key);
+    try {
+      const r = range(row);
+      if (row.size === 0 && !r) return await this.receive((async function* () {})());
+      return await this.receive(handle.createReadStream({ autoClose: false, start: r?.start ?? 0, end: r?.end ?? row.size - 1 }) as AsyncIterable<Buffer>);
+    } finally {
+      await handle.close();
+    }
   }
 
   // ------------------------------------------------------------------ multipart
@@ -527,7 +586,10 @@ export class ObjectStore {
     ).map((p) => ({ partNumber: p.part_number, size: p.size, etag: p.etag, lastModified: p.last_modified, blob: p.blob }));
   }
 
-  /** Joins the named parts into the object; the multipart ETag is MD5 of the part MD5s, "-N". */
+  /**
+   * Joins the named parts into the object; the multipart ETag is MD5 of the part MD5s, "-N". The
+   * upload is then forgotten, and remembered as completed (for a day) in the same transaction.
+   */
   async complete(upload: UploadRow, wanted: { partNumber: number; etag: string }[]): Promise<ObjectRow> {
     if (!wanted.length) throw new S3Error('MalformedXML', 400, 'You must specify at least one part.');
     const have = new Map(this.parts(upload.id).map((p) => [p.partNumber, p]));
@@ -547,16 +609,28 @@ export class ObjectStore {
       }
     }
     const received = await this.receive(concat());
-    const md5s = createHash('md5');
-    for (const part of chosen) md5s.update(Buffer.from(part.etag, 'hex'));
-    const etag = `${md5s.digest('hex')}-${chosen.length}`;
+    const etag = multipartEtag(chosen.map((p) => p.etag));
     if (!this.#db.prepare('SELECT 1 FROM uploads WHERE id = ?').get(upload.id)) {
       await this.discard(received);
       throw noSuchUpload();
     }
-    const row = await this.commit(upload.bucket, upload.key, received, upload.meta, etag);
-    this.abort(upload.id);
+    const now = Date.now();
+    const row = await this.commit(upload.bucket, upload.key, received, upload.meta, { etag, parts: chosen.map((p) => p.size) }, () => {
+      // A second completion that got here at the same time: the first one won.
+      if (!this.#db.prepare('SELECT 1 FROM uploads WHERE id = ?').get(upload.id)) throw noSuchUpload();
+      this.#dropUpload(upload.id);
+      this.#db.prepare('DELETE FROM completed_uploads WHERE completed < ?').run(now - COMPLETED_UPLOAD_TTL_MS);
+      this.#db.prepare('INSERT OR REPLACE INTO completed_uploads (id, bucket, key, etag, completed) VALUES (?, ?, ?, ?, ?)').run(upload.id, upload.bucket, upload.key, etag, now);
+    });
+    fs.rmSync(path.join(this.#multipart, upload.id), { recursive: true, force: true });
     return row;
+  }
+
+  /** An upload completed within {@link COMPLETED_UPLOAD_TTL_MS}, for a retried completion. */
+  completedUpload(bucket: string, key: string, id: string): CompletedUpload | undefined {
+    const r = this.#db.prepare('SELECT id, bucket, key, etag, completed FROM completed_uploads WHERE id = ?').get(id) as CompletedUpload | undefined;
+    if (!r || r.bucket !== bucket || r.key !== key || r.completed < Date.now() - COMPLETED_UPLOAD_TTL_MS) return undefined;
+    return r;
   }
 
   #dropUpload(id: string): void {

@@ -16,6 +16,8 @@ import { signIn } from '../../../helpers/identity.ts';
 import { createApp, createToken } from '../../../helpers/storage.ts';
 
 const AWS = '/usr/bin/aws';
+/** Each `aws` run starts a Python interpreter (2-3 s on a busy two-core machine): room for ten. */
+const CLI_TEST_MS = 120_000;
 
 let app: TestApp;
 let work: string;
@@ -86,7 +88,7 @@ describe('awscli (Debian) with the validated credentials', () => {
   it('is the Debian package, not a shim', async () => {
     expect(fs.realpathSync(AWS).startsWith('/usr/')).toBe(true);
     expect(await ok('--version')).toMatch(/^aws-cli\/2\./);
-  });
+  }, CLI_TEST_MS);
 
   it('put, get, list, delete', async () => {
     const body = randomBytes(70_000);
@@ -114,7 +116,7 @@ describe('awscli (Debian) with the validated credentials', () => {
     const gone = await aws('s3api', 'head-object', '--bucket', mine.bucketName, '--key', 'cli/small.bin');
     expect(gone.code).not.toBe(0);
     expect(gone.stderr).toMatch(/404|Not Found/);
-  });
+  }, CLI_TEST_MS);
 
   it('multipart: `aws s3 cp` of 12 MiB in 5 MiB parts, read back whole', async () => {
     const body = randomBytes(12 * 1024 * 1024);
@@ -129,7 +131,7 @@ describe('awscli (Debian) with the validated credentials', () => {
     const uploads = JSON.parse((await ok('s3api', 'list-multipart-uploads', '--bucket', mine.bucketName, '--output', 'json')) || '{}');
     expect(uploads.Uploads ?? []).toEqual([]);
     await ok('s3', 'rm', `s3://${mine.bucketName}/big.bin`);
-  });
+  }, CLI_TEST_MS);
 
   it("another app's bucket: AccessDenied, and nothing written there", async () => {
     fs.writeFileSync(path.join(work, 'x.txt'), 'x');
@@ -143,5 +145,5 @@ describe('awscli (Debian) with the validated credentials', () => {
       expect(r.stderr, args.join(' ')).toMatch(/AccessDenied/);
     }
     expect(fs.readdirSync(path.join(app.dataDir, 'objects', other.bucketName))).toEqual([]);
-  });
+  }, CLI_TEST_MS);
 });
