@@ -54,6 +54,20 @@ export const coreSchema = z.strictObject({
         .min(0)
         .default(10_000)
         .describe('On SIGTERM/SIGINT, how long in-flight requests may take before connections are closed, in milliseconds.'),
+      headers_timeout_ms: z
+        .int()
+        .min(100)
+        .max(600_000)
+        .default(10_000)
+        .describe('How long a client may take to send a request\'s headers, in milliseconds; past it the connection gets 408 and is closed.'),
+      request_timeout_ms: z
+        .int()
+        .min(100)
+        .max(3_600_000)
+        .default(120_000)
+        .describe(
+          'How long a client may take to send a whole request, headers and body, in milliseconds; past it the connection gets 408 and is closed, so a stalled body cannot hold it. Raise it for large /api/upload bodies over slow links.',
+        ),
     })
     .prefault({})
     .describe('The HTTP server.'),

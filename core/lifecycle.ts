@@ -164,7 +164,17 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
   let server: http.Server | undefined;
   const sockets = new Set<Socket>();
   if (options.listen) {
-    server = http.createServer(app.callback());
+    const { headers_timeout_ms: headersTimeout, request_timeout_ms: requestTimeout } = core.server;
+    server = http.createServer(
+      {
+        headersTimeout: Math.min(headersTimeout, requestTimeout),
+        requestTimeout,
+        // Node checks these timeouts on an interval (30 s by default): check often enough that
+        // they hold to within a fraction of the shorter one.
+        connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 4))),
+      },
+      app.callback(),
+    );
     server.on('connection', (socket) => {
       sockets.add(socket);
       socket.once('close', () => sockets.delete(socket));
