@@ -207,6 +207,9 @@ export class ApiRegistry {
         tags: [spec.tag],
         operationId: operationId(spec.method, path),
         security: spec.auth === PUBLIC ? [] : spec.auth.schemes.map((name) => ({ [name]: [] })),
+        // The shape of this operation's error bodies: `plain` is {error}, `messaging` is
+        // {success: false, message, errors?} (and `error` too for what a handler refuses).
+        'x-error-envelope': group.envelope,
         ...(parameters.length ? { parameters } : {}),
         ...(bodySchema
           ? { requestBody: { required: true, content: Object.fromEntries(['application/json', ...(spec.bodyTypes ?? [])].map((type) => [type, { schema: bodySchema }])) } }

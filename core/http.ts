@@ -103,6 +103,29 @@ export function writeError(ctx: Context, err: WharfError, envelope: Envelope): v
 const JSON_TYPES = ['application/json', 'application/*+json'];
 const FORM_TYPE = 'application/x-www-form-urlencoded';
 const BODY_READ = Symbol('wharf.bodyRead');
+/**
+ * How deep a JSON body may nest. No request needs more than a handful of levels, and a value
+ * nested thousands deep parses but then overflows the stack of whatever walks it (stringify,
+ * the log, a schema).
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** The deepest nesting of arrays and objects in JSON text (brackets inside strings do not count). */
+export function jsonDepth(raw: Buffer): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i];
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) deepest = Math.max(deepest, ++depth);
+    else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return deepest;
+}
 
 /**
  * Reads a JSON or urlencoded form body up to `limit` bytes into `ctx.request.body` (and a JSON
@@ -128,6 +151,7 @@ export async function readBody(ctx: Context, limit: number): Promise<void> {
     ctx.request.body = Object.fromEntries(new URLSearchParams(raw.toString('utf8')));
   } else if (raw.length > 0) {
     ctx.request.rawBody = raw;
+    if (jsonDepth(raw) > MAX_JSON_DEPTH) throw new WharfError('invalid_json', `Malformed JSON body: nested deeper than ${MAX_JSON_DEPTH} levels`);
     try {
       ctx.request.body = JSON.parse(raw.toString('utf8'));
     } catch (err) {

@@ -16,6 +16,9 @@ describe('errors answer in the route group envelope', () => {
     // method, path, raw body, status, body
     ['POST', '/plain/echo', '{"a":', 400, { error: expect.stringMatching(/^Malformed JSON body/) }],
     ['POST', '/msg/echo', '{"a":', 400, { success: false, message: expect.stringMatching(/^Malformed JSON body/) }],
+    // Nesting past 64 levels is refused before anything walks it (a value 5,000 deep overflows JSON.stringify).
+    ['POST', '/plain/echo', `${'['.repeat(65)}${']'.repeat(65)}`, 400, { error: 'Malformed JSON body: nested deeper than 64 levels' }],
+    ['POST', '/plain/echo', `{"s":"${'['.repeat(100)}","a":${'['.repeat(63)}${']'.repeat(63)}}`, 200, { got: expect.any(Object) }],
     ['GET', '/plain/nowhere', undefined, 404, { error: 'Not found' }],
     ['GET', '/msg/nowhere', undefined, 404, { success: false, error: 'Not found', message: 'Not found' }],
     ['GET', '/MSG/Nowhere', undefined, 404, { success: false, error: 'Not found', message: 'Not found' }],
