@@ -393,7 +393,7 @@ async function fuzz(op: Operation): Promise<void> {
     for (const field of fieldPaths(op.body, baseline)) {
       for (const mutation of FIELD_MUTATIONS) await send(op, path, { body: withField(baseline, field, mutation), headers: credential }, `${field.join('.')} = ${mutation.slice(0, 20)}`);
     }
-    const form = new URLSearchParams(Object.entries(baseline && typeof baseline === 'object' ? baseline : {}).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]));
+    const form = new URLSearchParams(Object.entries(baseline && typeof baseline === 'object' ? baseline : {}).map(([k, v]): [string, string] => [k, typeof v === 'string' ? v : JSON.stringify(v)]));
     await send(op, path, { body: form.toString(), type: 'application/x-www-form-urlencoded', headers: credential }, 'form');
     await send(op, path, { body: `${form.toString()}&${PROTO_QUERY}&%ZZ=%ZZ&&=`, type: 'application/x-www-form-urlencoded', headers: credential }, 'form, odd');
     await send(op, path, { body: 'x'.repeat(1_100_000), type: 'application/json', headers: credential }, 'over the body limit');
