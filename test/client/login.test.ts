@@ -58,7 +58,7 @@ describe('wharf login', () => {
     const none = await wharf(['whoami'], { env });
     expect(none.status).toBe(1);
     expect(none.stderr).toBe('wharf: no instance: give --instance URL (or sign in first with wharf login --instance URL)\n');
-  });
+  }, 90_000);
 
   it('reports a denied sign-in and an unreachable or wrong instance in one line', async () => {
     const home = tempDir();
@@ -76,5 +76,5 @@ describe('wharf login', () => {
     const badUrl = await wharf(['whoami', '--instance', 'ftp://x'], { env: { XDG_CONFIG_HOME: home } });
     expect(badUrl.status).toBe(1);
     expect(badUrl.stderr).toBe('wharf: instance must be http or https: ftp://x\n');
-  });
+  }, 90_000);
 });
