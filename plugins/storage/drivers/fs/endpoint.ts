@@ -9,6 +9,7 @@ import type { Logger } from '../../../../core/logger.ts';
 import { type Authenticated, type Principal, type Verifier } from './auth.ts';
 import { checkSha256, dechunk, exactLength, readSmall } from './body.ts';
 import { MAX_KEY_BYTES, MAX_PARTS, type ObjectMeta, type ObjectRow, type ObjectStore, S3Error } from './objects.ts';
+import type { BucketQuota, QuotaHold } from './quota.ts';
 import { child, childrenNamed, el, esc, parseXml, S3_NS, XML_HEAD, type XmlNode } from './xml.ts';
 
 /** S3's largest single PUT (and part). */
@@ -29,6 +30,8 @@ export interface EndpointOptions {
   verifier: Verifier;
   region: string;
   log: Logger;
+  /** The app storage limits every write is admitted against. */
+  quota: BucketQuota;
 }
 
 interface Target {
@@ -100,7 +103,7 @@ function intParam(query: URLSearchParams, name: string, fallback: number, max: n
   return Math.min(Number(v), max);
 }
 
-export function createEndpoint({ store, verifier, region, log }: EndpointOptions): http.Server {
+export function createEndpoint({ store, verifier, region, log, quota }: EndpointOptions): http.Server {
   const server = http.createServer((req, res) => {
     const requestId = randomBytes(8).toString('hex').toUpperCase();
     res.setHeader('x-amz-request-id', requestId);
@@ -115,6 +118,20 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
   server.keepAliveTimeout = 30_000;
   server.headersTimeout = 60_000;
   server.requestTimeout = 0;
+  // A client that sends `Expect: 100-continue` (the AWS SDK does from 2 MiB) is told to go on
+  // only when its body is about to be read: after authentication and the storage limit, so a
+  // refused upload is never sent at all.
+  const awaitingContinue = new WeakMap<http.IncomingMessage, http.ServerResponse>();
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    awaitingContinue.set(req, res);
+    server.emit('request', req, res);
+  });
+  function sendContinue(req: http.IncomingMessage): void {
+    const res = awaitingContinue.get(req);
+    if (!res) return;
+    awaitingContinue.delete(req);
+    res.writeContinue();
+  }
 
   function sendError(req: http.IncomingMessage, res: http.ServerResponse, err: unknown, requestId: string): void {
     let e: S3Error;
@@ -159,6 +176,7 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
 
   /** The body as bytes, decoded and checked per the signing mode. */
   function bodyOf(req: http.IncomingMessage, auth: Authenticated): AsyncIterable<Buffer> {
+    sendContinue(req);
     const declared = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
     const encodings = String(req.headers['content-encoding'] ?? '').split(',').map((s) => s.trim());
     const streaming = auth.payload.startsWith('STREAMING-');
@@ -176,8 +194,16 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
     return plain;
   }
 
-  async function receiveChecked(req: http.IncomingMessage, auth: Authenticated) {
-    const received = await store.receive(bodyOf(req, auth));
+  /** The body's length as declared before it is read (decoded, for aws-chunked), or undefined when unknown. */
+  function declaredLength(req: http.IncomingMessage, auth: Authenticated): number | undefined {
+    const chunked = auth.payload.startsWith('STREAMING-') || String(req.headers['content-encoding'] ?? '').split(',').some((s) => s.trim() === 'aws-chunked');
+    const text = chunked ? req.headers['x-amz-decoded-content-length'] : req.headers['content-length'];
+    const n = text === undefined ? NaN : Number(text);
+    return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+  }
+
+  async function receiveChecked(req: http.IncomingMessage, auth: Authenticated, hold: QuotaHold) {
+    const received = await store.receive(hold.meter(bodyOf(req, auth)));
     const md5 = req.headers['content-md5'];
     if (md5 !== undefined && Buffer.from(String(md5), 'base64').toString('hex') !== received.md5.toString('hex')) {
       await store.discard(received);
@@ -381,7 +407,9 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
     if (!replace && src.bucket === t.bucket && src.key === t.key) {
       throw new S3Error('InvalidRequest', 400, 'This copy request is illegal because it is trying to copy an object to itself without changing the object\'s metadata.');
     }
-    const row = await store.copy(src, { bucket: t.bucket, key: t.key }, replace ? metaFrom(req.headers) : undefined);
+    const row = await quota.write(principal, t.bucket, { kind: 'object', key: t.key }, store.head(src.bucket, src.key)?.size ?? 0, (hold) =>
+      store.copy(src, { bucket: t.bucket, key: t.key }, replace ? metaFrom(req.headers) : undefined, (body) => hold.meter(body)),
+    );
     sendXml(res, `<CopyObjectResult xmlns="${S3_NS}">${el('LastModified', iso(row.lastModified))}${el('ETag', quoted(row.etag))}</CopyObjectResult>`);
   }
 
@@ -396,7 +424,8 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
       return { partNumber: Number(n), etag };
     });
     if (!parts.length) throw malformed();
-    const row = await store.complete(upload, parts);
+    const listed = [...new Set(parts.map((p) => p.partNumber))].reduce((sum, n) => sum + store.partSize(upload.id, n), 0);
+    const row = await quota.write(auth.principal, t.bucket, { kind: 'complete', key: t.key, upload: upload.id }, listed, () => store.complete(upload, parts));
     const host = req.headers.host ?? '';
     sendXml(
       res,
@@ -474,6 +503,7 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
       if (method === 'PUT' && !q.has('cors') && !q.has('policy')) {
         if (!may(principal, t.bucket, true)) throw deny();
         // Drain a CreateBucketConfiguration, if any.
+        sendContinue(req);
         await readSmall(req, MAX_XML_BYTES);
         if (!store.createBucket(t.bucket)) throw new S3Error('BucketAlreadyOwnedByYou', 409, 'Your previous request to create the named bucket succeeded and you already own it.');
         sendEmpty(res, 200, { location: `/${t.bucket}` });
@@ -528,15 +558,18 @@ export function createEndpoint({ store, verifier, region, log }: EndpointOptions
           if (!Number.isInteger(n) || n < 1 || n > MAX_PARTS) throw new S3Error('InvalidArgument', 400, 'Part number must be an integer between 1 and 10000, inclusive');
           const upload = store.upload(t.bucket, t.key, uploadId);
           if (req.headers['x-amz-copy-source'] !== undefined) throw new S3Error('NotImplemented', 501, 'UploadPartCopy is not supported by this store.');
-          const part = await store.putPart(upload, n, await receiveChecked(req, auth));
+          const part = await quota.write(principal, t.bucket, { kind: 'part', upload: upload.id, part: n }, declaredLength(req, auth), async (hold) =>
+            store.putPart(upload, n, await receiveChecked(req, auth, hold)),
+          );
           sendEmpty(res, 200, { etag: quoted(part.etag) });
           return;
         }
         if (req.headers['x-amz-copy-source'] !== undefined) return copyObject(req, res, t, principal);
         if (['acl', 'tagging', 'retention', 'legal-hold'].some((s) => q.has(s))) throw new S3Error('NotImplemented', 501, 'This object subresource is not supported by this store.');
         store.requireBucket(t.bucket);
-        const received = await receiveChecked(req, auth);
-        const row = await store.commit(t.bucket, t.key, received, metaFrom(req.headers));
+        const row = await quota.write(principal, t.bucket, { kind: 'object', key: t.key }, declaredLength(req, auth), async (hold) =>
+          store.commit(t.bucket, t.key, await receiveChecked(req, auth, hold), metaFrom(req.headers)),
+        );
         sendEmpty(res, 200, { etag: quoted(row.etag) });
         return;
       }
