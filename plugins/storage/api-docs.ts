@@ -17,7 +17,7 @@ export function describeStorageApi(api: ApiRegistry): void {
   api.scheme('appToken', { type: 'http', scheme: 'bearer', description: "An app's API token (svc_live_...)." });
   const session = ['dashboardSession'];
   const appIdQuery = z.object({ appId: z.string().optional().describe("One app's id") });
-  api.describe({ method: 'GET', path: '/api/apps', summary: "The active organization's apps, or one with appId", tag, security: session, query: appIdQuery, errors: { 400: error('No active organization'), 404: error('App not found') } });
+  api.describe({ method: 'GET', path: '/api/apps', summary: "The active organization's apps, or one with appId, each with its usage (storedBytes, fileCount, unregisteredBytes, unregisteredCount, usedBytes, usageCheckedAt)", tag, security: session, query: appIdQuery, errors: { 400: error('No active organization'), 404: error('App not found') } });
   api.describe({ method: 'POST', path: '/api/apps', summary: 'Create an app and provision its bucket', tag, security: session, body: createApp, success: { status: 201 }, errors: { 400: error('name missing, or no active organization'), 503: error('Store unavailable') } });
   api.describe({ method: 'PATCH', path: '/api/apps', summary: "Rename an app or change its storage limit", tag, security: session, body: patchApp, errors: { 400: error('appId missing'), 404: error('App not found') } });
   api.describe({ method: 'DELETE', path: '/api/apps', summary: 'Empty and remove the bucket, then the app with its tokens and files', tag, security: session, body: deleteApp, errors: { 400: error('appId missing'), 404: error('App not found') } });
@@ -36,7 +36,7 @@ export function describeStorageApi(api: ApiRegistry): void {
     }),
     errors: { 400: error('Neither appId nor a Bearer token'), 401: error('Invalid token') },
   });
-  api.describe({ method: 'POST', path: '/api/files', summary: 'Record files already uploaded to the bucket (token in the body)', tag, security: [], body: registerBody, errors: { 400: error('token or files missing'), 401: error('Invalid token') } });
+  api.describe({ method: 'POST', path: '/api/files', summary: 'Record files already uploaded to the bucket (token in the body)', tag, security: [], body: registerBody, errors: { 400: error('token or files missing'), 401: error('Invalid token'), 413: error('Over the storage limit') } });
   api.describe({ method: 'DELETE', path: '/api/files', summary: 'Delete files: keys with a Bearer token, fileId or fileIds with a session', tag, security: ['appToken', 'dashboardSession'], body: deleteFiles, errors: { 400: error('No keys, fileId or fileIds'), 401: error('Invalid token') } });
   api.describe({ method: 'GET', path: '/api/files/download', summary: 'A presigned GET URL valid one hour', tag, security: session, query: z.object({ fileId: z.string() }), errors: { 400: error('fileId missing'), 404: error('File or app not found') } });
   api.describe({ method: 'POST', path: '/api/files/upload', summary: 'Phase 1 (presigned PUT URLs); with action "complete", phase 2 (record the uploaded files)', tag, security: session, body: z.union([requestBody, completeBody]), errors: { 400: error('appId or files missing'), 404: error('App not found'), 413: error('Over the storage limit') } });

@@ -1,6 +1,7 @@
 /**
  * The storage plugin: apps of an organization, each with its own bucket; file records; two-phase
- * presigned uploads with a storage limit; presigned downloads; the reaper of abandoned uploads.
+ * presigned uploads; storage limits as quotas (./quota.ts); presigned downloads; the reaper of
+ * abandoned uploads.
  * Objects live behind a driver (`s3` today). With no store configured the plugin still starts:
  * /readyz reports it not ready and operations that need the store answer 503 naming the missing
  * settings.
@@ -10,6 +11,7 @@ import { describeStorageApi } from './api-docs.ts';
 import { storageConfig } from './config.ts';
 import { createDriver } from './drivers/index.ts';
 import { migrations } from './migrations.ts';
+import { AppQuotas } from './quota.ts';
 import { appRoutes } from './routes/apps.ts';
 import { fileRoutes } from './routes/files.ts';
 import { uploadRoutes } from './routes/uploads.ts';
@@ -25,14 +27,15 @@ export default definePlugin({
   async setup({ config, core, keys, db, auth, api, log }) {
     describeStorageApi(api);
     const store = new StorageStore(db);
-    const driver = await createDriver(config, { dataDir: core.server.data_dir, keys, log });
+    const quotas = new AppQuotas(store, log);
+    const driver = await createDriver(config, { dataDir: core.server.data_dir, keys, log, quota: quotas });
     try {
       await driver.start?.();
     } catch (err) {
       driver.close();
       throw err;
     }
-    const storage = new Storage(store, driver, config, log);
+    const storage = new Storage(store, driver, config, log, quotas);
     const deps = { store, storage };
 
     const notices: string[] = [];

@@ -18,10 +18,10 @@ export function appRoutes({ store, storage }: RouteDeps): Router {
   router.get('/', async (ctx) => {
     const orgId = await sessionOrg(ctx);
     if (queryParam(ctx, 'appId') !== undefined) {
-      ctx.body = { app: publicApp(appInOrg(store, uuidParam(ctx, 'appId'), orgId)) };
+      ctx.body = { app: storage.appView(appInOrg(store, uuidParam(ctx, 'appId'), orgId)) };
       return;
     }
-    ctx.body = { apps: store.appsOfOrg(orgId).map(publicApp) };
+    ctx.body = { apps: store.appsOfOrg(orgId).map((app) => storage.appView(app)) };
   });
 
   router.post('/', async (ctx) => {
