@@ -1,7 +1,7 @@
 /**
  * The storage plugin: apps of an organization, each with its own bucket; file records; two-phase
  * presigned uploads; storage limits as quotas (./quota.ts); presigned downloads; the reaper of
- * abandoned uploads.
+ * abandoned uploads and, on the s3 driver, the usage reconciliation (./reconcile.ts).
  * Objects live behind a driver (`s3` today). With no store configured the plugin still starts:
  * /readyz reports it not ready and operations that need the store answer 503 naming the missing
  * settings.
@@ -12,6 +12,7 @@ import { storageConfig } from './config.ts';
 import { createDriver } from './drivers/index.ts';
 import { migrations } from './migrations.ts';
 import { AppQuotas } from './quota.ts';
+import { UsageReconciler } from './reconcile.ts';
 import { appRoutes } from './routes/apps.ts';
 import { fileRoutes } from './routes/files.ts';
 import { uploadRoutes } from './routes/uploads.ts';
@@ -50,6 +51,13 @@ export default definePlugin({
       storage.reap().catch((err: unknown) => log.error({ err }, 'upload reaper failed'));
     }, config.reaper_interval_seconds * 1000);
     reaper.unref();
+    const reconciler = new UsageReconciler(store, driver, log);
+    const reconciling = reconciler.needed
+      ? setInterval(() => {
+          reconciler.run().catch((err: unknown) => log.error({ err }, 'usage reconciliation failed'));
+        }, config.usage_interval_seconds * 1000)
+      : undefined;
+    reconciling?.unref();
 
     const files = fileRoutes(deps, auth);
     uploadRoutes(files, deps);
@@ -87,7 +95,8 @@ export default definePlugin({
       },
       async close() {
         clearInterval(reaper);
-        await storage.settle();
+        clearInterval(reconciling);
+        await Promise.all([storage.settle(), reconciler.settle()]);
         driver.close();
       },
     };
