@@ -14,7 +14,7 @@
  * Records whose objects are gone are left alone (only DELETE /api/files removes records on s3).
  */
 import type { Logger } from '../../core/logger.ts';
-import type { StorageDriver } from './drivers/types.ts';
+import { type StorageDriver, StoreError } from './drivers/types.ts';
 import type { StorageStore } from './store.ts';
 
 export class UsageReconciler {
@@ -54,6 +54,8 @@ export class UsageReconciler {
         await this.#reconcile(app);
       } catch (err) {
         this.#log.warn({ err, app: app.id, bucket: app.bucketName }, 'could not reconcile the usage of a bucket; will retry');
+        // A store that does not answer will not answer for the next bucket either.
+        if (err instanceof StoreError && err.failure === 'unavailable') return;
       }
     }
   }
