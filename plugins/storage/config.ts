@@ -137,6 +137,13 @@ export const storageConfig = z.strictObject({
     .min(1)
     .default(60)
     .describe('How often expired reservations are cleaned up, deleting the objects of uploads that were never completed, in seconds.'),
+  usage_interval_seconds: z
+    .int()
+    .min(1)
+    .default(300)
+    .describe(
+      'On the s3 driver, how often each app\'s bucket is listed (ListObjectsV2, one request per 1000 objects) to bring usage in line with what it holds: records of objects overwritten through S3 take their new size, and objects with no record count against the storage limit. In seconds. The fs driver counts usage live and does not list.',
+    ),
   s3: s3Config,
   fs: fsConfig,
 });

@@ -1,6 +1,7 @@
 /**
  * The storage plugin: apps of an organization, each with its own bucket; file records; two-phase
- * presigned uploads with a storage limit; presigned downloads; the reaper of abandoned uploads.
+ * presigned uploads; storage limits as quotas (./quota.ts); presigned downloads; the reaper of
+ * abandoned uploads and, on the s3 driver, the usage reconciliation (./reconcile.ts).
  * Objects live behind a driver (`s3` today). With no store configured the plugin still starts:
  * /readyz reports it not ready and operations that need the store answer 503 naming the missing
  * settings.
@@ -9,6 +10,8 @@ import { definePlugin } from '../../core/plugin.ts';
 import { storageConfig } from './config.ts';
 import { createDriver } from './drivers/index.ts';
 import { migrations } from './migrations.ts';
+import { AppQuotas } from './quota.ts';
+import { UsageReconciler } from './reconcile.ts';
 import { appRoutes } from './routes/apps.ts';
 import { dashboardSession } from './routes/common.ts';
 import { fileRoutes } from './routes/files.ts';
@@ -25,14 +28,15 @@ export default definePlugin({
     api.scheme('dashboardSession', { type: 'apiKey', in: 'cookie', name: '__session', description: 'A signed-in dashboard session.' });
     api.scheme('appToken', { type: 'http', scheme: 'bearer', description: "An app's API token (svc_live_...)." });
     const store = new StorageStore(db);
-    const driver = await createDriver(config, { dataDir: core.server.data_dir, keys, log });
+    const quotas = new AppQuotas(store, log);
+    const driver = await createDriver(config, { dataDir: core.server.data_dir, keys, log, quota: quotas });
     try {
       await driver.start?.();
     } catch (err) {
       driver.close();
       throw err;
     }
-    const storage = new Storage(store, driver, config, log);
+    const storage = new Storage(store, driver, config, log, quotas);
     const deps = { store, storage };
 
     const notices: string[] = [];
@@ -47,6 +51,13 @@ export default definePlugin({
       storage.reap().catch((err: unknown) => log.error({ err }, 'upload reaper failed'));
     }, config.reaper_interval_seconds * 1000);
     reaper.unref();
+    const reconciler = new UsageReconciler(store, driver, log);
+    const reconciling = reconciler.needed
+      ? setInterval(() => {
+          reconciler.run().catch((err: unknown) => log.error({ err }, 'usage reconciliation failed'));
+        }, config.usage_interval_seconds * 1000)
+      : undefined;
+    reconciling?.unref();
 
 
     const service: StorageService = {
@@ -80,7 +91,8 @@ export default definePlugin({
       },
       async close() {
         clearInterval(reaper);
-        await storage.settle();
+        clearInterval(reconciling);
+        await Promise.all([storage.settle(), reconciler.settle()]);
         driver.close();
       },
     };

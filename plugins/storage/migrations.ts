@@ -76,4 +76,17 @@ export const migrations: Migration[] = [
       `);
     },
   },
+  {
+    id: '002-bucket-usage',
+    up(db) {
+      db.exec(`
+        -- What the last reconciliation found in the bucket besides the records (drivers that do
+        -- not count usage live: s3): objects with no file record and no unfinished upload at
+        -- their key. usage_checked_at: when that listing started; null before the first.
+        ALTER TABLE storage_apps ADD COLUMN unregistered_bytes INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE storage_apps ADD COLUMN unregistered_count INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE storage_apps ADD COLUMN usage_checked_at TEXT;
+      `);
+    },
+  },
 ];

@@ -8,8 +8,9 @@ import { randomUUID } from 'node:crypto';
 import { WharfError } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { StoragePluginConfig } from './config.ts';
-import { type StorageDriver, StoreError } from './drivers/types.ts';
+import { type ObjectInfo, type StorageDriver, StoreError } from './drivers/types.ts';
 import { uploadKey } from './object-keys.ts';
+import type { AppQuotas, AppUsage } from './quota.ts';
 import type { AppState, Direction, StorageStore } from './store.ts';
 import type { App, FileRecord } from './types.ts';
 
@@ -40,10 +41,17 @@ export interface PresignedUpload extends UploadRequest {
   presignedUrl: string;
 }
 
-/** The API view of an app (the counters stay inside). */
+/** The spec's App fields of an app (the counters stay inside). */
 export function publicApp(app: AppState): App {
-  const { seq: _n, storedBytes: _s, fileCount: _f, ...rest } = app;
-  return rest;
+  return {
+    id: app.id,
+    teamId: app.teamId,
+    name: app.name,
+    bucketName: app.bucketName,
+    storageLimit: app.storageLimit,
+    createdAt: app.createdAt,
+    updatedAt: app.updatedAt,
+  };
 }
 
 /** A driver failure as the answer the caller gets: 503 `{error}` saying what the store did. */
@@ -69,6 +77,13 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) 
   return results;
 }
 
+/** The size the store reports for `f`'s object, when it is the size the caller claims; 400 naming the key otherwise. */
+function checkedSize(f: FileInput, size: number | undefined): number {
+  if (size === undefined) throw new WharfError('bad_request', `Object "${f.key}" does not exist in the app's bucket; nothing was recorded`);
+  if (size !== f.size) throw new WharfError('bad_request', `Object "${f.key}" has ${size} bytes, not ${f.size}; nothing was recorded`);
+  return size;
+}
+
 function duplicateKey(files: readonly { key: string }[]): string | undefined {
   const seen = new Set<string>();
   for (const f of files) {
@@ -83,14 +98,16 @@ export class Storage {
   readonly #driver: StorageDriver;
   readonly #config: StoragePluginConfig;
   readonly #log: Logger;
+  readonly #quotas: AppQuotas;
   readonly #deletionListeners: ((appId: string) => void)[] = [];
   #reaping: Promise<void> | undefined;
 
-  constructor(store: StorageStore, driver: StorageDriver, config: StoragePluginConfig, log: Logger) {
+  constructor(store: StorageStore, driver: StorageDriver, config: StoragePluginConfig, log: Logger, quotas: AppQuotas) {
     this.#store = store;
     this.#driver = driver;
     this.#config = config;
     this.#log = log;
+    this.#quotas = quotas;
   }
 
   get driver(): StorageDriver {
@@ -122,6 +139,12 @@ export class Storage {
     }
   }
 
+  /** The app as GET /api/apps shows it: the spec's fields and its usage. */
+  appView(app: AppState): App & AppUsage {
+    return { ...publicApp(app), ...this.#quotas.usage(app, this.#driver) };
+  }
+
+  /** Lowering the limit below the usage is allowed: writes that add bytes are refused until usage falls under it. */
   updateApp(app: AppState, changes: { name?: string; storageLimit?: number | null }): AppState {
     const updated = this.#store.updateApp({
       id: app.id,
@@ -181,20 +204,53 @@ export class Storage {
   }
 
   /** Checks every object with the store: it exists and has the size the caller claims. 400 naming the first key that does not. */
-  async #verifyObjects(app: AppState, files: readonly FileInput[], what: string): Promise<void> {
+  async #verifyObjects(app: AppState, files: readonly FileInput[], what: string): Promise<ObjectInfo[]> {
     let stats;
     try {
       stats = await mapLimit(files, STAT_CONCURRENCY, (f) => this.#driver.statObject(app.bucketName, f.key));
     } catch (err) {
       throw storeFailure(err, what);
     }
+    return files.map((f, i) => {
+      checkedSize(f, stats[i]?.size);
+      return stats[i]!;
+    });
+  }
+
+  /**
+   * Inside the transaction that records `files`: the storage limit. On a driver that counts usage
+   * live the sizes are read again here, in the same synchronous step as the records, so a write
+   * since the check cannot slip a stale size in (later writes update the records themselves).
+   * Recording what adds bytes to the records is refused (413) when the app would then be over its
+   * limit; `taken` are the reservations the recording ends. Returns the sizes to record.
+   */
+  #checkRecording(app: AppState, files: readonly FileInput[], stats: readonly ObjectInfo[], taken: ReadonlySet<string>, now: string): number[] {
+    const live = this.#driver.live;
+    const sizes = files.map((f, i) => (live ? checkedSize(f, live.objectSize(app.bucketName, f.key)) : stats[i]!.size));
+    let adds = 0;
+    // s3: objects the last reconciliation counted as unregistered, recorded now.
+    let seen = { bytes: 0, count: 0 };
     files.forEach((f, i) => {
-      const stat = stats[i];
-      if (!stat) throw new WharfError('bad_request', `Object "${f.key}" does not exist in the app's bucket; nothing was recorded`);
-      if (stat.size !== f.size) {
-        throw new WharfError('bad_request', `Object "${f.key}" has ${stat.size} bytes, not ${f.size}; nothing was recorded`);
+      const previous = this.#store.fileSize(app.id, f.key);
+      adds += sizes[i]! - (previous ?? 0);
+      // Written before that listing started (stores give whole seconds): the listing counted it.
+      const modified = stats[i]!.lastModified;
+      if (!live && previous === undefined && !taken.has(f.key) && app.usageCheckedAt !== null && modified !== undefined && modified + 1000 <= Date.parse(app.usageCheckedAt)) {
+        seen = { bytes: seen.bytes + sizes[i]!, count: seen.count + 1 };
       }
     });
+    if (app.storageLimit !== null && adds > 0) {
+      const reservations = this.#store.reservations(app.id, now);
+      for (const key of taken) reservations.delete(key);
+      const { stored, reserved } = this.#quotas.measure(app, this.#driver, reservations);
+      // Live: the objects are in the bucket already, so the bucket's usage is the usage after.
+      const after = live ? stored + reserved : stored + reserved + adds - Math.min(seen.bytes, app.unregisteredBytes);
+      if (after > app.storageLimit) {
+        throw new WharfError('payload_too_large', `Storage limit exceeded: recording these files would bring the app to ${after} bytes, over its limit of ${app.storageLimit}; nothing was recorded`);
+      }
+    }
+    if (seen.count) this.#store.lessUnregistered(app.id, seen.bytes, seen.count);
+    return sizes;
   }
 
   /**
@@ -204,17 +260,23 @@ export class Storage {
   async registerFiles(app: AppState, files: readonly FileInput[]): Promise<FileRecord[]> {
     const dup = duplicateKey(files);
     if (dup !== undefined) throw new WharfError('bad_request', `Key "${dup}" appears twice`);
-    await this.#verifyObjects(app, files, 'nothing was recorded');
+    const stats = await this.#verifyObjects(app, files, 'nothing was recorded');
     const now = new Date().toISOString();
     return this.#store.transaction(() => {
-      if (!this.#store.app(app.id)) throw new WharfError('not_found', 'App not found');
-      return files.map((f) => {
+      const current = this.#store.app(app.id);
+      if (!current) throw new WharfError('not_found', 'App not found');
+      const taken = new Set<string>();
+      for (const f of files) {
         const upload = this.#store.upload(app.id, f.key);
         if (upload && (upload.state !== 'pending' || upload.expires_at <= now)) {
           throw new WharfError('bad_request', `The upload of "${f.key}" expired and its object is being deleted; nothing was recorded`);
         }
-        if (upload) this.#store.deleteUpload(app.id, f.key);
-        return this.#store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: f.size, type: f.type, now });
+        if (upload) taken.add(f.key);
+      }
+      const sizes = this.#checkRecording(current, files, stats, taken, now);
+      return files.map((f, i) => {
+        if (taken.has(f.key)) this.#store.deleteUpload(app.id, f.key);
+        return this.#store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: sizes[i]!, type: f.type, now });
       });
     });
   }
@@ -257,12 +319,12 @@ export class Storage {
     this.#store.transaction(() => {
       const current = this.#store.app(app.id);
       if (!current) throw new WharfError('not_found', 'App not found');
-      if (current.storageLimit !== null) {
-        const reserved = this.#store.reservedBytes(app.id, now);
-        if (current.storedBytes + reserved + requested > current.storageLimit) {
+      if (current.storageLimit !== null && requested > 0) {
+        const { stored, reserved } = this.#quotas.measure(current, this.#driver, this.#store.reservations(app.id, now));
+        if (stored + reserved + requested > current.storageLimit) {
           throw new WharfError(
             'payload_too_large',
-            `Storage limit exceeded: ${current.storedBytes} bytes stored, ${reserved} reserved by unfinished uploads and ${requested} requested, over the limit of ${current.storageLimit}`,
+            `Storage limit exceeded: ${stored} bytes stored, ${reserved} reserved by unfinished uploads and ${requested} requested, over the limit of ${current.storageLimit}`,
           );
         }
       }
@@ -303,14 +365,16 @@ export class Storage {
       }
     };
     checkReservations(new Date().toISOString());
-    await this.#verifyObjects(app, files, 'nothing was recorded');
+    const stats = await this.#verifyObjects(app, files, 'nothing was recorded');
     const now = new Date().toISOString();
     return this.#store.transaction(() => {
-      if (!this.#store.app(app.id)) throw new WharfError('not_found', 'App not found');
+      const current = this.#store.app(app.id);
+      if (!current) throw new WharfError('not_found', 'App not found');
       checkReservations(now);
-      return files.map((f) => {
+      const sizes = this.#checkRecording(current, files, stats, new Set(files.map((f) => f.key)), now);
+      return files.map((f, i) => {
         this.#store.deleteUpload(app.id, f.key);
-        return this.#store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: f.size, type: f.type, now });
+        return this.#store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: sizes[i]!, type: f.type, now });
       });
     });
   }

@@ -11,6 +11,9 @@ interface AppRow {
   storage_limit: number | null;
   stored_bytes: number;
   file_count: number;
+  unregistered_bytes: number;
+  unregistered_count: number;
+  usage_checked_at: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -39,6 +42,18 @@ export interface AppState extends App {
   seq: number;
   storedBytes: number;
   fileCount: number;
+  /** From the last reconciliation (s3 driver): objects with neither a record nor an unfinished upload. */
+  unregisteredBytes: number;
+  unregisteredCount: number;
+  /** When that reconciliation's listing started; null before the first. */
+  usageCheckedAt: string | null;
+}
+
+/** An object's size as the store reports it, for records to follow. */
+export interface SizeChange {
+  key: string;
+  /** Undefined: the object is gone. */
+  size: number | undefined;
 }
 
 export type Direction = 'asc' | 'desc';
@@ -54,6 +69,9 @@ const toApp = (r: AppRow): AppState => ({
   seq: r.seq,
   storedBytes: r.stored_bytes,
   fileCount: r.file_count,
+  unregisteredBytes: r.unregistered_bytes,
+  unregisteredCount: r.unregistered_count,
+  usageCheckedAt: r.usage_checked_at,
 });
 
 export const toFile = (r: FileRow): FileRecord => ({
@@ -117,6 +135,14 @@ export class StorageStore {
       appsOfOrg: db.prepare('SELECT * FROM storage_apps WHERE org_id = ? AND deleting = 0 ORDER BY created_at DESC, id DESC'),
       appAny: db.prepare('SELECT * FROM storage_apps WHERE id = ?'),
       bucketOf: db.prepare('SELECT bucket_name FROM storage_apps WHERE id = ?'),
+      appOfBucket: db.prepare('SELECT id, storage_limit FROM storage_apps WHERE bucket_name = ?'),
+      liveApps: db.prepare('SELECT id, bucket_name FROM storage_apps WHERE deleting = 0 ORDER BY seq'),
+      setUnregistered: db.prepare(
+        'UPDATE storage_apps SET unregistered_bytes = @bytes, unregistered_count = @count, usage_checked_at = @checkedAt WHERE id = @id',
+      ),
+      lessUnregistered: db.prepare(
+        'UPDATE storage_apps SET unregistered_bytes = max(0, unregistered_bytes - @bytes), unregistered_count = max(0, unregistered_count - @count) WHERE id = @id',
+      ),
       insertApp: db.prepare(
         `INSERT INTO storage_apps (id, seq, org_id, name, bucket_name, storage_limit, created_at, updated_at)
          VALUES (@id, (SELECT coalesce(max(seq), 0) + 1 FROM storage_apps), @orgId, @name, @bucketName, @storageLimit, @now, @now)`,
@@ -139,6 +165,12 @@ export class StorageStore {
       ),
       fileKeyExists: db.prepare('SELECT 1 FROM storage_files WHERE app_id = ? AND key = ?'),
       deleteFileByKey: db.prepare('DELETE FROM storage_files WHERE app_id = ? AND key = ?'),
+      fileSize: db.prepare('SELECT size FROM storage_files WHERE app_id = ? AND key = ?').pluck(),
+      setFileSize: db.prepare('UPDATE storage_files SET size = @size WHERE app_id = @appId AND key = @key AND size != @size'),
+      // Not a record written since `before`: it describes a newer object than a listing may have seen.
+      correctFileSize: db.prepare('UPDATE storage_files SET size = @size WHERE app_id = @appId AND key = @key AND size != @size AND uploaded_at < @before'),
+      // One look-up for a page of listed keys (json_each: the keys as one JSON array).
+      filesOfKeys: db.prepare('SELECT f.key, f.size FROM json_each(?) j JOIN storage_files f ON f.app_id = ? AND f.key = j.value'),
       countSearch: db.prepare(
         `SELECT count(*) AS n FROM storage_files_names s CROSS JOIN storage_files f ON f.seq = s.rowid
          WHERE s.storage_files_names MATCH @match AND ${APP_RANGE} AND f.app_id = @appId AND instr(f.name, @term) > 0`,
@@ -151,9 +183,10 @@ export class StorageStore {
          VALUES (@appId, @key, @size, @type, 'pending', @now, @expiresAt)`,
       ),
       deleteUpload: db.prepare('DELETE FROM storage_uploads WHERE app_id = ? AND key = ?'),
-      reservedBytes: db.prepare(
-        "SELECT coalesce(sum(size), 0) AS n FROM storage_uploads WHERE app_id = ? AND state = 'pending' AND expires_at > ?",
-      ),
+      reservations: db.prepare("SELECT key, size FROM storage_uploads WHERE app_id = ? AND state = 'pending' AND expires_at > ?").raw(),
+      reservedOfKeys: db.prepare(
+        "SELECT u.key FROM json_each(?) j JOIN storage_uploads u ON u.app_id = ? AND u.key = j.value WHERE u.state = 'pending' AND u.expires_at > ?",
+      ).pluck(),
       expiredUploads: db.prepare(
         "SELECT app_id, key FROM storage_uploads WHERE expires_at <= ? OR state = 'reaping' ORDER BY expires_at LIMIT ?",
       ),
@@ -184,6 +217,27 @@ export class StorageStore {
   /** The bucket of an app even while it is being deleted (for the reaper). */
   bucketOf(id: string): string | undefined {
     return (this.#s.bucketOf.get(id) as { bucket_name: string } | undefined)?.bucket_name;
+  }
+
+  /** The app owning a bucket (even while it is being deleted) and its limit. */
+  appOfBucket(bucket: string): { id: string; storageLimit: number | null } | undefined {
+    const row = this.#s.appOfBucket.get(bucket) as { id: string; storage_limit: number | null } | undefined;
+    return row && { id: row.id, storageLimit: row.storage_limit };
+  }
+
+  /** Every app not being deleted, with its bucket (for the reconciliation). */
+  liveApps(): { id: string; bucketName: string }[] {
+    return (this.#s.liveApps.all() as { id: string; bucket_name: string }[]).map((r) => ({ id: r.id, bucketName: r.bucket_name }));
+  }
+
+  /** Stores what a reconciliation found besides the records. */
+  setUnregistered(id: string, measured: { bytes: number; count: number; checkedAt: string }): void {
+    this.#s.setUnregistered.run({ id, ...measured });
+  }
+
+  /** Objects counted unregistered that have just been recorded. */
+  lessUnregistered(id: string, bytes: number, count: number): void {
+    this.#s.lessUnregistered.run({ id, bytes, count });
   }
 
   insertApp(input: { id: string; orgId: string; name: string; bucketName: string; storageLimit: number | null; now: string }): AppState {
@@ -229,6 +283,42 @@ export class StorageStore {
     return this.#s.fileKeyExists.get(appId, key) !== undefined;
   }
 
+  /** The recorded size of a key, or undefined when it has no record. */
+  fileSize(appId: string, key: string): number | undefined {
+    return this.#s.fileSize.get(appId, key) as number | undefined;
+  }
+
+  /** Records follow their objects: a new size replaces the recorded one, a removed object takes its record. */
+  followObjects(appId: string, changes: readonly SizeChange[]): void {
+    // Most writes touch no record (uploads not registered yet): a read each, and no transaction.
+    const due = changes.filter((c) => {
+      const recorded = this.fileSize(appId, c.key);
+      return recorded !== undefined && recorded !== c.size;
+    });
+    if (!due.length) return;
+    this.transaction(() => {
+      for (const c of due) {
+        if (c.size === undefined) this.#s.deleteFileByKey.run(appId, c.key);
+        else this.#s.setFileSize.run({ appId, key: c.key, size: c.size });
+      }
+    });
+  }
+
+  /** Recorded sizes of a page of keys (absent keys have no record). */
+  filesOfKeys(appId: string, keys: readonly string[]): Map<string, number> {
+    const rows = this.#s.filesOfKeys.all(JSON.stringify(keys), appId) as { key: string; size: number }[];
+    return new Map(rows.map((r) => [r.key, r.size]));
+  }
+
+  /** Sets listed sizes on records older than `before`; returns how many changed. */
+  correctFileSizes(appId: string, sizes: readonly { key: string; size: number }[], before: string): number {
+    return this.transaction(() => {
+      let changed = 0;
+      for (const { key, size } of sizes) changed += this.#s.correctFileSize.run({ appId, key, size, before }).changes;
+      return changed;
+    });
+  }
+
   deleteFilesByKeys(appId: string, keys: readonly string[]): void {
     this.transaction(() => {
       for (const key of keys) this.#s.deleteFileByKey.run(appId, key);
@@ -264,8 +354,14 @@ export class StorageStore {
     this.#s.deleteUpload.run(appId, key);
   }
 
-  reservedBytes(appId: string, now: string): number {
-    return (this.#s.reservedBytes.get(appId, now) as { n: number }).n;
+  /** Unfinished, unexpired uploads of an app: key -> bytes reserved. */
+  reservations(appId: string, now: string): Map<string, number> {
+    return new Map(this.#s.reservations.all(appId, now) as [string, number][]);
+  }
+
+  /** Which of `keys` are unfinished, unexpired uploads of the app. */
+  reservedOfKeys(appId: string, keys: readonly string[], now: string): Set<string> {
+    return new Set(this.#s.reservedOfKeys.all(JSON.stringify(keys), appId, now) as string[]);
   }
 
   /** Marks up to `limit` expired reservations as being reaped and returns them (with those left from an earlier run). */

@@ -2,13 +2,15 @@
 import type { Keys } from '../../../core/keys.ts';
 import type { Logger } from '../../../core/logger.ts';
 import { driverOf, type StoragePluginConfig } from '../config.ts';
-import type { StorageDriver } from './types.ts';
+import type { QuotaPolicy, StorageDriver } from './types.ts';
 
 export interface DriverEnv {
   /** The server's data dir (`fs`: objects and the generated root key live there). */
   dataDir: string;
   keys: Keys;
   log: Logger;
+  /** App limits and reservations, for drivers that enforce the limit on their own writes (`fs`). */
+  quota?: QuotaPolicy;
 }
 
 /** Loads only the driver in use: the AWS SDK behind `s3` alone costs more start-up than the rest. */

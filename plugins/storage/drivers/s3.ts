@@ -205,12 +205,23 @@ export function createS3Driver(s3: S3Config): StorageDriver {
     async statObject(bucket, key) {
       try {
         const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
-        return { size: head.ContentLength ?? 0 };
+        return { size: head.ContentLength ?? 0, lastModified: head.LastModified?.getTime() };
       } catch (err) {
         const e = classify(err, `checking object "${key}"`);
         // HEAD answers have no body: a missing bucket looks like a missing key, and both mean no object.
         if (e.failure === 'not_found') return undefined;
         throw e;
+      }
+    },
+
+    async listObjects(bucket, onPage) {
+      let token: string | undefined;
+      for (;;) {
+        const page = await send(`listing objects of ${bucket}`, () => client.send(new ListObjectsV2Command({ Bucket: bucket, ContinuationToken: token })));
+        const objects = (page.Contents ?? []).filter((o) => o.Key !== undefined).map((o) => ({ key: o.Key!, size: o.Size ?? 0 }));
+        if (objects.length) onPage(objects);
+        if (!page.IsTruncated || !page.NextContinuationToken) return;
+        token = page.NextContinuationToken;
       }
     },
 

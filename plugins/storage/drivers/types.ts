@@ -39,6 +39,52 @@ export interface StorageConnection {
 export interface ObjectInfo {
   /** Bytes. */
   size: number;
+  /** When it was last written, in milliseconds since the epoch, when the store says. */
+  lastModified?: number;
+}
+
+/** One object as a bucket listing gives it. */
+export interface ListedObject {
+  key: string;
+  size: number;
+}
+
+/**
+ * What the storage plugin tells a driver that enforces app storage limits on the writes it serves
+ * itself (the `fs` driver's endpoint). Both methods are synchronous, so a driver can check and
+ * hold bytes in one step.
+ */
+export interface QuotaPolicy {
+  /**
+   * The limit of an app's bucket and the phase-1 uploads counting against it (key -> bytes
+   * reserved), or undefined when the bucket is unlimited or no app's.
+   */
+  limitOf(bucket: string): { limit: number; reservations: ReadonlyMap<string, number> } | undefined;
+  /** Objects of a bucket were written (new size) or removed (undefined), by anyone: records follow. Never throws. */
+  objectsChanged(bucket: string, changes: readonly { key: string; size: number | undefined }[]): void;
+}
+
+/** A bucket's usage as a driver that counts it live reports it. */
+export interface BucketUsage {
+  /** Everything counted against the limit: objects, unfinished multipart parts, reservations not yet covered by their object, writes in flight. */
+  bytes: number;
+  /** The part of `bytes` that is reservations not yet covered by their object. */
+  reservedBytes: number;
+  /** Objects in the bucket. */
+  objects: number;
+  /** Bytes of those objects. */
+  objectBytes: number;
+}
+
+/**
+ * What a driver that counts usage live and enforces limits on every write it serves (`fs`)
+ * offers. Synchronous, so a caller can read, check and record in one step.
+ */
+export interface LiveUsage {
+  /** The bucket's usage now, counting `reservations` (key -> bytes) not yet covered by their object. */
+  usage(bucket: string, reservations: ReadonlyMap<string, number>): BucketUsage;
+  /** An object's size now, or undefined when it does not exist. */
+  objectSize(bucket: string, key: string): number | undefined;
 }
 
 export interface DeleteOutcome {
@@ -89,6 +135,14 @@ export interface StorageDriver {
   deleteBucket(bucket: string): Promise<void>;
   /** The object's size, or undefined when it does not exist. */
   statObject(bucket: string, key: string): Promise<ObjectInfo | undefined>;
+  /** Calls `onPage` with every object of the bucket, a page at a time in key order (ListObjectsV2). */
+  listObjects(bucket: string, onPage: (objects: ListedObject[]) => void): Promise<void>;
+  /**
+   * Present on drivers that count usage live and enforce storage limits on every write (`fs`).
+   * Absent (`s3`): the store cannot refuse writes it takes directly, so the storage plugin
+   * enforces limits on its own paths and reconciles usage from listings.
+   */
+  readonly live?: LiveUsage;
   /** Deletes objects; never throws for a per-key refusal, which is reported in `failed`. */
   deleteObjects(bucket: string, keys: readonly string[]): Promise<DeleteOutcome>;
   /** A URL that accepts one PUT of exactly `size` bytes with `contentType` until it expires. */
@@ -114,6 +168,7 @@ export function unconfiguredDriver(name: string, problem: string): StorageDriver
     emptyBucket: async () => fail(),
     deleteBucket: async () => fail(),
     statObject: async () => fail(),
+    listObjects: async () => fail(),
     deleteObjects: async () => fail(),
     presignPut: async () => fail(),
     presignGet: async () => fail(),

@@ -71,7 +71,7 @@ export function fileRoutes(api: ApiRegistry, { store, storage }: RouteDeps, auth
     tag,
     auth: PUBLIC,
     body: registerBody,
-    errors: { 401: 'Invalid token: `{error}`' },
+    errors: { 401: 'Invalid token: `{error}`', 413: 'Recording them would take the app over its storage limit: `{error}`' },
     async handler(ctx, { body }) {
       const result = await auth.resolveToken(body.token, ctx);
       const principal = result.principal as { kind: string } | undefined;

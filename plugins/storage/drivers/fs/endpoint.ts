@@ -20,6 +20,7 @@ import { redactUrl } from '../../../../core/redact.ts';
 import { type Authenticated, type Principal, type Verifier } from './auth.ts';
 import { checkSha256, dechunk, exactLength, readSmall } from './body.ts';
 import { MAX_KEY_BYTES, MAX_PARTS, multipartEtag, noSuchUpload, type ObjectMeta, type ObjectRow, type ObjectStore, S3Error, type UploadRow } from './objects.ts';
+import type { BucketQuota, QuotaHold } from './quota.ts';
 import { child, childrenNamed, el, esc, parseXml, S3_NS, XML_HEAD, type XmlNode } from './xml.ts';
 
 /** S3's largest single PUT (and part). */
@@ -47,6 +48,8 @@ export interface EndpointOptions {
   requestTimeoutMs?: number;
   /** The most a client may take to send a request's headers. */
   headersTimeoutMs?: number;
+  /** The app storage limits every write is admitted against. */
+  quota: BucketQuota;
 }
 
 interface Target {
@@ -147,7 +150,7 @@ function intParam(query: URLSearchParams, name: string, fallback: number, max: n
   return Math.min(Number(v), max);
 }
 
-export function createEndpoint({ store, verifier, region, log, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, headersTimeoutMs = DEFAULT_HEADERS_TIMEOUT_MS }: EndpointOptions): http.Server {
+export function createEndpoint({ store, verifier, region, log, quota, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, headersTimeoutMs = DEFAULT_HEADERS_TIMEOUT_MS }: EndpointOptions): http.Server {
   // Node enforces headersTimeout on this interval: a quarter of it keeps the limit close.
   const server = http.createServer({ connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(headersTimeoutMs / 4))) }, (req, res) => onRequest(req, res, false));
   server.keepAliveTimeout = 30_000;
@@ -307,10 +310,10 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
     return plain;
   }
 
-  /** Receives an object's or part's body into a temporary file, its Content-MD5 checked. */
-  async function receiveChecked(req: http.IncomingMessage, auth: Authenticated) {
+  /** Receives an object's or part's body into a temporary file, through the quota's meter, its Content-MD5 checked. */
+  async function receiveChecked(req: http.IncomingMessage, auth: Authenticated, hold: QuotaHold) {
     const md5 = contentMd5Of(req);
-    const received = await store.receive(bodyOf(req, auth));
+    const received = await store.receive(hold.meter(bodyOf(req, auth)));
     if (md5 !== undefined && !md5.equals(received.md5)) {
       await store.discard(received);
       throw new S3Error('BadDigest', 400, 'The Content-MD5 you specified did not match what we received.');
@@ -531,8 +534,9 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
   /** PutObject: stores the body (checked against Content-MD5 and the signed payload) as the object. */
   async function putObject(req: http.IncomingMessage, res: http.ServerResponse, t: Target, auth: Authenticated): Promise<void> {
     store.requireBucket(t.bucket);
-    const received = await receiveChecked(req, auth);
-    const row = await store.commit(t.bucket, t.key, received, metaFrom(req.headers));
+    const row = await quota.write(auth.principal, t.bucket, { kind: 'object', key: t.key }, declaredSize(req, auth), async (hold) =>
+      store.commit(t.bucket, t.key, await receiveChecked(req, auth, hold), metaFrom(req.headers)),
+    );
     sendEmpty(res, 200, { etag: quoted(row.etag) });
   }
 
@@ -543,13 +547,17 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
     if (!replace && src.bucket === t.bucket && src.key === t.key) {
       throw new S3Error('InvalidRequest', 400, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.");
     }
-    const row = await working(res, () => store.copy(src, { bucket: t.bucket, key: t.key }, replace ? metaFrom(req.headers) : undefined));
+    const row = await quota.write(principal, t.bucket, { kind: 'object', key: t.key }, store.head(src.bucket, src.key)?.size ?? 0, (hold) =>
+      working(res, () => store.copy(src, { bucket: t.bucket, key: t.key }, replace ? metaFrom(req.headers) : undefined, (body) => hold.meter(body))),
+    );
     sendXml(res, `<CopyObjectResult xmlns="${S3_NS}">${el('LastModified', iso(row.lastModified))}${el('ETag', quoted(row.etag))}</CopyObjectResult>`);
   }
 
   /** UploadPart: stores the body as part `n` of the upload; a part sent again replaces the earlier one. */
   async function uploadPart(req: http.IncomingMessage, res: http.ServerResponse, auth: Authenticated, upload: UploadRow, n: number): Promise<void> {
-    const part = await store.putPart(upload, n, await receiveChecked(req, auth));
+    const part = await quota.write(auth.principal, upload.bucket, { kind: 'part', upload: upload.id, part: n }, declaredSize(req, auth), async (hold) =>
+      store.putPart(upload, n, await receiveChecked(req, auth, hold)),
+    );
     sendEmpty(res, 200, { etag: quoted(part.etag) });
   }
 
@@ -577,8 +585,16 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
       if (end - start + 1 > MAX_PUT_BYTES) throw tooLarge();
       return { start, end };
     };
-    const received = await working(res, () => store.receiveFrom(src, bytesToCopy));
-    const part = await store.putPart(upload, n, received);
+    // Admitted for what the range (or the whole source) holds now; metered on the way, so a source
+    // that grows meanwhile cannot slip past the limit.
+    const source = store.head(src.bucket, src.key);
+    const size = source ? (() => {
+      const r = bytesToCopy(source);
+      return r ? r.end - r.start + 1 : source.size;
+    })() : 0;
+    const part = await quota.write(principal, upload.bucket, { kind: 'part', upload: upload.id, part: n }, size, async (hold) =>
+      store.putPart(upload, n, await working(res, () => store.receiveFrom(src, bytesToCopy, (body) => hold.meter(body)))),
+    );
     sendXml(res, `<CopyPartResult xmlns="${S3_NS}">${el('LastModified', iso(part.lastModified))}${el('ETag', quoted(part.etag))}</CopyPartResult>`);
   }
 
@@ -611,7 +627,9 @@ export function createEndpoint({ store, verifier, region, log, requestTimeoutMs 
     if (upload) {
       try {
         const joining = upload;
-        etag = (await working(res, () => store.complete(joining, parts))).etag;
+        const listed = [...new Set(parts.map((p) => p.partNumber))].reduce((sum, n) => sum + store.partSize(joining.id, n), 0);
+        const row = await quota.write(auth.principal, t.bucket, { kind: 'complete', key: t.key, upload: joining.id }, listed, () => working(res, () => store.complete(joining, parts)));
+        etag = row.etag;
       } catch (err) {
         // Completed by a concurrent identical request meanwhile.
         if (!(err instanceof S3Error && err.code === 'NoSuchUpload')) throw err;

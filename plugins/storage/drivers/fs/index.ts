@@ -19,10 +19,11 @@ import { contentDisposition } from '../../../../core/http.ts';
 import { type Keys, writeSecretFile } from '../../../../core/keys.ts';
 import type { Logger } from '../../../../core/logger.ts';
 import type { FsConfig } from '../../config.ts';
-import { type StorageConnection, type StorageDriver, StoreError } from '../types.ts';
+import { type QuotaPolicy, type StorageConnection, type StorageDriver, StoreError } from '../types.ts';
 import { type Credential, type KeyLookup, NodeSha256, Verifier } from './auth.ts';
 import { createEndpoint } from './endpoint.ts';
 import { ObjectStore, S3Error } from './objects.ts';
+import { BucketQuota } from './quota.ts';
 
 const secretContext = (accessKey: string) => `storage:fs:bucket-key:${accessKey}`;
 
@@ -56,6 +57,8 @@ export interface FsDriverEnv {
   dataDir: string;
   keys: Keys;
   log: Logger;
+  /** App limits: without it nothing is limited. */
+  quota?: QuotaPolicy;
 }
 
 export interface RootKey {
@@ -109,7 +112,9 @@ export interface FsDriver extends StorageDriver {
 
 export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
   const objectsDir = path.resolve(config.objects_dir ?? path.join(env.dataDir, 'objects'));
-  const store = new ObjectStore(objectsDir);
+  const policy = env.quota;
+  const store = new ObjectStore(objectsDir, policy ? { onChange: (bucket, changes) => policy.objectsChanged(bucket, changes) } : {});
+  const quota = new BucketQuota(store, policy);
   const root = rootKey(config, env.dataDir);
   const service = serviceKey(env.keys);
   const lookup = keyLookup(store, root, env.keys, env.log);
@@ -121,6 +126,7 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
     log: env.log,
     requestTimeoutMs: config.request_timeout_ms,
     headersTimeoutMs: config.headers_timeout_ms,
+    quota,
   });
   const presigner = new SignatureV4({
     credentials: { accessKeyId: service.accessKey, secretAccessKey: service.secretKey },
@@ -244,8 +250,26 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
     statObject: (bucket, key) =>
       run(`checking object "${key}"`, () => {
         const row = store.head(bucket, key);
-        return row ? { size: row.size } : undefined;
+        return row ? { size: row.size, lastModified: row.lastModified } : undefined;
       }),
+
+    listObjects: (bucket, onPage) =>
+      run(`listing objects of ${bucket}`, async () => {
+        store.requireBucket(bucket);
+        for (let after = ''; ; ) {
+          const page = store.objectsAfter(bucket, after, 1000);
+          if (page.length) onPage(page.map(({ key, size }) => ({ key, size })));
+          if (page.length < 1000) return;
+          after = page[page.length - 1]!.key;
+          // A page at a time, like a remote listing: requests go on between pages.
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      }),
+
+    live: {
+      usage: (bucket, reservations) => quota.usage(bucket, reservations),
+      objectSize: (bucket, key) => store.head(bucket, key)?.size,
+    },
 
     async deleteObjects(bucket, keys) {
       // One transaction per batch: all of its keys are deleted, or none (each reported failed).
@@ -306,7 +330,7 @@ export async function startStandaloneStore(options: {
 }): Promise<{ url: string; close(): Promise<void> }> {
   const store = new ObjectStore(options.objectsDir);
   const lookup = keyLookup(store, options.root, options.keys, options.log);
-  const server = createEndpoint({ store, verifier: new Verifier(lookup, options.region), region: options.region, log: options.log });
+  const server = createEndpoint({ store, verifier: new Verifier(lookup, options.region), region: options.region, log: options.log, quota: new BucketQuota(store, undefined) });
   const at = options.listen.lastIndexOf(':');
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

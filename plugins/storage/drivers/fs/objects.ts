@@ -4,7 +4,8 @@
  *   <bucket>/<2 hex>/<uuid>     object bytes, one file per object version (never a key-derived path)
  *   .wharf/index.db              SQLite: buckets, objects (key -> blob, size, ETag, type, metadata,
  *                                part sizes), multipart uploads and their parts, uploads completed in
- *                                the last day (for retried completions), per-bucket access keys
+ *                                the last day (for retried completions), per-bucket access keys, and
+ *                                per-bucket usage counters (kept by triggers)
  *   .wharf/tmp/                  bytes being received
  *   .wharf/multipart/<id>/<n>    parts of unfinished multipart uploads
  *
@@ -137,6 +138,70 @@ function after(prefix: string): string {
   return `${prefix}\u{10FFFF}`;
 }
 
+/** What a bucket holds, from the counters the index keeps. */
+export interface BucketBytes {
+  objects: number;
+  objectBytes: number;
+  /** Bytes of the parts of its unfinished multipart uploads. */
+  partBytes: number;
+}
+
+/** An object written (its new size) or removed (`size` undefined). */
+export interface ObjectChange {
+  key: string;
+  size: number | undefined;
+}
+
+export interface ObjectStoreOptions {
+  /**
+   * Told after objects of a bucket are written or removed, once the index has committed the
+   * change, whoever made it (S3 clients, the server, the root key). Must not throw.
+   */
+  onChange?(bucket: string, changes: readonly ObjectChange[]): void;
+}
+
+/**
+ * Index schema version 1: per-bucket usage counters. Triggers keep them in step with every write
+ * to objects and parts (REPLACE included: recursive_triggers is on), so the storage limit reads
+ * one row per write instead of summing a bucket.
+ */
+const USAGE_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS bucket_usage (
+    bucket TEXT PRIMARY KEY, objects INTEGER NOT NULL DEFAULT 0, object_bytes INTEGER NOT NULL DEFAULT 0,
+    part_bytes INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+  CREATE TRIGGER IF NOT EXISTS buckets_ai AFTER INSERT ON buckets BEGIN
+    INSERT INTO bucket_usage (bucket) VALUES (new.name) ON CONFLICT DO NOTHING;
+  END;
+  CREATE TRIGGER IF NOT EXISTS buckets_ad AFTER DELETE ON buckets BEGIN
+    DELETE FROM bucket_usage WHERE bucket = old.name;
+  END;
+  CREATE TRIGGER IF NOT EXISTS objects_ai AFTER INSERT ON objects BEGIN
+    UPDATE bucket_usage SET objects = objects + 1, object_bytes = object_bytes + new.size WHERE bucket = new.bucket;
+  END;
+  CREATE TRIGGER IF NOT EXISTS objects_ad AFTER DELETE ON objects BEGIN
+    UPDATE bucket_usage SET objects = objects - 1, object_bytes = object_bytes - old.size WHERE bucket = old.bucket;
+  END;
+  CREATE TRIGGER IF NOT EXISTS objects_au AFTER UPDATE OF size ON objects BEGIN
+    UPDATE bucket_usage SET object_bytes = object_bytes - old.size + new.size WHERE bucket = new.bucket;
+  END;
+  CREATE TRIGGER IF NOT EXISTS parts_ai AFTER INSERT ON parts BEGIN
+    UPDATE bucket_usage SET part_bytes = part_bytes + new.size WHERE bucket = (SELECT bucket FROM uploads WHERE id = new.upload_id);
+  END;
+  CREATE TRIGGER IF NOT EXISTS parts_ad AFTER DELETE ON parts BEGIN
+    UPDATE bucket_usage SET part_bytes = part_bytes - old.size WHERE bucket = (SELECT bucket FROM uploads WHERE id = old.upload_id);
+  END;
+  CREATE TRIGGER IF NOT EXISTS parts_au AFTER UPDATE OF size ON parts BEGIN
+    UPDATE bucket_usage SET part_bytes = part_bytes - old.size + new.size WHERE bucket = (SELECT bucket FROM uploads WHERE id = new.upload_id);
+  END;
+  DELETE FROM bucket_usage;
+  INSERT INTO bucket_usage (bucket, objects, object_bytes, part_bytes)
+    SELECT b.name,
+      (SELECT count(*) FROM objects o WHERE o.bucket = b.name),
+      (SELECT coalesce(sum(o.size), 0) FROM objects o WHERE o.bucket = b.name),
+      (SELECT coalesce(sum(p.size), 0) FROM parts p JOIN uploads u ON u.id = p.upload_id WHERE u.bucket = b.name)
+    FROM buckets b;
+`;
+
 /** A file written so that it is complete before anyone can see it. */
 export interface Received {
   tmp: string;
@@ -149,8 +214,11 @@ export class ObjectStore {
   readonly #db: Database;
   readonly #tmp: string;
   readonly #multipart: string;
+  readonly #onChange: ObjectStoreOptions['onChange'];
+  readonly #q;
 
-  constructor(root: string) {
+  constructor(root: string, options: ObjectStoreOptions = {}) {
+    this.#onChange = options.onChange;
     this.root = path.resolve(root);
     const meta = path.join(this.root, '.wharf');
     this.#tmp = path.join(meta, 'tmp');
@@ -178,6 +246,20 @@ export class ObjectStore {
     // Part sizes of multipart objects (GetObject ?partNumber=); stores made before have none.
     const columns = this.#db.prepare('PRAGMA table_info(objects)').all() as { name: string }[];
     if (!columns.some((c) => c.name === 'parts')) this.#db.exec('ALTER TABLE objects ADD COLUMN parts TEXT');
+    // INSERT OR REPLACE must fire the delete triggers of the row it replaces (usage counters).
+    this.#db.pragma('recursive_triggers = ON');
+    this.#db.transaction(() => {
+      if ((this.#db.pragma('user_version', { simple: true }) as number) >= 1) return;
+      this.#db.exec(USAGE_SCHEMA);
+      this.#db.pragma('user_version = 1');
+    }).immediate();
+    this.#q = {
+      usage: this.#db.prepare('SELECT objects, object_bytes, part_bytes FROM bucket_usage WHERE bucket = ?'),
+      objectSize: this.#db.prepare('SELECT size FROM objects WHERE bucket = ? AND key = ?').pluck(),
+      partSize: this.#db.prepare('SELECT size FROM parts WHERE upload_id = ? AND part_number = ?').pluck(),
+      uploadBytes: this.#db.prepare('SELECT coalesce(sum(size), 0) FROM parts WHERE upload_id = ?').pluck(),
+      objectsAfter: this.#db.prepare('SELECT key, size, last_modified FROM objects WHERE bucket = ? AND key > ? ORDER BY key LIMIT ?'),
+    };
     // Bytes received before a crash, never renamed into place.
     for (const name of fs.readdirSync(this.#tmp)) fs.rmSync(path.join(this.#tmp, name), { force: true });
   }
@@ -242,6 +324,38 @@ export class ObjectStore {
   setBucketKey(key: BucketKey): BucketKey {
     this.#db.prepare('INSERT OR IGNORE INTO bucket_keys (access_key, bucket, secret, created) VALUES (?, ?, ?, ?)').run(key.accessKey, key.bucket, key.secret, Date.now());
     return this.keyOfBucket(key.bucket)!;
+  }
+
+  // ------------------------------------------------------------------ usage
+
+  /** What the bucket holds (zeros for a missing bucket). */
+  bucketBytes(bucket: string): BucketBytes {
+    const r = this.#q.usage.get(bucket) as { objects: number; object_bytes: number; part_bytes: number } | undefined;
+    return { objects: r?.objects ?? 0, objectBytes: r?.object_bytes ?? 0, partBytes: r?.part_bytes ?? 0 };
+  }
+
+  /** The size of an object, or 0 when there is none. */
+  objectSize(bucket: string, key: string): number {
+    return (this.#q.objectSize.get(bucket, key) as number | undefined) ?? 0;
+  }
+
+  /** The size of one part of an upload, or 0 when it has not been sent. */
+  partSize(uploadId: string, partNumber: number): number {
+    return (this.#q.partSize.get(uploadId, partNumber) as number | undefined) ?? 0;
+  }
+
+  /** Bytes of every part an upload holds. */
+  uploadBytes(uploadId: string): number {
+    return this.#q.uploadBytes.get(uploadId) as number;
+  }
+
+  /** Objects of a bucket in key order after `after`, a page at a time: key, size, last modified (ms). */
+  objectsAfter(bucket: string, after: string, limit: number): { key: string; size: number; lastModified: number }[] {
+    return (this.#q.objectsAfter.all(bucket, after, limit) as { key: string; size: number; last_modified: number }[]).map((r) => ({
+      key: r.key,
+      size: r.size,
+      lastModified: r.last_modified,
+    }));
   }
 
   // ------------------------------------------------------------------ bytes
@@ -314,6 +428,7 @@ export class ObjectStore {
       await fsp.rm(target, { force: true });
       throw err;
     }
+    this.#onChange?.(bucket, [{ key, size: row.size }]);
     if (old) await fsp.rm(this.#blobPath(bucket, old), { force: true });
     return row;
   }
@@ -349,6 +464,7 @@ export class ObjectStore {
       if (prev) this.#db.prepare('DELETE FROM objects WHERE bucket = ? AND key = ?').run(bucket, key);
       return prev?.blob;
     })();
+    if (blob) this.#onChange?.(bucket, [{ key, size: undefined }]);
     if (blob) await fsp.rm(this.#blobPath(bucket, blob), { force: true });
     return blob !== undefined;
   }
@@ -359,14 +475,19 @@ export class ObjectStore {
    */
   async deleteMany(bucket: string, keys: readonly string[]): Promise<number> {
     const drop = this.#db.prepare('DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING blob');
+    const removed: ObjectChange[] = [];
     const blobs = this.#db.transaction(() => {
       const out: string[] = [];
       for (const key of keys) {
         const row = drop.get(bucket, key) as { blob: string } | undefined;
-        if (row) out.push(row.blob);
+        if (row) {
+          out.push(row.blob);
+          removed.push({ key, size: undefined });
+        }
       }
       return out;
     })();
+    if (removed.length) this.#onChange?.(bucket, removed);
     for (let i = 0; i < blobs.length; i += 32) {
       await Promise.all(blobs.slice(i, i + 32).map((blob) => fsp.rm(this.#blobPath(bucket, blob), { force: true })));
     }
@@ -485,15 +606,21 @@ export class ObjectStore {
   }
 
   /**
-   * Copies an object's bytes (through a temporary file, like any write). The copy is a
-   * single-part object: its ETag is the MD5 of its bytes, as S3 gives a CopyObject.
+   * Copies an object's bytes (through a temporary file, like any write; `through` sees them on the
+   * way, the storage limit's meter). The copy is a single-part object: its ETag is the MD5 of its
+   * bytes, as S3 gives a CopyObject.
    */
-  async copy(src: { bucket: string; key: string }, dst: { bucket: string; key: string }, meta: ObjectMeta | undefined): Promise<ObjectRow> {
+  async copy(
+    src: { bucket: string; key: string },
+    dst: { bucket: string; key: string },
+    meta: ObjectMeta | undefined,
+    through: (body: AsyncIterable<Buffer>) => AsyncIterable<Buffer> = (body) => body,
+  ): Promise<ObjectRow> {
     this.requireBucket(dst.bucket);
     const { row, handle } = await this.open(src.bucket, src.key);
     let received: Received;
     try {
-      received = await this.receive(handle.createReadStream({ autoClose: false }) as AsyncIterable<Buffer>);
+      received = await this.receive(through(handle.createReadStream({ autoClose: false }) as AsyncIterable<Buffer>));
     } finally {
       await handle.close();
     }
@@ -505,12 +632,16 @@ export class ObjectStore {
    * UploadPartCopy stores as a part. `range` decides them from the source's row (its size),
    * throwing to refuse; undefined means the whole object.
    */
-  async receiveFrom(src: { bucket: string; key: string }, range: (row: ObjectRow) => { start: number; end: number } | undefined): Promise<Received> {
+  async receiveFrom(
+    src: { bucket: string; key: string },
+    range: (row: ObjectRow) => { start: number; end: number } | undefined,
+    through: (body: AsyncIterable<Buffer>) => AsyncIterable<Buffer> = (body) => body,
+  ): Promise<Received> {
     const { row, handle } = await this.open(src.bucket, src.key);
     try {
       const r = range(row);
-      if (row.size === 0 && !r) return await this.receive((async function* () {})());
-      return await this.receive(handle.createReadStream({ autoClose: false, start: r?.start ?? 0, end: r?.end ?? row.size - 1 }) as AsyncIterable<Buffer>);
+      if (row.size === 0 && !r) return await this.receive(through((async function* () {})()));
+      return await this.receive(through(handle.createReadStream({ autoClose: false, start: r?.start ?? 0, end: r?.end ?? row.size - 1 }) as AsyncIterable<Buffer>));
     } finally {
       await handle.close();
     }
