@@ -10,6 +10,7 @@ import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
 import { groupFinder, methodNotAllowed, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
+import { longestPrefix } from './paths.ts';
 import type { RouteGroup } from './api.ts';
 import type { PluginMiddleware } from './plugin.ts';
 
@@ -63,11 +64,9 @@ export function createHttpApp(parts: HttpAppParts): Koa {
 
 function routesUnder(group: RouteGroup): Koa.Middleware {
   const routes = group.router.routes();
-  const prefixes = group.prefixes.map((p) => p.replace(/\/+$/, '').toLowerCase());
+  const owns = longestPrefix(group.prefixes.map((p) => [p, true] as const));
   return function routeGroup(ctx, next) {
-    const path = ctx.path.toLowerCase();
-    const under = prefixes.some((p) => p === '' || path === p || path.startsWith(`${p}/`));
-    return under ? routes(ctx as Parameters<typeof routes>[0], next) : next();
+    return owns(ctx.path) ? routes(ctx as Parameters<typeof routes>[0], next) : next();
   };
 }
 
