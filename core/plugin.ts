@@ -32,10 +32,26 @@ export interface Migration {
 // biome-ignore lint: an empty interface is the point, it is augmented by plugins.
 export interface Services {}
 
+/**
+ * Where middleware runs, by name, earliest first. Every stage runs inside the core's request
+ * handling (request id, log line, the error writer) and before the routes; none sees a parsed
+ * body (a declared route reads it after authorizing). Within a stage, middleware runs in plugin
+ * setup order.
+ *
+ * - `credentials`: the core attaches credential resolution (lazy: nothing is resolved until a
+ *   route or a stage below asks).
+ * - `limits`: refuse a flooding caller before anything else judges its request, so every
+ *   refusal further down (401, 403, 404, 413) already carries the rate-limit headers.
+ * - `guards`: refuse a request for where it comes from (the cross-site request guard).
+ * - `default`: anything else.
+ */
+export const MIDDLEWARE_PRIORITIES = Object.freeze({ credentials: 0, limits: 10, guards: 20, default: 100 });
+export type MiddlewarePriority = Exclude<keyof typeof MIDDLEWARE_PRIORITIES, 'credentials'>;
+
 export interface PluginMiddleware {
   name: string;
-  /** Lower runs earlier. The core's body parser sits at 500: below it you see the raw request. */
-  priority: number;
+  /** Where it runs (see MIDDLEWARE_PRIORITIES); default `default`. */
+  priority?: MiddlewarePriority;
   fn: Middleware;
 }
 
@@ -55,6 +71,12 @@ export interface PluginContext<C> {
   metrics: Registry;
   /** The service of a plugin this one declared in `dependsOn`. */
   use<K extends keyof Services>(name: K): Services[K];
+  /**
+   * Runs `fn` every `ms` milliseconds once the server has started; a throw or a rejection is
+   * logged with `name`; a run does not start while the previous one is still going; the timer
+   * stops when the server closes (before this plugin's `close`, after a run in progress ends).
+   */
+  every(name: string, ms: number, fn: () => unknown): void;
 }
 
 /** What a plugin adds to the running server. */
