@@ -107,7 +107,7 @@ export default definePlugin({
   config: identityConfig,
   migrations,
   commands: adminCommands,
-  async setup({ config, core, db, keys, auth, api, log }) {
+  async setup({ config, core, db, keys, auth, api, log, every }) {
     const store = new IdentityStore(db);
     const identity = await createIdentityService(store, config);
     const sessions = new SessionManager(store, keys, config, core);
@@ -152,12 +152,11 @@ export default definePlugin({
 
     const deps = { api, store, identity, sessions, throttle, core };
     const invitations = new Invitations(store, { ttlDays: config.invitation_ttl_days });
-    const prune = setInterval(() => {
+    every('prune-sessions-and-invitations', 3_600_000, () => {
       const now = new Date().toISOString();
       store.pruneSessions(now, new Date(Date.now() - 86_400_000).toISOString());
       invitations.prune();
-    }, 3_600_000);
-    prune.unref();
+    });
 
     const deviceFlow = new DeviceFlow({ db, store, accessTokens, config, publicUrl: core.server.public_url });
 
@@ -167,7 +166,7 @@ export default definePlugin({
       middleware: [
         {
           name: 'identity:cross-site-guard',
-          priority: 20,
+          priority: 'guards',
           fn: crossSiteGuard({ publicOrigin, cookieNames: [SESSION_COOKIE], formPaths: ['/auth/login', '/setup', '/device'] }),
         },
       ],
@@ -185,9 +184,6 @@ export default definePlugin({
           configured: true,
         })),
       ],
-      close() {
-        clearInterval(prune);
-      },
     };
   },
 });

@@ -424,7 +424,7 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
     middleware: [
       {
         name: 'identity:cross-site-guard',
-        priority: 20,
+        priority: 'guards',
         fn: crossSiteGuard({ publicOrigin: new URL(core.server.public_url).origin, cookieNames: [oidc.cookie], formPaths: [] }),
       },
     ],
