@@ -14,9 +14,18 @@ import type { Logger } from './logger.ts';
 import type { Registry } from 'prom-client';
 import type { CoreConfig } from './config.ts';
 
+/**
+ * A problem a plugin's `validate` finds in its section: the key inside the section (`oidc.issuer`;
+ * empty for the section as a whole) and what is wrong, as the end of one line for the operator.
+ */
+export interface ConfigProblem {
+  key: string;
+  message: string;
+}
+
 /** A schema change, as code. Runs synchronously inside the boot transaction; never edited once shipped. */
 export interface Migration {
-  /** Unique within the plugin and sortable: `001-create-users`. */
+  /** Unique within the plugin (a duplicate is refused when plugins load) and sortable: `001-create-users`. */
   id: string;
   up(db: Database): void;
 }
@@ -128,6 +137,12 @@ export interface Plugin<C extends Record<string, unknown> = Record<string, unkno
   config: z.ZodObject;
   /** Whether the plugin runs when its section does not say `enabled`. Default true. */
   enabledByDefault?: boolean;
+  /**
+   * Rules across keys that the schema cannot say (`mode = "oidc"` needs an issuer), checked with
+   * the whole config, when the plugin is enabled: `wharf config check` and `serve` refuse the
+   * config with one line per problem (exit 2), before anything starts.
+   */
+  validate?(config: Readonly<C>, core: Readonly<CoreConfig>): readonly ConfigProblem[] | undefined;
   migrations?: readonly Migration[];
   commands?: readonly PluginCommand[];
   setup(ctx: PluginContext<C>): PluginInstance<S> | Promise<PluginInstance<S>>;

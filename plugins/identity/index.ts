@@ -7,7 +7,7 @@ import { WharfError } from '../../core/errors.ts';
 import { definePlugin, type PluginCommand } from '../../core/plugin.ts';
 import { randomToken, sha256Hex } from '../../core/tokens.ts';
 import { AccessTokens, JWT_SHAPE } from './access-tokens.ts';
-import { identityConfig, type IdentityConfig } from './config.ts';
+import { identityConfig, type IdentityConfig, validateIdentity } from './config.ts';
 import { crossSiteGuard, LoginThrottle } from './guards.ts';
 import { Invitations } from './invitations.ts';
 import { migrations } from './migrations.ts';
@@ -105,6 +105,7 @@ export default definePlugin({
   name: 'identity',
   description: 'Users, organizations, dashboard sessions, device-flow login for the CLI, external OIDC.',
   config: identityConfig,
+  validate: validateIdentity,
   migrations,
   commands: adminCommands,
   async setup({ config, core, db, keys, auth, api, log, every }) {
