@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ConfigError, keyLines, resolveConfig, sortPlugins } from '../../core/config.ts';
+import { type AnyPlugin, ConfigError, keyLines, resolveConfig, sortPlugins } from '../../core/config.ts';
 import { builtinPlugins } from '../../plugins/index.ts';
 import { journalPlugin } from '../helpers/plugins.ts';
 
@@ -9,7 +9,7 @@ const a = journalPlugin('alpha', journal);
 const b = journalPlugin('beta', journal, { dependsOn: ['alpha'] });
 const plugins = [b, a];
 
-function errorsOf(toml: string, env: NodeJS.ProcessEnv = {}, list = plugins): string[] {
+function errorsOf(toml: string, env: NodeJS.ProcessEnv = {}, list: readonly AnyPlugin[] = plugins): string[] {
   try {
     resolveConfig(list, { toml: { text: toml, file: 'wharf.toml' }, env, cwd: '/srv' });
   } catch (err) {
