@@ -6,13 +6,14 @@
 import type { Middleware } from 'koa';
 import type { Argv } from 'yargs';
 import type { z } from 'zod';
-import type { ApiRegistry, RouteGroup } from './api.ts';
+import type { ApiRegistry, PUBLIC, RouteGroup } from './api.ts';
 import type { AuthRegistry } from './auth.ts';
 import type { Database } from './db.ts';
 import type { Keys } from './keys.ts';
 import type { Logger } from './logger.ts';
 import type { Registry } from 'prom-client';
 import type { CoreConfig } from './config.ts';
+import type { WharfError } from './errors.ts';
 
 /**
  * A problem a plugin's `validate` finds in its section: the key inside the section (`oidc.issuer`;
@@ -153,4 +154,38 @@ export function definePlugin<Schema extends z.ZodObject, S = unknown>(
   plugin: Omit<Plugin<z.output<Schema>, S>, 'config'> & { config: Schema },
 ): Plugin<z.output<Schema>, S> {
   return plugin;
+}
+
+/**
+ * The version of this contract, `MAJOR.MINOR`. A plugin loaded from `[plugins] dir` declares the
+ * version it was built against; the core refuses another major version, and a newer minor one
+ * (it may use what this core does not have). Raise the minor version when the contract gains
+ * something, the major one when a plugin built before would break.
+ */
+export const PLUGIN_CONTRACT = '1.0';
+
+/**
+ * What the core hands a plugin built outside this repository, before anything else: the
+ * runtime values its declaration needs. They are the core's own instances: a schema made with
+ * this `z` is one the core's validation and OpenAPI document understand, an error thrown as this
+ * `WharfError` is answered with its code's status in the route group's envelope.
+ */
+export interface PluginKit {
+  /** The contract version of the core that loads the plugin. */
+  contract: string;
+  z: typeof z;
+  WharfError: typeof WharfError;
+  /** `auth` of a route anyone may call. */
+  PUBLIC: typeof PUBLIC;
+  /** Declares the plugin with its config type inferred from its schema (the `definePlugin` of built-in plugins). */
+  plugin: typeof definePlugin;
+}
+
+/** What the module of a plugin in `[plugins] dir` default-exports (wharf-plugin's `definePlugin` makes it). */
+export interface ExternalPlugin {
+  /** The contract version the plugin was built against (`1.0`). */
+  contract: string;
+  /** Called once when the plugin loads, with the core's kit; returns the declaration. */
+  // biome-ignore lint: a plugin of any config type.
+  define(kit: PluginKit): Plugin<any, any>;
 }
