@@ -43,7 +43,7 @@ export interface Running {
   server?: http.Server;
   /** Base URL of the listening server (the bound port, not the configured public URL). */
   url?: string;
-  /** Stop accepting, drain, close plugins in reverse order, close the database. Idempotent. */
+  /** Stop accepting, drain, stop the timers, close plugins in reverse order, close the database. Idempotent. */
   close(): Promise<void>;
 }
 
