@@ -62,6 +62,8 @@ async function findPlugins(argv: string[], builtin: readonly AnyPlugin[]): Promi
   const none: PluginSet = { list: builtin, sources: new Map() };
   const pre = yargs(argv).option('config', { type: 'string' }).help(false).version(false).parseSync();
   const [command, sub, checked] = pre._.map(String);
+  // `version` needs no plugin, and must answer even when a plugin's module is broken.
+  if (command === 'version') return none;
   const file = command === 'config' && sub === 'check' && checked ? checked : (pre.config ?? process.env.WHARF_CONFIG);
   let text: string | undefined;
   try {
