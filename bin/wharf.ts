@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `wharf` command: the server (`serve`), its operations (`migrate`, `config check`,
- * `plugins list`, `version`) and the commands plugins add. Heavy modules load inside the
+ * `plugins list`, `plugins new`, `version`) and the commands plugins add (built-in ones and
+ * those of `[plugins] dir`). Heavy modules load inside the
  * handlers that need them, so `wharf version` and `wharf --help` start nothing.
  */
 import fs from 'node:fs';
