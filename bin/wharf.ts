@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `wharf` command: the server (`serve`), its operations (`migrate`, `config check`,
- * `plugins list`, `version`) and the commands plugins add. Heavy modules load inside the
+ * `plugins list`, `plugins new`, `version`) and the commands plugins add (built-in ones and
+ * those of `[plugins] dir`). Heavy modules load inside the
  * handlers that need them, so `wharf version` and `wharf --help` start nothing.
  */
 import fs from 'node:fs';
@@ -9,7 +10,7 @@ import path from 'node:path';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import pkg from '../package.json' with { type: 'json' };
-import { ConfigError, resolveConfig, type AnyPlugin, type ConfigSources, type ResolvedConfig } from '../core/config.ts';
+import { ConfigError, pluginDir, resolveConfig, type AnyPlugin, type ConfigSources, type ResolvedConfig } from '../core/config.ts';
 import type { CommandContext, PluginCommand } from '../core/plugin.ts';
 import { WharfError } from '../core/errors.ts';
 import { builtinPlugins } from '../plugins/index.ts';
@@ -46,16 +47,58 @@ function configSources(args: GlobalArgs, file = args.config ?? process.env.WHARF
   return sources;
 }
 
-function loadConfig(args: GlobalArgs, plugins: readonly AnyPlugin[], file?: string): ResolvedConfig {
+/**
+ * The plugins of this run: the built-in ones and those of `[plugins] dir`. Found before the
+ * command line is parsed, so that their commands exist; a problem loading them is kept for the
+ * commands that read the config (`client` commands and `version` still work).
+ */
+interface PluginSet {
+  list: readonly AnyPlugin[];
+  /** Plugin name -> the file an external plugin was loaded from. */
+  sources: ReadonlyMap<string, string>;
+  problem?: ConfigError;
+}
+
+async function findPlugins(argv: string[], builtin: readonly AnyPlugin[]): Promise<PluginSet> {
+  const none: PluginSet = { list: builtin, sources: new Map() };
+  const pre = yargs(argv).option('config', { type: 'string' }).help(false).version(false).parseSync();
+  const [command, sub, checked] = pre._.map(String);
+  // `version` needs no plugin, and must answer even when a plugin's module is broken.
+  if (command === 'version') return none;
+  const file = command === 'config' && sub === 'check' && checked ? checked : (pre.config ?? process.env.WHARF_CONFIG);
+  let text: string | undefined;
   try {
-    return resolveConfig(plugins, configSources(args, file));
+    if (file) text = fs.readFileSync(file, 'utf8');
+  } catch {
+    return none; // the command that reads the config says what is wrong with the file
+  }
+  try {
+    const dir = pluginDir({ toml: text === undefined ? undefined : { text, file: file! }, env: process.env });
+    if (!dir) return none;
+    const { loadExternalPlugins } = await import('../core/external-plugins.ts');
+    const loaded = await loadExternalPlugins(dir, builtin);
+    return { list: [...builtin, ...loaded.plugins], sources: loaded.sources };
   } catch (err) {
-    if (err instanceof ConfigError) fail(err.lines.map((l) => `config error: ${l}`).join('\nwharf: '), EXIT_CONFIG);
+    if (err instanceof ConfigError) return { ...none, problem: err };
     throw err;
   }
 }
 
-function commandContext(args: GlobalArgs, plugins: readonly AnyPlugin[]): CommandContext {
+function failConfig(err: ConfigError): never {
+  fail(err.lines.map((l) => `config error: ${l}`).join('\nwharf: '), EXIT_CONFIG);
+}
+
+function loadConfig(args: GlobalArgs, plugins: PluginSet, file?: string): ResolvedConfig {
+  if (plugins.problem) failConfig(plugins.problem);
+  try {
+    return resolveConfig(plugins.list, configSources(args, file));
+  } catch (err) {
+    if (err instanceof ConfigError) failConfig(err);
+    throw err;
+  }
+}
+
+function commandContext(args: GlobalArgs, plugins: PluginSet): CommandContext {
   return {
     async open() {
       const config = loadConfig(args, plugins);
@@ -73,7 +116,7 @@ function commandContext(args: GlobalArgs, plugins: readonly AnyPlugin[]): Comman
   };
 }
 
-async function serve(args: GlobalArgs, plugins: readonly AnyPlugin[]): Promise<void> {
+async function serve(args: GlobalArgs, plugins: PluginSet): Promise<void> {
   const config = loadConfig(args, plugins);
   const { start, BootError } = await import('../core/lifecycle.ts');
   let running;
@@ -118,9 +161,9 @@ async function versions(): Promise<{ wharf: string; node: string; sqlite: string
   return { wharf: pkg.version, node: process.versions.node, sqlite };
 }
 
-function addPluginCommands(cli: Argv<GlobalArgs>, plugins: readonly AnyPlugin[]): void {
+function addPluginCommands(cli: Argv<GlobalArgs>, plugins: PluginSet): void {
   const groups = new Map<string, PluginCommand[]>();
-  for (const plugin of plugins) {
+  for (const plugin of plugins.list) {
     for (const command of plugin.commands ?? []) {
       const list = groups.get(command.group ?? '') ?? [];
       list.push(command);
@@ -153,7 +196,8 @@ function addPluginCommands(cli: Argv<GlobalArgs>, plugins: readonly AnyPlugin[])
   }
 }
 
-export async function main(argv: string[], plugins: readonly AnyPlugin[] = builtinPlugins): Promise<void> {
+export async function main(argv: string[], builtin: readonly AnyPlugin[] = builtinPlugins): Promise<void> {
+  const plugins = await findPlugins(argv, builtin);
   const cli = yargs(argv)
     .scriptName('wharf')
     .usage('$0 <command> [options]')
@@ -201,18 +245,51 @@ export async function main(argv: string[], plugins: readonly AnyPlugin[] = built
     )
     .command('plugins', 'Plugins', (y) =>
       y
-        .command('list', 'List the built-in plugins and whether the config enables them', {}, (args) => {
+        .command('list', 'List the plugins (built in, and those of [plugins] dir) and whether the config enables them', {}, (args) => {
           const config = loadConfig(args as GlobalArgs, plugins);
           const enabled = new Set(config.order.map((p) => p.name));
-          const rows = plugins.map((p) => ({
+          const rows = plugins.list.map((p) => ({
             name: p.name,
             enabled: enabled.has(p.name),
             dependsOn: [...(p.dependsOn ?? [])],
             description: p.description,
+            source: plugins.sources.get(p.name) ?? 'built-in',
           }));
           if (args.json) process.stdout.write(`${JSON.stringify(rows)}\n`);
-          else for (const r of rows) process.stdout.write(`${r.name.padEnd(12)} ${r.enabled ? 'enabled ' : 'disabled'}  ${r.description}${r.dependsOn.length ? ` (needs ${r.dependsOn.join(', ')})` : ''}\n`);
+          else {
+            for (const r of rows) {
+              const needs = r.dependsOn.length ? ` (needs ${r.dependsOn.join(', ')})` : '';
+              const from = r.source === 'built-in' ? '' : ` [${r.source}]`;
+              process.stdout.write(`${r.name.padEnd(12)} ${r.enabled ? 'enabled ' : 'disabled'}  ${r.description}${needs}${from}\n`);
+            }
+          }
         })
+        .command(
+          'new <name>',
+          'Write a new plugin project (TypeScript, built with esbuild) that loads from [plugins] dir',
+          (c) =>
+            c
+              .positional('name', { type: 'string', demandOption: true, describe: 'Plugin name: lowercase letters, digits and underscores' })
+              .option('dir', { type: 'string', describe: 'Where to write it (default ./<name>)' }),
+          async (args) => {
+            const name = String(args.name);
+            if (!/^[a-z][a-z0-9_]{0,39}$/.test(name)) fail(`plugin name "${name}": 1 to 40 lowercase letters, digits and underscores, starting with a letter`, EXIT_CONFIG);
+            if (plugins.list.some((p) => p.name === name)) fail(`plugin name "${name}" is taken by a plugin this wharf already has`, EXIT_CONFIG);
+            const dir = path.resolve(args.dir ?? name);
+            const { scaffoldPlugin } = await import('./plugin-template.ts');
+            try {
+              await scaffoldPlugin(name, dir);
+            } catch (err) {
+              fail((err as Error).message);
+            }
+            const rel = path.relative(process.cwd(), dir) || '.';
+            process.stdout.write(
+              `created ${rel}/: the ${name} plugin\n` +
+                `  cd ${rel} && npm install && npm run build    # dist/${name}.mjs\n` +
+                `  then copy dist/${name}.mjs into the directory [plugins] dir names (see ${rel}/README.md)\n`,
+            );
+          },
+        )
         .demandCommand(1, 'name a plugins command'),
     )
     .command('version', 'Print the versions of Wharf, Node and SQLite', {}, async (args) => {

@@ -1,7 +1,8 @@
 /**
  * `npm run build`: bundle with esbuild, then make `dist/wharf`, a Node single-executable
  * application on the project's pinned Node (24.21.0), carrying better-sqlite3's addon as an
- * asset and a V8 code cache.
+ * asset and a V8 code cache; and `dist/wharf-plugin/`, the package plugins built outside this
+ * repository compile against (build/sdk.ts), which the binary carries too for `wharf plugins new`.
  *
  *   node build/build.ts            bundle + binary
  *   node build/build.ts --bundle   bundle only (dist/wharf.cjs)
@@ -11,7 +12,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { SDK_ASSET } from '../bin/plugin-template.ts';
 import { SQLITE_ASSET } from '../core/native.ts';
+import { sdkFiles, writeFiles } from './sdk.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = path.join(root, 'dist');
@@ -53,8 +56,22 @@ function nodeBinary(): string {
   return execPath;
 }
 
+/** dist/wharf-plugin/ and the same files as one JSON asset for the binary. */
+async function pluginPackage(): Promise<string> {
+  const done = step('wharf-plugin package');
+  const files = await sdkFiles();
+  const dir = path.join(dist, 'wharf-plugin');
+  fs.rmSync(dir, { recursive: true, force: true });
+  writeFiles(dir, files);
+  const asset = path.join(dist, SDK_ASSET);
+  fs.writeFileSync(asset, JSON.stringify(files));
+  done();
+  return asset;
+}
+
 export async function buildBinary(): Promise<string> {
   await bundle();
+  const sdkAsset = await pluginPackage();
   const node = nodeBinary();
   const addon = path.join(root, 'node_modules/better-sqlite3/prebuilds', `${process.platform}-${process.arch}.node`);
   if (!fs.existsSync(addon)) throw new Error(`no prebuilt better-sqlite3 addon at ${addon}`);
@@ -67,7 +84,7 @@ export async function buildBinary(): Promise<string> {
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
-      assets: { [SQLITE_ASSET]: addon },
+      assets: { [SQLITE_ASSET]: addon, [SDK_ASSET]: sdkAsset },
     }),
   );
   let done = step('sea blob');

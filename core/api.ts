@@ -97,6 +97,7 @@ export interface GroupOptions {
  * or 405 with `Allow`, in the group's envelope), its envelope, and the routes declared on it.
  */
 export class RouteGroup {
+  /** @internal The core mounts it; plugins declare routes with `route()`. */
   readonly router = new Router();
   readonly prefixes: readonly string[];
   readonly envelope: Envelope;

@@ -1,6 +1,6 @@
 /**
  * Composes the Koa application from what the plugins returned: the core middleware, plugin
- * middleware by priority, every route group, and the 404/405 fallback. It checks, collects and
+ * middleware by named priority, every route group, and the 404/405 fallback. It checks, collects and
  * composes; it handles no request itself except the health and metrics routes.
  */
 import Koa from 'koa';
@@ -10,8 +10,9 @@ import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
 import { groupFinder, methodNotAllowed, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
+import { longestPrefix } from './paths.ts';
 import type { RouteGroup } from './api.ts';
-import type { PluginMiddleware } from './plugin.ts';
+import { MIDDLEWARE_PRIORITIES, type PluginMiddleware } from './plugin.ts';
 
 export interface HttpAppParts {
   log: Logger;
@@ -28,9 +29,6 @@ export interface HttpAppParts {
   /** The OpenAPI document of the declared operations. */
   openapi(): Record<string, unknown>;
 }
-
-/** Where principal resolution is attached: before every plugin middleware. */
-export const AUTH_PRIORITY = 0;
 
 export function createHttpApp(parts: HttpAppParts): Koa {
   // Behind a proxy, only the address the proxy itself appended is believed: a client can put
@@ -50,10 +48,8 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   app.use(requestHandling({ log: rootLog, metrics: parts.metrics, groupFor: groupFinder(groups) }));
   app.use(methodNotAllowed(groups.map((g) => g.router)));
 
-  const stack: PluginMiddleware[] = [
-    { name: 'core:auth', priority: AUTH_PRIORITY, fn: parts.auth.middleware() },
-    ...parts.middleware,
-  ].sort((a, b) => a.priority - b.priority);
+  const rank = (m: { priority?: keyof typeof MIDDLEWARE_PRIORITIES }) => MIDDLEWARE_PRIORITIES[m.priority ?? 'default'];
+  const stack = [{ name: 'core:auth', priority: 'credentials' as const, fn: parts.auth.middleware() }, ...parts.middleware].sort((a, b) => rank(a) - rank(b));
   for (const m of stack) app.use(m.fn);
   // A request reaches only the routers whose prefixes it is under: every router otherwise tests
   // each of its routes against every request, and the messaging API alone has hundreds.
@@ -63,11 +59,9 @@ export function createHttpApp(parts: HttpAppParts): Koa {
 
 function routesUnder(group: RouteGroup): Koa.Middleware {
   const routes = group.router.routes();
-  const prefixes = group.prefixes.map((p) => p.replace(/\/+$/, '').toLowerCase());
+  const owns = longestPrefix(group.prefixes.map((p) => [p, true] as const));
   return function routeGroup(ctx, next) {
-    const path = ctx.path.toLowerCase();
-    const under = prefixes.some((p) => p === '' || path === p || path.startsWith(`${p}/`));
-    return under ? routes(ctx as Parameters<typeof routes>[0], next) : next();
+    return owns(ctx.path) ? routes(ctx as Parameters<typeof routes>[0], next) : next();
   };
 }
 

@@ -7,7 +7,7 @@
 import path from 'node:path';
 import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
-import type { Plugin } from './plugin.ts';
+import type { ConfigProblem, Plugin } from './plugin.ts';
 
 // biome-ignore lint: plugins of every config type live in one list.
 export type AnyPlugin = Plugin<any, any>;
@@ -148,12 +148,74 @@ export function configSchema(plugins: readonly AnyPlugin[]) {
       .describe(p.description);
   }
   return coreSchema.extend({
-    plugins: z.strictObject(sections).prefault({}).describe('Plugins, one section each: [plugins.<name>].'),
+    plugins: z
+      .strictObject({
+        dir: z
+          .string()
+          .min(1)
+          .optional()
+          .describe(
+            'Directory of extra plugins, loaded at start without a rebuild: each entry a built JavaScript module (.js, .mjs, .cjs, or a folder with a package.json) default-exporting a plugin made with wharf-plugin\'s definePlugin. Relative to the working directory. Environment WHARF_PLUGINS__DIR.',
+          ),
+        ...sections,
+      })
+      .prefault({})
+      .describe('Plugins, one section each: [plugins.<name>].'),
   });
+}
+
+/** The key of `[plugins]` that is not a plugin: no plugin may take its name. */
+export const PLUGIN_DIR_KEY = 'dir';
+
+const PLUGIN_NAME = /^[a-z][a-z0-9_]{0,39}$/;
+
+/**
+ * Checks the plugin declarations themselves, before any config is read: names (lowercase, unique,
+ * not `dir`), the parts every plugin needs, and migration ids (present, unique within the
+ * plugin). Throws ConfigError with one line per problem.
+ */
+export function checkPlugins(plugins: readonly AnyPlugin[]): void {
+  const errors: string[] = [];
+  const seen = new Set<string>();
+  for (const p of plugins) {
+    const label = `plugin ${JSON.stringify(p.name)}`;
+    if (typeof p.name !== 'string' || !PLUGIN_NAME.test(p.name)) {
+      errors.push(`${label}: a plugin name is 1 to 40 lowercase letters, digits and underscores, starting with a letter`);
+      continue;
+    }
+    if (p.name === PLUGIN_DIR_KEY) errors.push(`${label}: "${PLUGIN_DIR_KEY}" is the key of the extra plugins' directory, not a plugin name`);
+    if (seen.has(p.name)) errors.push(`${label}: declared twice`);
+    seen.add(p.name);
+    if (typeof p.description !== 'string' || !p.description) errors.push(`${label}: needs a description (one line for wharf plugins list)`);
+    if (!(p.config instanceof z.ZodObject)) errors.push(`${label}: config must be a zod object schema (z.strictObject({...}))`);
+    if (typeof p.setup !== 'function') errors.push(`${label}: needs a setup(ctx) function`);
+    const ids = new Set<string>();
+    for (const m of p.migrations ?? []) {
+      if (typeof m?.id !== 'string' || !m.id || typeof m.up !== 'function') {
+        errors.push(`${label}: every migration needs an id and an up(db) function`);
+      } else if (ids.has(m.id)) {
+        errors.push(`${label}: migration id "${m.id}" is declared twice (ids are unique within a plugin)`);
+      }
+      if (typeof m?.id === 'string') ids.add(m.id);
+    }
+  }
+  if (errors.length) throw new ConfigError(errors);
+}
+
+/**
+ * The extra plugins' directory the sources name (`plugins.dir`, or WHARF_PLUGINS__DIR), as an
+ * absolute path; read before the config is validated, since the plugins found there add their
+ * own sections to the schema. A value of the wrong type is left for validation to report.
+ */
+export function pluginDir(sources: ConfigSources): string | undefined {
+  const fromEnv = sources.env?.WHARF_PLUGINS__DIR;
+  const raw = fromEnv ?? (sources.toml ? (readToml(sources.toml.text, sources.toml.file).plugins as Record<string, unknown> | undefined)?.[PLUGIN_DIR_KEY] : undefined);
+  return typeof raw === 'string' && raw !== '' ? path.resolve(sources.cwd ?? process.cwd(), raw) : undefined;
 }
 
 /** Reads the config from its sources, validates it whole and returns it frozen, or throws ConfigError. */
 export function resolveConfig(plugins: readonly AnyPlugin[], sources: ConfigSources = {}): ResolvedConfig {
+  checkPlugins(plugins);
   const schema = configSchema(plugins);
   const origins = new Map<string, Origin>();
   let raw: Record<string, unknown> = {};
@@ -198,17 +260,43 @@ export function resolveConfig(plugins: readonly AnyPlugin[], sources: ConfigSour
   };
   const enabled = plugins.filter((p) => pluginSections[p.name]?.enabled);
   const order = sortPlugins(enabled, plugins);
+  const core = deepFreeze(deriveCore(coreSections, sources.cwd ?? process.cwd()));
   const pluginConfigs: Record<string, Readonly<Record<string, unknown>>> = {};
+  const problems: string[] = [];
   for (const p of order) {
     const { enabled: _enabled, ...section } = pluginSections[p.name] ?? {};
     pluginConfigs[p.name] = deepFreeze(section);
+    for (const problem of validatePlugin(p, pluginConfigs[p.name]!, core)) {
+      const keyPath = ['plugins', p.name, ...(problem.key ? problem.key.split('.') : [])];
+      problems.push(`${locate(keyPath, origins, sources.toml?.file)}"${keyPath.join('.')}": ${problem.message}`);
+    }
   }
+  if (problems.length) throw new ConfigError(problems);
   return Object.freeze({
-    core: deepFreeze(deriveCore(coreSections, sources.cwd ?? process.cwd())),
+    core,
     plugins: Object.freeze(pluginConfigs),
     order: Object.freeze(order),
     file: sources.toml?.file,
   });
+}
+
+/** A plugin's own `validate`; a throw is a problem of its section too, not a crash. */
+function validatePlugin(plugin: AnyPlugin, config: Readonly<Record<string, unknown>>, core: CoreConfig): readonly ConfigProblem[] {
+  if (!plugin.validate) return [];
+  try {
+    return plugin.validate(config, core) ?? [];
+  } catch (err) {
+    return [{ key: '', message: `the plugin's validate failed: ${(err as Error).message}` }];
+  }
+}
+
+/** Where a key was set (file line, variable or flag) as a message prefix, else the file, else nothing. */
+function locate(keyPath: readonly string[], origins: Map<string, Origin>, file: string | undefined): string {
+  for (let n = keyPath.length; n > 0; n--) {
+    const origin = origins.get(keyPath.slice(0, n).join('.'));
+    if (origin) return `${origin}: `;
+  }
+  return file ? `${file}: ` : '';
 }
 
 function deriveCore(sections: CoreSections, cwd: string): CoreConfig {
@@ -315,13 +403,7 @@ function describeIssue(
   file: string | undefined,
 ): string {
   const keyPath = issue.path.map(String);
-  const where = (key: string[]) => {
-    for (let n = key.length; n > 0; n--) {
-      const origin = origins.get(key.slice(0, n).join('.'));
-      if (origin) return `${origin}: `;
-    }
-    return file ? `${file}: ` : '';
-  };
+  const where = (key: string[]) => locate(key, origins, file);
   if (issue.code === 'unrecognized_keys') {
     return issue.keys
       .map((k) => {

@@ -10,6 +10,7 @@ import getRawBody from 'raw-body';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { type Envelope, formatters, rateLimitBody, toWharfError, WharfError } from './errors.ts';
 import { accessLogger, type Logger } from './logger.ts';
+import { longestPrefix } from './paths.ts';
 import type { RouteGroup } from './api.ts';
 
 declare module 'koa' {
@@ -30,18 +31,12 @@ declare module 'koa' {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** Picks the route group a path belongs to: the longest prefix that matches on a segment boundary. */
+/** Picks the route group a path belongs to: the longest prefix it is under (core/paths.ts). */
 export function groupFinder(groups: readonly Pick<RouteGroup, 'prefixes' | 'envelope' | 'notFound'>[]) {
-  // Case-insensitive, as the router matches paths.
-  const table = groups
-    .flatMap((g) => g.prefixes.map((prefix) => ({ prefix: prefix.replace(/\/+$/, '').toLowerCase(), group: g })))
-    .sort((a, b) => b.prefix.length - a.prefix.length);
-  return function groupFor(rawPath: string): Pick<RouteGroup, 'envelope' | 'notFound'> {
-    const path = rawPath.toLowerCase();
-    for (const { prefix, group } of table) {
-      if (path === prefix || path.startsWith(`${prefix}/`) || prefix === '') return group;
-    }
-    return { envelope: 'plain', notFound: undefined };
+  const groupOf = longestPrefix(groups.flatMap((g) => g.prefixes.map((prefix) => [prefix, g] as const)));
+  const none: Pick<RouteGroup, 'envelope' | 'notFound'> = { envelope: 'plain', notFound: undefined };
+  return function groupFor(path: string): Pick<RouteGroup, 'envelope' | 'notFound'> {
+    return groupOf(path) ?? none;
   };
 }
 

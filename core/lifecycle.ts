@@ -1,22 +1,23 @@
 /**
  * The life of a server: (config already validated) prepare the data dir, load keys, open the
- * database, migrate, set plugins up in dependency order, compose the HTTP app, listen. If a
- * plugin fails to set up, the ones already set up are closed in reverse and the error names the
- * plugin. Closing drains HTTP first, then closes plugins last-in-first-out, then the database.
+ * database, migrate, set plugins up in dependency order, compose the HTTP app, listen, start the
+ * plugins' timers. If a plugin fails to set up, the ones already set up are closed in reverse and
+ * the error names the plugin. Closing drains HTTP first, then stops the timers, then closes
+ * plugins last-in-first-out, then the database.
  */
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type Koa from 'koa';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { createHttpApp } from './app.ts';
-import { ApiRegistry } from './api.ts';
+import { ApiRegistry, RouteGroup } from './api.ts';
 import { AuthRegistry } from './auth.ts';
-import type { AnyPlugin, ResolvedConfig } from './config.ts';
+import type { AnyPlugin, CoreConfig, ResolvedConfig } from './config.ts';
 import { type Database, type MigrationSet, migrate, openDatabase } from './db.ts';
 import { type Keys, loadKeys, prepareDataDir } from './keys.ts';
 import { createLogger, type Logger } from './logger.ts';
-import type { RouteGroup } from './api.ts';
-import type { PluginInstance, PluginMiddleware, Services } from './plugin.ts';
+import { MIDDLEWARE_PRIORITIES, type PluginInstance, type Services } from './plugin.ts';
+import { Timers } from './timers.ts';
 
 /** A start-up failure: one line for the operator, exit code 1. */
 export class BootError extends Error {
@@ -42,7 +43,7 @@ export interface Running {
   server?: http.Server;
   /** Base URL of the listening server (the bound port, not the configured public URL). */
   url?: string;
-  /** Stop accepting, drain, close plugins in reverse order, close the database. Idempotent. */
+  /** Stop accepting, drain, stop the timers, close plugins in reverse order, close the database. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -57,86 +58,182 @@ export function migrationSets(order: readonly AnyPlugin[]): MigrationSet[] {
   return order.filter((p) => p.migrations?.length).map((p) => ({ plugin: p.name, migrations: p.migrations! }));
 }
 
+/**
+ * Starts a server from a validated config, in named steps: open the data dir (keys, database),
+ * migrate, set the plugins up, compose the HTTP app, listen, start the timers. A step that fails
+ * closes what the earlier ones opened and throws a BootError naming what failed.
+ */
 export async function start(config: ResolvedConfig, options: StartOptions = {}): Promise<Running> {
   const { core } = config;
   const log = options.log ?? createLogger(core.log.level);
+  const { db, keys } = openDataDir(core);
+  const kernel = createKernel(core);
+  const plugins = new StartedPlugins(log);
+  const shutDown = async () => {
+    await kernel.timers.stop();
+    await plugins.close();
+    db.close();
+  };
+  try {
+    migrateEnabled(db, config.order);
+    await setUpPlugins(config, { db, keys, log, kernel }, plugins);
+    const app = composeHttp(config, { db, log, kernel }, plugins);
+    const listening = options.listen ? await listen(app, core) : undefined;
+    kernel.timers.start();
+    let closing: Promise<void> | undefined;
+    return {
+      config,
+      api: kernel.api,
+      app,
+      db,
+      keys,
+      log,
+      services: plugins.services as Partial<Services>,
+      notices: plugins.list.flatMap((s) => s.instance.notices ?? []),
+      server: listening?.server,
+      url: listening?.url,
+      close: () =>
+        (closing ??= (async () => {
+          if (listening) await drain(listening.server, listening.sockets, core.server.shutdown_timeout_ms);
+          await shutDown();
+        })()),
+    };
+  } catch (err) {
+    await shutDown();
+    throw err;
+  }
+}
+
+/** What the core itself provides to every plugin: metrics, credentials, routes, timers. */
+interface Kernel {
+  metrics: Registry;
+  auth: AuthRegistry;
+  api: ApiRegistry;
+  timers: Timers;
+}
+
+function createKernel(core: CoreConfig): Kernel {
+  const metrics = new Registry();
+  collectDefaultMetrics({ register: metrics, prefix: 'wharf_' });
+  return { metrics, auth: new AuthRegistry(), api: new ApiRegistry({ bodyLimit: core.server.body_limit_bytes }), timers: new Timers() };
+}
+
+/** Step 1: the data dir (created 0700), its keys and the database. */
+function openDataDir(core: CoreConfig): { db: Database; keys: Keys } {
   try {
     prepareDataDir(core.server.data_dir);
   } catch (err) {
     throw new BootError((err as Error).message, { cause: err });
   }
   const keys = loadKeys(core.server.data_dir);
-  let db: Database;
   try {
-    db = openDatabase(core.database.path, { busyTimeoutMs: core.database.busy_timeout_ms });
+    return { db: openDatabase(core.database.path, { busyTimeoutMs: core.database.busy_timeout_ms }), keys };
   } catch (err) {
     throw new BootError(`cannot open database ${core.database.path}: ${(err as Error).message}`, { cause: err });
   }
+}
 
-  const started: { plugin: AnyPlugin; instance: PluginInstance }[] = [];
-  const closePlugins = async () => {
-    for (const { plugin, instance } of started.splice(0).reverse()) {
+/** Step 2: every pending migration of the enabled plugins, in one transaction. */
+function migrateEnabled(db: Database, order: readonly AnyPlugin[]): void {
+  try {
+    migrate(db, migrationSets(order));
+  } catch (err) {
+    throw new BootError(`database migration failed: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** The plugins set up so far, their services by name, and their closing in reverse. */
+class StartedPlugins {
+  readonly list: { plugin: AnyPlugin; instance: PluginInstance }[] = [];
+  readonly services: Record<string, unknown> = Object.create(null);
+  readonly #log: Logger;
+
+  constructor(log: Logger) {
+    this.#log = log;
+  }
+
+  add(plugin: AnyPlugin, instance: PluginInstance): void {
+    this.list.push({ plugin, instance });
+    if (instance.service !== undefined) this.services[plugin.name] = instance.service;
+  }
+
+  /** Closes every plugin set up, last first; a failing close is logged and the others still close. */
+  async close(): Promise<void> {
+    for (const { plugin, instance } of this.list.splice(0).reverse()) {
       try {
         await instance.close?.();
       } catch (err) {
-        log.error({ err, plugin: plugin.name }, 'plugin close failed');
+        this.#log.error({ err, plugin: plugin.name }, 'plugin close failed');
       }
     }
-  };
-
-  const metrics = new Registry();
-  collectDefaultMetrics({ register: metrics, prefix: 'wharf_' });
-  const auth = new AuthRegistry();
-  const api = new ApiRegistry({ bodyLimit: core.server.body_limit_bytes });
-  const services: Partial<Record<string, unknown>> = {};
-  try {
-    try {
-      migrate(db, migrationSets(config.order));
-    } catch (err) {
-      throw new BootError(`database migration failed: ${(err as Error).message}`, { cause: err });
-    }
-    for (const plugin of config.order) {
-      const deps = new Set(plugin.dependsOn ?? []);
-      let instance: PluginInstance;
-      try {
-        instance = await plugin.setup({
-          name: plugin.name,
-          config: config.plugins[plugin.name] ?? {},
-          core,
-          db,
-          log: log.child({ plugin: plugin.name }),
-          keys,
-          auth,
-          api,
-          metrics,
-          use(name) {
-            if (!deps.has(name)) throw new Error(`plugin ${plugin.name} uses "${String(name)}" without declaring it in dependsOn`);
-            return services[name] as never;
-          },
-        });
-      } catch (err) {
-        throw new BootError(`plugin "${plugin.name}" failed to start: ${(err as Error).message}`, { cause: err });
-      }
-      started.push({ plugin, instance });
-      if (instance.service !== undefined) services[plugin.name] = instance.service;
-    }
-  } catch (err) {
-    await closePlugins();
-    db.close();
-    throw err;
   }
+}
 
-  const app = createHttpApp({
-    log,
-    metrics,
-    auth,
-    api,
-    groups: started.flatMap((s) => s.instance.routes ?? []) as RouteGroup[],
-    middleware: started.flatMap((s) => s.instance.middleware ?? []) as PluginMiddleware[],
+/** Step 3: each enabled plugin's setup, dependencies first. */
+async function setUpPlugins(
+  config: ResolvedConfig,
+  shared: { db: Database; keys: Keys; log: Logger; kernel: Kernel },
+  plugins: StartedPlugins,
+): Promise<void> {
+  const { db, keys, kernel } = shared;
+  for (const plugin of config.order) {
+    const deps = new Set(plugin.dependsOn ?? []);
+    const log = shared.log.child({ plugin: plugin.name });
+    let instance: PluginInstance;
+    try {
+      instance = await plugin.setup({
+        name: plugin.name,
+        config: config.plugins[plugin.name] ?? {},
+        core: config.core,
+        db,
+        log,
+        keys,
+        auth: kernel.auth,
+        api: kernel.api,
+        metrics: kernel.metrics,
+        use(name) {
+          if (!deps.has(name)) throw new Error(`plugin ${plugin.name} uses "${String(name)}" without declaring it in dependsOn`);
+          return plugins.services[name] as never;
+        },
+        every: (name, ms, fn) => kernel.timers.every(plugin.name, log, name, ms, fn),
+      });
+      checkInstance(instance);
+    } catch (err) {
+      throw new BootError(`plugin "${plugin.name}" failed to start: ${(err as Error).message}`, { cause: err });
+    }
+    plugins.add(plugin, instance);
+  }
+}
+
+/** What `setup` returned, checked where a plugin written in plain JavaScript could get it wrong. */
+function checkInstance(instance: PluginInstance): void {
+  if (typeof instance !== 'object' || instance === null) throw new Error('setup must return an object ({ routes?, middleware?, service?, close? })');
+  for (const m of instance.middleware ?? []) {
+    const priority: string | undefined = m.priority;
+    if (priority !== undefined && (priority === 'credentials' || !Object.hasOwn(MIDDLEWARE_PRIORITIES, priority))) {
+      throw new Error(`middleware "${m.name}" has priority ${JSON.stringify(m.priority)}; use one of limits, guards, default`);
+    }
+  }
+  for (const group of instance.routes ?? []) {
+    if (!(group instanceof RouteGroup)) throw new Error('routes must be groups made with ctx.api.group()');
+  }
+}
+
+/** Step 4: the Koa app of every plugin's routes and middleware, and the health routes. */
+function composeHttp(config: ResolvedConfig, shared: { db: Database; log: Logger; kernel: Kernel }, plugins: StartedPlugins): Koa {
+  const { core } = config;
+  const { db, kernel } = shared;
+  return createHttpApp({
+    log: shared.log,
+    metrics: kernel.metrics,
+    auth: kernel.auth,
+    api: kernel.api,
+    groups: plugins.list.flatMap((s) => s.instance.routes ?? []),
+    middleware: plugins.list.flatMap((s) => s.instance.middleware ?? []),
     trustProxy: core.server.trust_proxy,
     metricsEnabled: core.server.metrics,
     openapi: () =>
-      api.document({
+      kernel.api.document({
         title: 'Wharf API',
         version: '1.0.0',
         description: 'File storage (apps, tokens, files, uploads) and the messaging gateway (sessions, messages, webhooks), one server.',
@@ -149,7 +246,7 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
       } catch {
         checks.database = false;
       }
-      for (const { plugin, instance } of started) {
+      for (const { plugin, instance } of plugins.list) {
         if (!instance.ready) continue;
         try {
           checks[plugin.name] = await instance.ready();
@@ -160,62 +257,46 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
       return checks;
     },
   });
+}
 
-  let server: http.Server | undefined;
+interface Listening {
+  server: http.Server;
+  sockets: Set<Socket>;
+  url: string;
+}
+
+/** Step 5: bind the HTTP server, with the header and request timeouts. */
+async function listen(app: Koa, core: CoreConfig): Promise<Listening> {
+  const { headers_timeout_ms: headersTimeout, request_timeout_ms: requestTimeout } = core.server;
+  const server = http.createServer(
+    {
+      headersTimeout: Math.min(headersTimeout, requestTimeout),
+      requestTimeout,
+      // Node checks these timeouts on an interval (30 s by default): check often enough that
+      // they hold to within a fraction of the shorter one.
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 4))),
+    },
+    app.callback(),
+  );
   const sockets = new Set<Socket>();
-  if (options.listen) {
-    const { headers_timeout_ms: headersTimeout, request_timeout_ms: requestTimeout } = core.server;
-    server = http.createServer(
-      {
-        headersTimeout: Math.min(headersTimeout, requestTimeout),
-        requestTimeout,
-        // Node checks these timeouts on an interval (30 s by default): check often enough that
-        // they hold to within a fraction of the shorter one.
-        connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 4))),
-      },
-      app.callback(),
-    );
-    server.on('connection', (socket) => {
-      sockets.add(socket);
-      socket.once('close', () => sockets.delete(socket));
-    });
-    try {
-      await new Promise<void>((resolve, reject) => {
-        server!.once('error', reject);
-        server!.listen(core.server.port, core.server.host, () => {
-          server!.off('error', reject);
-          resolve();
-        });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(core.server.port, core.server.host, () => {
+        server.off('error', reject);
+        resolve();
       });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      const reason = code === 'EADDRINUSE' ? 'address already in use' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
-      await closePlugins();
-      db.close();
-      throw new BootError(`cannot listen on ${core.server.listen}: ${reason}`, { cause: err });
-    }
+    });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const reason = code === 'EADDRINUSE' ? 'address already in use' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    throw new BootError(`cannot listen on ${core.server.listen}: ${reason}`, { cause: err });
   }
-
-  let closing: Promise<void> | undefined;
-  const running: Running = {
-    config,
-    api,
-    app,
-    db,
-    keys,
-    log,
-    services: services as Partial<Services>,
-    notices: started.flatMap((s) => s.instance.notices ?? []),
-    server,
-    url: server ? baseUrl(server.address() as AddressInfo) : undefined,
-    close: () =>
-      (closing ??= (async () => {
-        if (server) await drain(server, sockets, core.server.shutdown_timeout_ms);
-        await closePlugins();
-        db.close();
-      })()),
-  };
-  return running;
+  return { server, sockets, url: baseUrl(server.address() as AddressInfo) };
 }
 
 function baseUrl(address: AddressInfo): string {

@@ -16,7 +16,8 @@ export const SQLITE_ASSET = 'better_sqlite3.node';
 
 let cached: object | undefined;
 
-function seaModule(): typeof import('node:sea') | undefined {
+/** `node:sea` when running as the single executable, else undefined. */
+export function seaModule(): typeof import('node:sea') | undefined {
   try {
     // node:sea exists on Node 20+; under vitest or plain node, isSea() is false.
     const sea = createRequire(process.execPath)('node:sea') as typeof import('node:sea');

@@ -6,17 +6,27 @@
 import type { Middleware } from 'koa';
 import type { Argv } from 'yargs';
 import type { z } from 'zod';
-import type { ApiRegistry, RouteGroup } from './api.ts';
+import type { ApiRegistry, PUBLIC, RouteGroup } from './api.ts';
 import type { AuthRegistry } from './auth.ts';
 import type { Database } from './db.ts';
 import type { Keys } from './keys.ts';
 import type { Logger } from './logger.ts';
 import type { Registry } from 'prom-client';
 import type { CoreConfig } from './config.ts';
+import type { WharfError } from './errors.ts';
+
+/**
+ * A problem a plugin's `validate` finds in its section: the key inside the section (`oidc.issuer`;
+ * empty for the section as a whole) and what is wrong, as the end of one line for the operator.
+ */
+export interface ConfigProblem {
+  key: string;
+  message: string;
+}
 
 /** A schema change, as code. Runs synchronously inside the boot transaction; never edited once shipped. */
 export interface Migration {
-  /** Unique within the plugin and sortable: `001-create-users`. */
+  /** Unique within the plugin (a duplicate is refused when plugins load) and sortable: `001-create-users`. */
   id: string;
   up(db: Database): void;
 }
@@ -32,10 +42,26 @@ export interface Migration {
 // biome-ignore lint: an empty interface is the point, it is augmented by plugins.
 export interface Services {}
 
+/**
+ * Where middleware runs, by name, earliest first. Every stage runs inside the core's request
+ * handling (request id, log line, the error writer) and before the routes; none sees a parsed
+ * body (a declared route reads it after authorizing). Within a stage, middleware runs in plugin
+ * setup order.
+ *
+ * - `credentials`: the core attaches credential resolution (lazy: nothing is resolved until a
+ *   route or a stage below asks).
+ * - `limits`: refuse a flooding caller before anything else judges its request, so every
+ *   refusal further down (401, 403, 404, 413) already carries the rate-limit headers.
+ * - `guards`: refuse a request for where it comes from (the cross-site request guard).
+ * - `default`: anything else.
+ */
+export const MIDDLEWARE_PRIORITIES = Object.freeze({ credentials: 0, limits: 10, guards: 20, default: 100 });
+export type MiddlewarePriority = Exclude<keyof typeof MIDDLEWARE_PRIORITIES, 'credentials'>;
+
 export interface PluginMiddleware {
   name: string;
-  /** Lower runs earlier. The core's body parser sits at 500: below it you see the raw request. */
-  priority: number;
+  /** Where it runs (see MIDDLEWARE_PRIORITIES); default `default`. */
+  priority?: MiddlewarePriority;
   fn: Middleware;
 }
 
@@ -55,6 +81,12 @@ export interface PluginContext<C> {
   metrics: Registry;
   /** The service of a plugin this one declared in `dependsOn`. */
   use<K extends keyof Services>(name: K): Services[K];
+  /**
+   * Runs `fn` every `ms` milliseconds once the server has started; a throw or a rejection is
+   * logged with `name`; a run does not start while the previous one is still going; the timer
+   * stops when the server closes (before this plugin's `close`, after a run in progress ends).
+   */
+  every(name: string, ms: number, fn: () => unknown): void;
 }
 
 /** What a plugin adds to the running server. */
@@ -106,6 +138,12 @@ export interface Plugin<C extends Record<string, unknown> = Record<string, unkno
   config: z.ZodObject;
   /** Whether the plugin runs when its section does not say `enabled`. Default true. */
   enabledByDefault?: boolean;
+  /**
+   * Rules across keys that the schema cannot say (`mode = "oidc"` needs an issuer), checked with
+   * the whole config, when the plugin is enabled: `wharf config check` and `serve` refuse the
+   * config with one line per problem (exit 2), before anything starts.
+   */
+  validate?(config: Readonly<C>, core: Readonly<CoreConfig>): readonly ConfigProblem[] | undefined;
   migrations?: readonly Migration[];
   commands?: readonly PluginCommand[];
   setup(ctx: PluginContext<C>): PluginInstance<S> | Promise<PluginInstance<S>>;
@@ -116,4 +154,38 @@ export function definePlugin<Schema extends z.ZodObject, S = unknown>(
   plugin: Omit<Plugin<z.output<Schema>, S>, 'config'> & { config: Schema },
 ): Plugin<z.output<Schema>, S> {
   return plugin;
+}
+
+/**
+ * The version of this contract, `MAJOR.MINOR`. A plugin loaded from `[plugins] dir` declares the
+ * version it was built against; the core refuses another major version, and a newer minor one
+ * (it may use what this core does not have). Raise the minor version when the contract gains
+ * something, the major one when a plugin built before would break.
+ */
+export const PLUGIN_CONTRACT = '1.0';
+
+/**
+ * What the core hands a plugin built outside this repository, before anything else: the
+ * runtime values its declaration needs. They are the core's own instances: a schema made with
+ * this `z` is one the core's validation and OpenAPI document understand, an error thrown as this
+ * `WharfError` is answered with its code's status in the route group's envelope.
+ */
+export interface PluginKit {
+  /** The contract version of the core that loads the plugin. */
+  contract: string;
+  z: typeof z;
+  WharfError: typeof WharfError;
+  /** `auth` of a route anyone may call. */
+  PUBLIC: typeof PUBLIC;
+  /** Declares the plugin with its config type inferred from its schema (the `definePlugin` of built-in plugins). */
+  plugin: typeof definePlugin;
+}
+
+/** What the module of a plugin in `[plugins] dir` default-exports (wharf-plugin's `definePlugin` makes it). */
+export interface ExternalPlugin {
+  /** The contract version the plugin was built against (`1.0`). */
+  contract: string;
+  /** Called once when the plugin loads, with the core's kit; returns the declaration. */
+  // biome-ignore lint: a plugin of any config type.
+  define(kit: PluginKit): Plugin<any, any>;
 }

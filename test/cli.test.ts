@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '../core/config.ts';
+import { PLUGIN_CONTRACT } from '../core/plugin.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { tempDir } from './helpers/app.ts';
 import { freePort, serve, wharf } from './helpers/cli.ts';
@@ -99,5 +100,67 @@ describe('wharf command', () => {
     expect(r.stderr).toBe(`wharf: cannot listen on 127.0.0.1:${port}: address already in use\n`);
     expect(await first.stop()).toBe(0);
     expect(await freePort()).toBeGreaterThan(0);
+  });
+});
+
+describe('wharf and plugins outside the binary', () => {
+  /** A plugin module as `definePlugin` of wharf-plugin makes it, for contract `contract`. */
+  const pluginModule = (name: string, contract = PLUGIN_CONTRACT) =>
+    `export default { contract: ${JSON.stringify(contract)}, define: ({ plugin, z }) => plugin({ name: ${JSON.stringify(name)}, description: 'the ${name} plugin', config: z.strictObject({}), setup: () => ({}) }) };\n`;
+
+  it('lists the plugins of [plugins] dir with the file each came from', () => {
+    const dir = tempDir();
+    fs.mkdirSync(path.join(dir, 'plugins'));
+    fs.writeFileSync(path.join(dir, 'plugins/extra.mjs'), pluginModule('extra'));
+    fs.writeFileSync(path.join(dir, 'w.toml'), '[plugins]\ndir = "plugins"\n');
+    const list = wharf(['plugins', 'list', '--config', 'w.toml'], { cwd: dir });
+    expect(list.status).toBe(0);
+    expect(list.stdout).toContain(`extra        enabled   the extra plugin [${path.join(dir, 'plugins/extra.mjs')}]\n`);
+    expect(list.stdout).toMatch(/^identity {5}enabled {3}Users[^[]*$/m);
+    const rows = JSON.parse(wharf(['plugins', 'list', '--json'], { cwd: dir, env: { WHARF_PLUGINS__DIR: path.join(dir, 'plugins') } }).stdout);
+    expect(rows).toContainEqual(expect.objectContaining({ name: 'extra', enabled: true, source: path.join(dir, 'plugins/extra.mjs') }));
+    expect(rows).toContainEqual(expect.objectContaining({ name: 'identity', source: 'built-in' }));
+  });
+
+  it('refuses a plugin built for another major contract version: one line, exit 2, for config check and serve alike', () => {
+    const [major] = PLUGIN_CONTRACT.split('.');
+    const next = `${Number(major) + 1}.0`;
+    const dir = tempDir();
+    fs.mkdirSync(path.join(dir, 'plugins'));
+    fs.writeFileSync(path.join(dir, 'plugins/future.mjs'), pluginModule('future', next));
+    fs.writeFileSync(path.join(dir, 'w.toml'), '[plugins]\ndir = "plugins"\n');
+    const line = `wharf: config error: ${path.join(dir, 'plugins/future.mjs')}: built for plugin contract ${next}, but this wharf provides ${PLUGIN_CONTRACT}: rebuild it against this wharf's wharf-plugin types (wharf plugins new writes them)\n`;
+    const check = wharf(['config', 'check', 'w.toml'], { cwd: dir });
+    expect([check.status, check.stderr]).toEqual([2, line]);
+    const served = wharf(['serve', '--config', 'w.toml', '--data-dir', 'data'], { cwd: dir });
+    expect([served.status, served.stderr]).toEqual([2, line]);
+    expect(fs.existsSync(path.join(dir, 'data'))).toBe(false);
+    // Commands that do not read the config still work.
+    expect(wharf(['version', '--config', 'w.toml'], { cwd: dir }).status).toBe(0);
+  });
+
+  it('refuses a config a plugin validate rejects (mode = "oidc" without an issuer) at config check, and serve the same way', () => {
+    const dir = tempDir();
+    fs.writeFileSync(path.join(dir, 'w.toml'), '[plugins.identity]\nmode = "oidc"\n\n[plugins.identity.oidc]\nclient_id = "wharf-cli"\n');
+    const line =
+      'wharf: config error: w.toml:4: "plugins.identity.oidc.issuer": required when mode = "oidc": the URL of the OpenID Connect provider (its discovery document is read from <issuer>/.well-known/openid-configuration)\n';
+    const check = wharf(['config', 'check', 'w.toml'], { cwd: dir });
+    expect([check.status, check.stderr]).toEqual([2, line]);
+    const served = wharf(['serve', '--config', 'w.toml', '--data-dir', 'data'], { cwd: dir });
+    expect([served.status, served.stderr]).toEqual([2, line]);
+    expect(fs.readdirSync(dir)).toEqual(['w.toml']);
+  });
+
+  it('plugins new refuses a bad name, a name taken, and a folder that is not empty', () => {
+    const cwd = tempDir();
+    expect(wharf(['plugins', 'new', 'Bad-Name'], { cwd })).toMatchObject({
+      status: 2,
+      stderr: 'wharf: plugin name "Bad-Name": 1 to 40 lowercase letters, digits and underscores, starting with a letter\n',
+    });
+    expect(wharf(['plugins', 'new', 'storage'], { cwd })).toMatchObject({ status: 2, stderr: 'wharf: plugin name "storage" is taken by a plugin this wharf already has\n' });
+    fs.mkdirSync(path.join(cwd, 'busy'));
+    fs.writeFileSync(path.join(cwd, 'busy/x'), '');
+    expect(wharf(['plugins', 'new', 'fine', '--dir', 'busy'], { cwd })).toMatchObject({ status: 1, stderr: `wharf: ${path.join(cwd, 'busy')} exists and is not empty\n` });
+    expect(fs.readdirSync(cwd)).toEqual(['busy']);
   });
 });

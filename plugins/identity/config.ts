@@ -1,5 +1,6 @@
 /** The identity plugin's config: `[plugins.identity]` and `[plugins.identity.oidc]`. */
 import { z } from 'zod';
+import type { ConfigProblem } from '../../core/plugin.ts';
 
 export const oidcConfig = z
   .strictObject({
@@ -79,3 +80,25 @@ export const identityConfig = z.strictObject({
 });
 
 export type IdentityConfig = z.output<typeof identityConfig>;
+
+/** What external mode needs besides the schema: checked by `wharf config check`, before anything starts. */
+export function validateIdentity(config: IdentityConfig): ConfigProblem[] {
+  if (config.mode !== 'oidc') return [];
+  const { issuer, audience, client_id: clientId } = config.oidc;
+  const problems: ConfigProblem[] = [];
+  if (!issuer) {
+    problems.push({
+      key: 'oidc.issuer',
+      message: 'required when mode = "oidc": the URL of the OpenID Connect provider (its discovery document is read from <issuer>/.well-known/openid-configuration)',
+    });
+  } else if (!/^https?:$/.test(new URL(issuer).protocol)) {
+    problems.push({ key: 'oidc.issuer', message: `must be an http(s) URL, got ${JSON.stringify(issuer)}` });
+  }
+  if (!audience.length && !clientId) {
+    problems.push({
+      key: 'oidc.audience',
+      message: 'mode = "oidc" needs an audience (the aud value of the tokens Wharf accepts) or oidc.client_id (then the audience)',
+    });
+  }
+  return problems;
+}

@@ -7,7 +7,7 @@ import { WharfError } from '../../core/errors.ts';
 import { definePlugin, type PluginCommand } from '../../core/plugin.ts';
 import { randomToken, sha256Hex } from '../../core/tokens.ts';
 import { AccessTokens, JWT_SHAPE } from './access-tokens.ts';
-import { identityConfig, type IdentityConfig } from './config.ts';
+import { identityConfig, type IdentityConfig, validateIdentity } from './config.ts';
 import { crossSiteGuard, LoginThrottle } from './guards.ts';
 import { Invitations } from './invitations.ts';
 import { migrations } from './migrations.ts';
@@ -105,9 +105,10 @@ export default definePlugin({
   name: 'identity',
   description: 'Users, organizations, dashboard sessions, device-flow login for the CLI, external OIDC.',
   config: identityConfig,
+  validate: validateIdentity,
   migrations,
   commands: adminCommands,
-  async setup({ config, core, db, keys, auth, api, log }) {
+  async setup({ config, core, db, keys, auth, api, log, every }) {
     const store = new IdentityStore(db);
     const identity = await createIdentityService(store, config);
     const sessions = new SessionManager(store, keys, config, core);
@@ -152,12 +153,11 @@ export default definePlugin({
 
     const deps = { api, store, identity, sessions, throttle, core };
     const invitations = new Invitations(store, { ttlDays: config.invitation_ttl_days });
-    const prune = setInterval(() => {
+    every('prune-sessions-and-invitations', 3_600_000, () => {
       const now = new Date().toISOString();
       store.pruneSessions(now, new Date(Date.now() - 86_400_000).toISOString());
       invitations.prune();
-    }, 3_600_000);
-    prune.unref();
+    });
 
     const deviceFlow = new DeviceFlow({ db, store, accessTokens, config, publicUrl: core.server.public_url });
 
@@ -167,7 +167,7 @@ export default definePlugin({
       middleware: [
         {
           name: 'identity:cross-site-guard',
-          priority: 20,
+          priority: 'guards',
           fn: crossSiteGuard({ publicOrigin, cookieNames: [SESSION_COOKIE], formPaths: ['/auth/login', '/setup', '/device'] }),
         },
       ],
@@ -185,9 +185,6 @@ export default definePlugin({
           configured: true,
         })),
       ],
-      close() {
-        clearInterval(prune);
-      },
     };
   },
 });

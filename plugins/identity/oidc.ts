@@ -345,19 +345,13 @@ export interface OidcDeps {
   orgOverride<P extends UserPrincipal>(principal: P, ctx: Context, store: IdentityStore): P;
 }
 
-/** Checks the config, reads the provider's discovery document, registers the resolvers and returns the plugin's parts. */
+/** Reads the provider's discovery document, registers the resolvers and returns the plugin's parts. */
 export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<IdentityService>> {
   const { config, core, store, identity, auth, log } = deps;
   const oidc = config.oidc;
-  if (!oidc.issuer) {
-    throw new Error('mode "oidc" needs plugins.identity.oidc.issuer, the URL of the OpenID Connect provider (its discovery document is read from <issuer>/.well-known/openid-configuration)');
-  }
-  const issuer = oidc.issuer;
-  if (!isHttpUrl(issuer)) throw new Error(`plugins.identity.oidc.issuer must be an http(s) URL, got ${JSON.stringify(issuer)}`);
+  // An http(s) issuer and an audience (or a client id) are required by validateIdentity (config.ts).
+  const issuer = oidc.issuer ?? '';
   const audience = oidc.audience.length ? oidc.audience : oidc.client_id ? [oidc.client_id] : [];
-  if (!audience.length) {
-    throw new Error('mode "oidc" needs plugins.identity.oidc.audience (the aud value of the tokens Wharf accepts) or plugins.identity.oidc.client_id (then the audience)');
-  }
   const { hostname, protocol } = new URL(issuer);
   if (protocol === 'http:' && !['localhost', '127.0.0.1', '[::1]'].includes(hostname)) {
     log.warn({ issuer }, 'the OpenID provider is reached over plain http: its keys and discovery document can be tampered with on the way');
@@ -424,7 +418,7 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
     middleware: [
       {
         name: 'identity:cross-site-guard',
-        priority: 20,
+        priority: 'guards',
         fn: crossSiteGuard({ publicOrigin: new URL(core.server.public_url).origin, cookieNames: [oidc.cookie], formPaths: [] }),
       },
     ],

@@ -5,6 +5,7 @@
  * the longest match for its path.
  */
 import { z } from 'zod';
+import { isUnder, normalizePrefix } from '../../core/paths.ts';
 
 /**
  * Credential kinds a rule can give their own limit, as principal kinds in snake_case
@@ -16,15 +17,8 @@ export type KindName = (typeof KIND_NAMES)[number];
 /** Paths that are never limited: health, readiness and metrics (probes and scrapers must always get through). */
 export const EXEMPT_PATHS: readonly string[] = ['/healthz', '/readyz', '/metrics'];
 
-/** A prefix as it is compared with request paths: lowercase (the router ignores case), no trailing slash except `/` itself. */
-export function normalizePrefix(prefix: string): string {
-  const lower = prefix.toLowerCase().replace(/\/+$/, '');
-  return lower === '' ? '/' : lower;
-}
-
 function isExemptPrefix(prefix: string): boolean {
-  const p = normalizePrefix(prefix);
-  return EXEMPT_PATHS.some((exempt) => p === exempt || p.startsWith(`${exempt}/`));
+  return EXEMPT_PATHS.some((exempt) => isUnder(prefix, exempt));
 }
 
 const count = z.int().min(1).max(1_000_000_000);

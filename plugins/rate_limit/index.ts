@@ -11,13 +11,6 @@ import { rateLimitConfig } from './config.ts';
 import { compileRules, rateLimiter } from './middleware.ts';
 import { memoryStore } from './store.ts';
 
-/**
- * After the core attaches credential resolution (0) and before the identity plugin's cross-site
- * guard (20) and the body parser (500): a flooding caller is refused before its body is read,
- * and every refusal further down (403, 413, 401, 404) already carries the headers.
- */
-export const RATE_LIMIT_PRIORITY = 10;
-
 export default definePlugin({
   name: 'rate_limit',
   description: 'Request limits per route group and per credential or client address; X-RateLimit-* headers and 429 answers.',
@@ -34,7 +27,9 @@ export default definePlugin({
       middleware: [
         {
           name: 'rate_limit',
-          priority: RATE_LIMIT_PRIORITY,
+          // Before the guards and every route: a flooding caller is refused before its body is
+          // read, and every refusal further down already carries the headers.
+          priority: 'limits',
           fn: rateLimiter({
             rules: compileRules(config, store),
             ipv6Subnet: config.ipv6_subnet,

@@ -7,7 +7,8 @@ import { isIPv6 } from 'node:net';
 import type { Context, Next } from 'koa';
 import { authenticate, type AuthResult } from '../../core/auth.ts';
 import { WharfError } from '../../core/errors.ts';
-import { EXEMPT_PATHS, KIND_NAMES, type KindName, normalizePrefix, type RateLimitConfig } from './config.ts';
+import { longestPrefix, normalizePrefix } from '../../core/paths.ts';
+import { EXEMPT_PATHS, KIND_NAMES, type KindName, type RateLimitConfig } from './config.ts';
 import type { Counter, RateLimitStore } from './store.ts';
 
 /** A rule ready for requests: its counters built once. */
@@ -48,7 +49,7 @@ export function compileRules(config: RateLimitConfig, store: RateLimitStore): Co
     }
     return {
       name,
-      prefixes: rule.prefixes!.map(normalizePrefix),
+      prefixes: rule.prefixes!,
       anonymous: counter('anonymous', rule.anonymous ?? limit),
       credential: counter('credential', limit),
       byKind,
@@ -56,19 +57,12 @@ export function compileRules(config: RateLimitConfig, store: RateLimitStore): Co
   });
 }
 
-/** The rule of a path: the longest prefix matching on a segment boundary, ignoring case as the router does. */
+/** The rule of a path: the longest prefix it is under (core/paths.ts), health, readiness and metrics excepted. */
 export function ruleFinder(rules: readonly CompiledRule[]) {
-  const table = rules
-    .flatMap((rule) => rule.prefixes.map((prefix) => ({ prefix: prefix === '/' ? '' : prefix, rule })))
-    .sort((a, b) => b.prefix.length - a.prefix.length);
+  const ruleOf = longestPrefix(rules.flatMap((rule) => rule.prefixes.map((prefix) => [prefix, rule] as const)));
   const exempt = new Set(EXEMPT_PATHS);
-  return function ruleFor(rawPath: string): CompiledRule | undefined {
-    const path = rawPath.toLowerCase();
-    if (exempt.has(path.replace(/(.)\/+$/, '$1'))) return undefined;
-    for (const { prefix, rule } of table) {
-      if (prefix === '' || path === prefix || path.startsWith(`${prefix}/`)) return rule;
-    }
-    return undefined;
+  return function ruleFor(path: string): CompiledRule | undefined {
+    return exempt.has(normalizePrefix(path)) ? undefined : ruleOf(path);
   };
 }
 

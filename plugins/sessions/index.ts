@@ -29,7 +29,7 @@ export default definePlugin({
   dependsOn: ['identity'],
   config: sessionsConfig,
   migrations,
-  setup({ config, core, db, keys, auth, api, log, use }) {
+  setup({ config, core, db, keys, auth, api, log, use, every }) {
     const identity = use('identity');
     const store = new SessionsStore(db, keys);
     const sessions = new Sessions(store, log, { accountProtectionSeconds: config.account_protection_interval_seconds });
@@ -54,20 +54,11 @@ export default definePlugin({
     const media = new MediaStore(db);
     const { contacts, presence, lookups } = contactRoutes(deps);
 
-    const prune = setInterval(() => {
-      const day = 86_400_000;
-      try {
-        store.prune(new Date(Date.now() - config.event_retention_days * day).toISOString(), new Date(Date.now() - config.message_log_retention_days * day).toISOString());
-      } catch (err) {
-        log.error({ err }, 'pruning session events and message logs failed');
-      }
-      try {
-        media.prune(new Date().toISOString());
-      } catch (err) {
-        log.error({ err }, 'pruning expired media URLs failed');
-      }
-    }, 3_600_000);
-    prune.unref();
+    const day = 86_400_000;
+    every('prune-events-and-message-logs', 3_600_000, () =>
+      store.prune(new Date(Date.now() - config.event_retention_days * day).toISOString(), new Date(Date.now() - config.message_log_retention_days * day).toISOString()),
+    );
+    every('prune-expired-media-urls', 3_600_000, () => media.prune(new Date().toISOString()));
 
     return {
       service: sessions satisfies SessionsService,
@@ -86,7 +77,6 @@ export default definePlugin({
         groupRoutes(deps),
       ],
       async close() {
-        clearInterval(prune);
         for (const network of sessions.networks()) await network.close();
       },
     };

@@ -24,7 +24,7 @@ export default definePlugin({
   description: 'Apps, their buckets on an S3-compatible store, file records, presigned uploads and downloads.',
   config: storageConfig,
   migrations,
-  async setup({ config, core, keys, db, auth, api, log }) {
+  async setup({ config, core, keys, db, auth, api, log, every }) {
     api.scheme('dashboardSession', { type: 'apiKey', in: 'cookie', name: '__session', description: 'A signed-in dashboard session.' });
     api.scheme('appToken', { type: 'http', scheme: 'bearer', description: "An app's API token (svc_live_...)." });
     const store = new StorageStore(db);
@@ -47,17 +47,9 @@ export default definePlugin({
       driver.ping().catch((err: unknown) => log.warn({ err }, 'the object store does not answer yet; storage operations will answer 503 until it does'));
     }
 
-    const reaper = setInterval(() => {
-      storage.reap().catch((err: unknown) => log.error({ err }, 'upload reaper failed'));
-    }, config.reaper_interval_seconds * 1000);
-    reaper.unref();
+    every('upload-reaper', config.reaper_interval_seconds * 1000, () => storage.reap());
     const reconciler = new UsageReconciler(store, driver, log);
-    const reconciling = reconciler.needed
-      ? setInterval(() => {
-          reconciler.run().catch((err: unknown) => log.error({ err }, 'usage reconciliation failed'));
-        }, config.usage_interval_seconds * 1000)
-      : undefined;
-    reconciling?.unref();
+    if (reconciler.needed) every('usage-reconciliation', config.usage_interval_seconds * 1000, () => reconciler.run());
 
 
     const service: StorageService = {
@@ -90,8 +82,6 @@ export default definePlugin({
         return true;
       },
       async close() {
-        clearInterval(reaper);
-        clearInterval(reconciling);
         await Promise.all([storage.settle(), reconciler.settle()]);
         driver.close();
       },

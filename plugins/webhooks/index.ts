@@ -33,7 +33,7 @@ export default definePlugin({
   dependsOn: ['sessions'],
   config: webhooksConfig,
   migrations,
-  setup({ config, db, keys, log, api, metrics, use }) {
+  setup({ config, db, keys, log, api, metrics, use, every }) {
     const sessions = use('sessions');
     const store = new WebhooksStore(db);
     const policy = addressPolicy({ allowPrivateNetworks: config.allow_private_networks, allowedNetworks: config.allowed_networks });
@@ -110,23 +110,13 @@ export default definePlugin({
       }
     };
     prune();
-    const pruneTimer = setInterval(prune, HOUR);
-    pruneTimer.unref();
-    const resyncTimer = setInterval(() => {
-      try {
-        dispatcher.resync();
-      } catch (err) {
-        log.error({ err }, 'reading the webhook outbox failed');
-      }
-    }, RESYNC_MS);
-    resyncTimer.unref();
+    every('prune-dispatch-records', HOUR, prune);
+    every('resync-outbox', RESYNC_MS, () => dispatcher.resync());
     dispatcher.start();
 
     return {
       routes: [dispatchRoutes({ api, sessions, store, dispatcher, maxAttempts: config.max_attempts })],
       async close() {
-        clearInterval(pruneTimer);
-        clearInterval(resyncTimer);
         unsubscribe();
         unlisten();
         unrotate();

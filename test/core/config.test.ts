@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, keyLines, resolveConfig, sortPlugins } from '../../core/config.ts';
+import { z } from 'zod';
+import { type AnyPlugin, ConfigError, keyLines, resolveConfig, sortPlugins } from '../../core/config.ts';
 import { builtinPlugins } from '../../plugins/index.ts';
 import { journalPlugin } from '../helpers/plugins.ts';
 
@@ -8,7 +9,7 @@ const a = journalPlugin('alpha', journal);
 const b = journalPlugin('beta', journal, { dependsOn: ['alpha'] });
 const plugins = [b, a];
 
-function errorsOf(toml: string, env: NodeJS.ProcessEnv = {}, list = plugins): string[] {
+function errorsOf(toml: string, env: NodeJS.ProcessEnv = {}, list: readonly AnyPlugin[] = plugins): string[] {
   try {
     resolveConfig(list, { toml: { text: toml, file: 'wharf.toml' }, env, cwd: '/srv' });
   } catch (err) {
@@ -116,6 +117,52 @@ describe('config: each problem is one line naming the key and where it is', () =
     const y = journalPlugin('y', journal, { dependsOn: ['x'] });
     const z = journalPlugin('z', journal, { dependsOn: ['y'] });
     expect(() => sortPlugins([x, y, z])).toThrowError('plugins: dependency cycle x -> z -> y -> x');
+  });
+});
+
+describe('config: a plugin checks what its schema cannot say (validate)', () => {
+  const ranged = {
+    ...journalPlugin('ranged', journal),
+    config: z.strictObject({ low: z.int().default(1).describe('Low.'), high: z.int().default(10).describe('High.') }),
+    validate(config: { low: number; high: number }) {
+      return config.low > config.high ? [{ key: 'low', message: `must not be above high (${config.high})` }] : undefined;
+    },
+  };
+
+  it('turns each problem into one line naming the key and where it is set', () => {
+    expect(errorsOf('[plugins.ranged]\nhigh = 5\nlow = 7\n', {}, [ranged])).toEqual(['wharf.toml:3: "plugins.ranged.low": must not be above high (5)']);
+    expect(errorsOf('', { WHARF_PLUGINS__RANGED__LOW: '11' }, [ranged])).toEqual(['WHARF_PLUGINS__RANGED__LOW: "plugins.ranged.low": must not be above high (10)']);
+    expect(resolveConfig([ranged], { toml: { text: '[plugins.ranged]\nlow = 2\n', file: 'w.toml' } }).plugins.ranged).toEqual({ low: 2, high: 10 });
+  });
+
+  it('runs only for an enabled plugin, and reports a throwing validate as a problem', () => {
+    expect(resolveConfig([ranged], { toml: { text: '[plugins.ranged]\nenabled = false\nlow = 70\n', file: 'w.toml' } }).order).toEqual([]);
+    const broken = { ...ranged, validate: () => { throw new Error('oops'); } };
+    expect(errorsOf('', {}, [broken])).toEqual(['wharf.toml: "plugins.ranged": the plugin\'s validate failed: oops']);
+  });
+
+  it('refuses mode = "oidc" without an issuer (the identity plugin)', () => {
+    expect(errorsOf('[plugins.identity]\nmode = "oidc"\n', {}, builtinPlugins)).toEqual([
+      'wharf.toml:1: "plugins.identity.oidc.issuer": required when mode = "oidc": the URL of the OpenID Connect provider (its discovery document is read from <issuer>/.well-known/openid-configuration)',
+      'wharf.toml:1: "plugins.identity.oidc.audience": mode = "oidc" needs an audience (the aud value of the tokens Wharf accepts) or oidc.client_id (then the audience)',
+    ]);
+  });
+});
+
+describe('config: plugin declarations are checked when they load', () => {
+  it('refuses duplicate migration ids within a plugin', () => {
+    const twice = journalPlugin('twice', journal);
+    const dup = { ...twice, migrations: [...twice.migrations!, { id: '002-more', up() {} }, { id: '001-table', up() {} }] };
+    expect(errorsOf('', {}, [dup])).toEqual(['plugin "twice": migration id "001-table" is declared twice (ids are unique within a plugin)']);
+    // The same id in two plugins is fine: ids are per plugin.
+    expect(resolveConfig([journalPlugin('one', journal), journalPlugin('two', journal)]).order).toHaveLength(2);
+  });
+
+  it('refuses bad and duplicate names, and the name of the plugins directory key', () => {
+    const named = (name: string) => ({ ...journalPlugin('x', journal), name });
+    expect(errorsOf('', {}, [named('Caps')])).toEqual(['plugin "Caps": a plugin name is 1 to 40 lowercase letters, digits and underscores, starting with a letter']);
+    expect(errorsOf('', {}, [named('dir')])).toEqual(['plugin "dir": "dir" is the key of the extra plugins\' directory, not a plugin name']);
+    expect(errorsOf('', {}, [named('same'), named('same')])).toEqual(['plugin "same": declared twice']);
   });
 });
 

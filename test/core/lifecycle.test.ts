@@ -135,3 +135,121 @@ describe('lifecycle', () => {
     expect(journal).toEqual(['setup a', 'close slow', 'close a']);
   });
 });
+
+describe('ctx.every', () => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('runs after start, logs a failing run with its name, never overlaps a run, and stops on close after the run in progress', async () => {
+    const journal: string[] = [];
+    let runs = 0;
+    let overlapping = 0;
+    let inside = 0;
+    const ticker = definePlugin({
+      name: 'ticker',
+      description: 'timers',
+      config: z.strictObject({}),
+      setup({ every }) {
+        every('count', 10, async () => {
+          runs++;
+          inside++;
+          if (inside > 1) overlapping++;
+          // Slower than the interval: the next ticks must wait for this run.
+          await sleep(35);
+          inside--;
+          if (runs === 2) throw new Error('the second run fails');
+        });
+        journal.push(`setup ticker (runs ${runs})`);
+        return { close: () => void journal.push(`close ticker (in progress ${inside})`) };
+      },
+    });
+    const app = await startApp('', { plugins: [ticker] });
+    expect(journal).toEqual(['setup ticker (runs 0)']);
+    await eventually(() => runs >= 4);
+    const failures = app.logs.filter((l) => l.msg === 'timer "count" failed');
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatchObject({ plugin: 'ticker', timer: 'count', err: { message: 'the second run fails' } });
+    expect(overlapping).toBe(0);
+    await app.close();
+    // The run in progress finished before the plugin closed; nothing runs after close.
+    expect(journal).toEqual(['setup ticker (runs 0)', 'close ticker (in progress 0)']);
+    const after = runs;
+    await sleep(60);
+    expect(runs).toBe(after);
+  });
+
+  it('never runs the timers of a boot that fails, and names the plugin of a bad interval', async () => {
+    let runs = 0;
+    const early = definePlugin({
+      name: 'early',
+      description: 'declares a timer',
+      config: z.strictObject({}),
+      setup({ every }) {
+        every('tick', 1, () => void runs++);
+        return {};
+      },
+    });
+    const journal: string[] = [];
+    const config = resolveConfig([early, journalPlugin('late', journal, { dependsOn: ['early'], failSetup: true })], { flags: { dataDir: tempDir() } });
+    await expect(start(config, { log: quiet })).rejects.toThrow('plugin "late" failed to start');
+    await sleep(30);
+    expect(runs).toBe(0);
+
+    const bad = definePlugin({
+      name: 'bad',
+      description: 'a zero interval',
+      config: z.strictObject({}),
+      setup({ every }) {
+        every('spin', 0, () => undefined);
+        return {};
+      },
+    });
+    await expect(start(resolveConfig([bad], { flags: { dataDir: tempDir() } }), { log: quiet })).rejects.toThrow(
+      'plugin "bad" failed to start: timer "spin" of plugin bad: interval must be a whole number of milliseconds from 1 to 2147483647, got 0',
+    );
+  });
+});
+
+describe('middleware priorities', () => {
+  const tagger = (name: string, priority: 'limits' | 'guards' | 'default' | undefined) =>
+    definePlugin({
+      name,
+      description: `middleware at ${priority}`,
+      config: z.strictObject({}),
+      setup() {
+        return {
+          middleware: [
+            {
+              name,
+              priority,
+              fn: async (ctx, next) => {
+                ctx.set('x-order', [ctx.response.get('x-order'), name].filter(Boolean).join(','));
+                await next();
+              },
+            },
+          ],
+        };
+      },
+    });
+
+  it('run by name: limits, then guards, then default; in setup order within one', async () => {
+    const plugins = [tagger('d1', undefined), tagger('g', 'guards'), tagger('d2', 'default'), tagger('l', 'limits')];
+    const app = await startApp('', { plugins });
+    expect((await app.fetch('/healthz')).headers.get('x-order')).toBe('l,g,d1,d2');
+    await app.close();
+  });
+
+  it('refuses a priority that is not a name, naming the plugin', async () => {
+    const odd = tagger('odd', 15 as never);
+    await expect(start(resolveConfig([odd], { flags: { dataDir: tempDir() } }), { log: quiet })).rejects.toThrow(
+      'plugin "odd" failed to start: middleware "odd" has priority 15; use one of limits, guards, default',
+    );
+  });
+});
+
+async function eventually(check: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
