@@ -339,12 +339,12 @@ export class WebhookDispatcher {
   #secretsOf(sessionId: number, stamp: string, now: number): { secret: string; previous: string | undefined } | undefined {
     let cached = this.#secrets.get(sessionId);
     if (!cached || cached.stamp !== stamp) {
-      const settings = this.#d.sessions.webhookSettings(sessionId);
-      if (!settings) return undefined;
+      const secret = this.#d.sessions.webhookSecret(sessionId);
+      if (secret === undefined) return undefined;
       const previous = this.#d.store.previousSecret(sessionId, now);
       cached = {
         stamp,
-        secret: settings.secret,
+        secret,
         previous: previous && this.#d.keys.decrypt(previous.secret_enc, previousSecretContext(sessionId)),
         previousUntil: previous?.expires_at ?? 0,
       };

@@ -398,9 +398,11 @@ describe('events', () => {
   it('subscribers run inside the recording transaction, listeners after the commit', async () => {
     const s = await sandboxSession(app, t.pat);
     const seen: string[] = [];
-    const offInside = svc.onEvent((event, db) => {
+    const { db } = app.running;
+    const offInside = svc.onEvent((event) => {
       seen.push(`in:${event.event}:${db.inTransaction}`);
-      db.prepare('SELECT 1').get();
+      // The event carries the session as the transaction read it.
+      expect(event.session).toMatchObject({ id: s.id, orgId: t.orgId, type: 'sandbox', status: 'connected' });
     });
     const offAfter = svc.afterEvent((event) => seen.push(`after:${event.event}:${app.running.db.inTransaction}`));
     try {
@@ -439,17 +441,20 @@ describe('events', () => {
     expect(await svc.network(session)!.contacts(session)).toEqual([]);
   });
 
-  it('webhookSettings gives what a deliverer needs, secret decrypted', async () => {
+  it('an event carries the session with what a deliverer needs; webhookSecret gives the secret decrypted', async () => {
     const s = await sandboxSession(app, t.pat, { webhook_url: 'https://hooks.example.com/in', webhook_enabled: true, webhook_events: ['messages-personal.received'] });
-    expect(svc.webhookSettings(s.id)).toStrictEqual({
-      sessionId: s.id,
+    const event = svc.emit(s.id, 'contacts.update', [{ id: 'x' }]);
+    expect(event.session).toMatchObject({
+      id: s.id,
       orgId: t.orgId,
-      url: 'https://hooks.example.com/in',
-      enabled: true,
-      events: ['messages-personal'],
-      secret: s.body.webhook_secret,
-      signing: 'secret',
+      webhookUrl: 'https://hooks.example.com/in',
+      webhookEnabled: true,
+      webhookEvents: ['messages-personal'],
+      webhookSigning: 'secret',
     });
+    expect(event.session).not.toHaveProperty('webhookSecret');
+    expect(svc.webhookSecret(s.id)).toBe(s.body.webhook_secret);
+    expect(svc.webhookSecret(999_999)).toBeUndefined();
   });
 });
 
