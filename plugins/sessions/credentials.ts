@@ -20,13 +20,13 @@ import type { NetworkAdapter } from './networks/types.ts';
 import type { SessionsStore } from './store.ts';
 import type { Account, ActingSession, PatPrincipal, SessionKeyPrincipal, SessionRecord } from './types.ts';
 
-export const SESSION_KEY_PREFIX = 'wsk_';
-export const PAT_PREFIX = 'wpat_';
+const SESSION_KEY_PREFIX = 'wsk_';
+const PAT_PREFIX = 'wpat_';
 const SESSION_KEY_SHAPE = /^wsk_[A-Za-z0-9_-]{43}$/;
 const PAT_SHAPE = /^wpat_[A-Za-z0-9_-]{43}$/;
 
 /** Credential kinds of account-level operations: a PAT, or a signed-in user (dashboard, CLI). */
-export const ACCOUNT_KINDS = ['pat', 'session', 'oauth'] as const;
+const ACCOUNT_KINDS = ['pat', 'session', 'oauth'] as const;
 
 export function newSessionKey(): { key: string; hash: string } {
   const key = `${SESSION_KEY_PREFIX}${randomToken(32)}`;

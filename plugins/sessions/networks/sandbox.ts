@@ -68,7 +68,7 @@ export class SandboxNetwork implements NetworkAdapter {
   // Identities
 
   /** The LID of a phone number (digits): stable, minted on first sight. */
-  lidOf(digits: string): string {
+  #lidOf(digits: string): string {
     const known = this.#store.lidByPn(digits);
     if (known) return known;
     for (let i = 0; ; i++) {
@@ -118,7 +118,7 @@ export class SandboxNetwork implements NetworkAdapter {
 
   async user(session: NetworkSession) {
     const digits = digitsOf(session.phoneNumber);
-    return { id: phoneJid(digits), lid: lidJid(this.lidOf(digits)), name: session.name, phone_number: session.phoneNumber };
+    return { id: phoneJid(digits), lid: lidJid(this.#lidOf(digits)), name: session.name, phone_number: session.phoneNumber };
   }
 
   async forget(_session: NetworkSession): Promise<void> {
@@ -205,7 +205,7 @@ export class SandboxNetwork implements NetworkAdapter {
 
   /** The key of a message from `senderDigits` as a recipient sees it. */
   #inboundKey(id: string, senderDigits: string, chat: ChatKind, chatJid: string | null): MessageKey {
-    const lid = lidJid(this.lidOf(senderDigits));
+    const lid = lidJid(this.#lidOf(senderDigits));
     const pn = phoneJid(senderDigits);
     if (chat === 'group') return { id, remoteJid: chatJid!, fromMe: false, participant: lid, participantAlt: pn, participantLid: lid, participantPn: pn };
     if (chat === 'newsletter') return { id, remoteJid: chatJid!, fromMe: false };
@@ -234,7 +234,7 @@ export class SandboxNetwork implements NetworkAdapter {
     const existing = this.#store.contact(session.id, jid);
     if (existing && (existing.notify === notify || notify === null)) return;
     this.#store.upsertContact(session.id, jid, { notify }, now());
-    const entry = { id: jid, lid: lidJid(this.lidOf(digits)), phoneNumber: jid, notify };
+    const entry = { id: jid, lid: lidJid(this.#lidOf(digits)), phoneNumber: jid, notify };
     this.#host.emit(session.id, existing ? 'contacts.update' : 'contacts.upsert', [entry]);
   }
 
@@ -349,7 +349,7 @@ export class SandboxNetwork implements NetworkAdapter {
 
   #contact(row: ContactRow): Contact {
     const digits = digitsOf(row.jid);
-    return { id: row.jid, lid: lidJid(this.lidOf(digits)), name: row.name, notify: row.notify, imgUrl: null, status: null, blocked: row.blocked === 1 };
+    return { id: row.jid, lid: lidJid(this.#lidOf(digits)), name: row.name, notify: row.notify, imgUrl: null, status: null, blocked: row.blocked === 1 };
   }
 
   #contactJid(value: string): string {
@@ -393,12 +393,12 @@ export class SandboxNetwork implements NetworkAdapter {
     if (!normalized) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { phone: ['phone must be in E.164 format'] } });
     const digits = digitsOf(normalized);
     // Every well-formed number exists on the sandbox network; only sandbox sessions answer.
-    return { exists: true, jid: phoneJid(digits), lid: lidJid(this.lidOf(digits)) };
+    return { exists: true, jid: phoneJid(digits), lid: lidJid(this.#lidOf(digits)) };
   }
 
   async lidFromPn(_session: NetworkSession, pn: string): Promise<string | null> {
     const digits = this.#digitsOfJid(pn);
-    return digits ? lidJid(this.lidOf(digits)) : null;
+    return digits ? lidJid(this.#lidOf(digits)) : null;
   }
 
   async pnFromLid(_session: NetworkSession, lid: string): Promise<string | null> {
@@ -420,7 +420,7 @@ export class SandboxNetwork implements NetworkAdapter {
       announce: group.announce === 1,
       restrict: group.restrict_info === 1,
       size: members.length,
-      participants: members.map((m) => ({ id: m.jid, lid: lidJid(this.lidOf(digitsOf(m.jid))), admin: m.admin })),
+      participants: members.map((m) => ({ id: m.jid, lid: lidJid(this.#lidOf(digitsOf(m.jid))), admin: m.admin })),
     };
   }
 
