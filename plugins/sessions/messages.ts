@@ -38,6 +38,9 @@ export interface SendOutcome {
   status: string;
 }
 
+/** The message a send replies to. */
+type Quoted = { key: MessageKey; message: MessageNode | null };
+
 /** WhatsApp's numeric message status (Baileys' WebMessageInfo.Status), as WasenderAPI's message info gives it. */
 const NUMERIC_STATUS = { failed: 0, in_progress: 1, sent: 2, delivered: 3, read: 4, played: 5 } as const;
 
@@ -69,7 +72,8 @@ export class Messages {
   /** Logs a message, then hands it to the network; answers its log id and status. */
   async send({ session, network }: ConnectedSession, request: SendRequest): Promise<SendOutcome> {
     const { store } = this.#sessions;
-    if (request.replyTo !== undefined && !store.message(session.id, request.replyTo)) throw invalid('replyTo', `no message ${request.replyTo} in this session`);
+    // Everything that can refuse the request is checked before the log row is written.
+    const quoted = await this.#quoted({ session, network }, request.replyTo);
     await this.#protect(session);
     const target = recipientOf(request.to)!;
     const keyId = newMessageId();
@@ -85,7 +89,7 @@ export class Messages {
       },
       new Date().toISOString(),
     );
-    await this.#dispatch({ session, network }, { msgId, keyId, jid: target.jid }, request, true);
+    await this.#dispatch({ session, network }, { msgId, keyId, jid: target.jid }, request, quoted, true);
     return { msgId, jid: request.to, status: store.message(session.id, msgId)!.status };
   }
 
@@ -97,10 +101,11 @@ export class Messages {
     if (row.request === null) throw invalid('msgId', `message ${row.id} cannot be resent: its content was not logged (log_messages is off)`);
     // Logged from a validated request by send().
     const request = JSON.parse(row.request) as SendRequest;
+    const quoted = await this.#quoted({ session, network }, request.replyTo);
     await this.#protect(session);
     const keyId = newMessageId();
     store.messageRetry(row.id, keyId, { id: keyId, remoteJid: row.jid, fromMe: true }, new Date().toISOString());
-    await this.#dispatch({ session, network }, { msgId: row.id, keyId, jid: row.jid }, request, false);
+    await this.#dispatch({ session, network }, { msgId: row.id, keyId, jid: row.jid }, request, quoted, false);
     return { msgId: row.id, jid: row.recipient, status: store.message(session.id, row.id)!.status };
   }
 
@@ -191,21 +196,24 @@ export class Messages {
     return row;
   }
 
+  /** The message a send replies to (by msgId, a message of this session not deleted), with its node when known; 422 otherwise. */
+  async #quoted({ session, network }: Omit<ConnectedSession, 'actor'>, replyTo: number | undefined): Promise<Quoted | undefined> {
+    if (replyTo === undefined) return undefined;
+    const original = this.#sessions.store.message(session.id, replyTo);
+    if (!original || original.deleted_at) throw invalid('replyTo', `no message ${replyTo} in this session`);
+    const key = JSON.parse(original.remote_key) as MessageKey;
+    return { key, message: original.message ? (JSON.parse(original.message) as MessageNode) : ((await network.findMessage(session, key.id))?.message ?? null) };
+  }
+
   /** Hands a logged message to the network; a refusal by the network marks it failed (5xx) or removes it (4xx). */
   async #dispatch(
     { session, network }: Omit<ConnectedSession, 'actor'>,
     row: { msgId: number; keyId: string; jid: string },
     request: SendRequest,
+    quoted: Quoted | undefined,
     fresh: boolean,
   ): Promise<void> {
     const { store } = this.#sessions;
-    let quoted: { key: MessageKey; message: MessageNode | null } | undefined;
-    if (request.replyTo !== undefined) {
-      const original = store.message(session.id, request.replyTo);
-      if (!original || original.deleted_at) throw invalid('replyTo', `no message ${request.replyTo} in this session`);
-      const key = JSON.parse(original.remote_key) as MessageKey;
-      quoted = { key, message: original.message ? (JSON.parse(original.message) as MessageNode) : ((await network.findMessage(session, key.id))?.message ?? null) };
-    }
     try {
       await network.send(session, {
         msgId: row.msgId,

@@ -184,6 +184,15 @@ describe('send variants', () => {
     });
   });
 
+  it('refuses a reply to a deleted message with 422, leaving nothing in the message log', async () => {
+    const first = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, text: 'soon gone' });
+    expect((await call(app, a.apiKey, 'DELETE', `/api/messages/${first.body.data.msgId}`)).status).toBe(200);
+    const before = (await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${a.id}/message-logs`)).body.data.total;
+    const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, text: 'answer', replyTo: first.body.data.msgId });
+    expect(res).toMatchObject({ status: 422, body: { errors: { replyTo: [`no message ${first.body.data.msgId} in this session`] } } });
+    expect((await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${a.id}/message-logs`)).body.data.total).toBe(before);
+  });
+
   it('sends to groups and channels by JID', async () => {
     for (const to of ['120363000000000001@g.us', '120363000000000002@newsletter']) {
       const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to, text: 'broadcast' });
