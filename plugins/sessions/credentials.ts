@@ -4,18 +4,29 @@
  * `wsk_<43 base64url chars>` is a session API key, `wpat_<43 base64url chars>` a personal access
  * token. Only their SHA-256 is used to look them up; every request looks them up again (no
  * cache), so a regenerated key or a revoked token fails on the very next request.
+ *
+ * Besides the resolvers, the credentials routes declare: `account` (a personal access token or a
+ * signed-in user, loaded as the organization it acts in) and `sessionKey` (loaded as its session,
+ * the session's network and the key as an audit actor).
  */
 import { randomBytes } from 'node:crypto';
+import type { Context } from 'koa';
+import type { Credential } from '../../core/api.ts';
 import type { AuthRegistry } from '../../core/auth.ts';
+import { WharfError } from '../../core/errors.ts';
 import { randomToken, sha256Hex } from '../../core/tokens.ts';
-import type { IdentityService } from '../identity/types.ts';
+import type { IdentityService, UserPrincipal } from '../identity/types.ts';
+import type { NetworkAdapter } from './networks/types.ts';
 import type { SessionsStore } from './store.ts';
-import type { PatPrincipal, SessionKeyPrincipal } from './types.ts';
+import type { Account, ActingSession, PatPrincipal, SessionKeyPrincipal, SessionRecord } from './types.ts';
 
-export const SESSION_KEY_PREFIX = 'wsk_';
-export const PAT_PREFIX = 'wpat_';
+const SESSION_KEY_PREFIX = 'wsk_';
+const PAT_PREFIX = 'wpat_';
 const SESSION_KEY_SHAPE = /^wsk_[A-Za-z0-9_-]{43}$/;
 const PAT_SHAPE = /^wpat_[A-Za-z0-9_-]{43}$/;
+
+/** Credential kinds of account-level operations: a PAT, or a signed-in user (dashboard, CLI). */
+const ACCOUNT_KINDS = ['pat', 'session', 'oauth'] as const;
 
 export function newSessionKey(): { key: string; hash: string } {
   const key = `${SESSION_KEY_PREFIX}${randomToken(32)}`;
@@ -32,21 +43,34 @@ export function newWebhookSecret(): string {
   return randomBytes(32).toString('hex');
 }
 
-export function registerResolvers(options: {
+export interface MessagingCredentials {
+  account: Credential<Account>;
+  sessionKey: Credential<ActingSession>;
+}
+
+/** Registers the two resolvers and returns the credentials routes declare. */
+export function messagingCredentials(options: {
   auth: AuthRegistry;
   store: SessionsStore;
   identity: IdentityService;
   lastUsedResolutionMs: number;
-}): void {
+  network(session: SessionRecord): NetworkAdapter | undefined;
+}): MessagingCredentials {
   const { auth, store, identity, lastUsedResolutionMs } = options;
+  // The session row the key resolved to, handed to the credential's loader of the same request
+  // (principals are per request), so a session-key request reads its session once.
+  const resolved = new WeakMap<SessionKeyPrincipal, SessionRecord>();
 
   auth.register({
     name: 'sessions:session-key',
     source: { bearer: (token) => token.startsWith(SESSION_KEY_PREFIX) },
     resolve(token): SessionKeyPrincipal | null {
       if (!SESSION_KEY_SHAPE.test(token)) return null;
-      const row = store.sessionIdByKeyHash(sha256Hex(token));
-      return row ? { kind: 'sessionKey', sessionId: row.id, orgId: row.org_id } : null;
+      const session = store.sessionByKeyHash(sha256Hex(token));
+      if (!session) return null;
+      const principal: SessionKeyPrincipal = { kind: 'sessionKey', sessionId: session.id, orgId: session.orgId };
+      resolved.set(principal, session);
+      return principal;
     },
     describe(principal) {
       const p = principal as SessionKeyPrincipal;
@@ -74,4 +98,35 @@ export function registerResolvers(options: {
       return { kind: 'pat', patId: p.patId, userId: p.userId, orgId: p.orgId, orgs: org ? [{ id: org.id, slug: org.slug, name: org.name }] : [] };
     },
   });
+
+  return {
+    account: {
+      kinds: ACCOUNT_KINDS,
+      needs: 'personal access token',
+      schemes: ['personalAccessToken'],
+      load: (ctx, principal) => accountOf(ctx, principal as PatPrincipal | UserPrincipal),
+    },
+    sessionKey: {
+      kinds: ['sessionKey'],
+      needs: 'session API key',
+      schemes: ['sessionApiKey'],
+      load: (ctx, principal) => {
+        const key = principal as SessionKeyPrincipal;
+        const session = resolved.get(key) ?? store.session(key.sessionId);
+        if (!session) throw new WharfError('unauthorized', 'Invalid or expired credential');
+        return { session, network: options.network(session), actor: { kind: 'sessionKey', id: String(session.id), userId: null, address: ctx.ip || null } };
+      },
+    },
+  };
+}
+
+function accountOf(ctx: Context, principal: PatPrincipal | UserPrincipal): Account {
+  const address = ctx.ip || null;
+  if (principal.kind === 'pat') {
+    return { orgId: principal.orgId, userId: principal.userId, actor: { kind: 'pat', id: String(principal.patId), userId: principal.userId, address } };
+  }
+  if (!principal.orgId) {
+    throw new WharfError('forbidden', 'No organization selected: choose one (PUT /auth/active-org) or send X-Service-Org');
+  }
+  return { orgId: principal.orgId, userId: principal.userId, actor: { kind: principal.kind, id: principal.userId, userId: principal.userId, address } };
 }

@@ -2,23 +2,39 @@
  * The sessions plugin: messaging sessions owned by organizations, their two credentials
  * (session API keys and personal access tokens), WasenderAPI's session and message operations,
  * the sandbox network, and the recorded events the webhooks plugin delivers.
+ *
+ * Layers: `routes/` (HTTP only: one file per URL group, named after it) -> the services
+ * (`service.ts` shared, `management.ts` sessions, `messages.ts` sends and message operations,
+ * `directory.ts` contacts and groups, `personal-access-tokens.ts`, `media.ts`) -> `store.ts` / `media-store.ts` (SQL). Networks
+ * plug in behind `networks/types.ts`; `network-host.ts` is what they report through.
  */
-import { definePlugin } from '../../core/plugin.ts';
 import { systemResolver } from '../../core/net.ts';
+import { definePlugin } from '../../core/plugin.ts';
 import { checkProxyUrl } from './address-guard.ts';
 import { sessionsConfig } from './config.ts';
-import { registerResolvers } from './credentials.ts';
+import { messagingCredentials } from './credentials.ts';
+import { Directory } from './directory.ts';
+import { SessionAdmin } from './management.ts';
+import { MediaUrls } from './media.ts';
 import { MediaStore } from './media-store.ts';
+import { Messages } from './messages.ts';
 import { migrations } from './migrations.ts';
 import { SandboxNetwork } from './networks/sandbox.ts';
-import { accountRoutes } from './routes/account.ts';
+import { PersonalAccessTokens } from './personal-access-tokens.ts';
+import { EventRecorder } from './recorder.ts';
 import type { RouteDeps } from './routes/common.ts';
 import { contactRoutes } from './routes/contacts.ts';
 import { groupRoutes } from './routes/groups.ts';
+import { lookupRoutes } from './routes/lookups.ts';
 import { mediaRoutes } from './routes/media.ts';
 import { messageRoutes } from './routes/messages.ts';
-import { sandboxSessionRoutes, sessionRoutes } from './routes/sessions.ts';
-import { tokenRoutes } from './routes/tokens.ts';
+import { personalAccessTokenRoutes } from './routes/personal-access-tokens.ts';
+import { sandboxRoutes } from './routes/sandbox.ts';
+import { sendMessageRoutes } from './routes/send-message.ts';
+import { presenceRoutes } from './routes/send-presence-update.ts';
+import { statusRoutes } from './routes/status.ts';
+import { webhookEventRoutes } from './routes/webhook-events.ts';
+import { whatsappSessionRoutes } from './routes/whatsapp-sessions.ts';
 import { Sessions } from './service.ts';
 import { SessionsStore } from './store.ts';
 import type { SessionsService } from './types.ts';
@@ -32,9 +48,10 @@ export default definePlugin({
   setup({ config, core, db, keys, auth, api, log, use, every }) {
     const identity = use('identity');
     const store = new SessionsStore(db, keys);
-    const sessions = new Sessions(store, log, { accountProtectionSeconds: config.account_protection_interval_seconds });
-    sessions.registerNetwork('sandbox', new SandboxNetwork(db, sessions.host, { publicUrl: core.server.public_url }));
-    registerResolvers({ auth, store, identity, lastUsedResolutionMs: config.pat_last_used_resolution_seconds * 1000 });
+    const sessions = new Sessions(store, new EventRecorder(store, log), (self) =>
+      messagingCredentials({ auth, store, identity, lastUsedResolutionMs: config.pat_last_used_resolution_seconds * 1000, network: (session) => self.network(session) }),
+    );
+    sessions.registerNetwork('sandbox', (host) => new SandboxNetwork(db, host, { publicUrl: core.server.public_url }));
 
     api.scheme('personalAccessToken', {
       type: 'http',
@@ -44,36 +61,49 @@ export default definePlugin({
     });
     api.scheme('sessionApiKey', { type: 'http', scheme: 'bearer', description: "A session's API key (wsk_...), for operations acting as that session's account." });
 
+    const mediaStore = new MediaStore(db);
     const deps: RouteDeps = {
-      sessions,
       api,
       config,
-      checkProxy: (url) => checkProxyUrl(url, { allowPrivate: config.allow_private_networks, resolve: systemResolver, timeoutMs: config.dns_timeout_ms }),
+      sessions,
+      admin: new SessionAdmin(sessions, {
+        checkProxy: (url) => checkProxyUrl(url, { allowPrivate: config.allow_private_networks, resolve: systemResolver, timeoutMs: config.dns_timeout_ms }),
+      }),
+      messages: new Messages(sessions, { accountProtectionSeconds: config.account_protection_interval_seconds }),
+      pats: new PersonalAccessTokens(store, identity),
+      directory: new Directory(sessions),
+      media: new MediaUrls(sessions, mediaStore, {
+        publicUrl: core.server.public_url,
+        uploadTtlHours: config.upload_ttl_hours,
+        decryptedTtlMinutes: config.decrypted_media_ttl_minutes,
+      }),
     };
-    const { send, messages } = messageRoutes(deps);
-    const media = new MediaStore(db);
-    const { contacts, presence, lookups } = contactRoutes(deps);
 
     const day = 86_400_000;
     every('prune-events-and-message-logs', 3_600_000, () =>
       store.prune(new Date(Date.now() - config.event_retention_days * day).toISOString(), new Date(Date.now() - config.message_log_retention_days * day).toISOString()),
     );
-    every('prune-expired-media-urls', 3_600_000, () => media.prune(new Date().toISOString()));
+    every('prune-expired-media-urls', 3_600_000, () => mediaStore.prune(new Date().toISOString()));
 
     return {
       service: sessions satisfies SessionsService,
       routes: [
-        sessionRoutes(deps, '/api/whatsapp-sessions'),
-        sessionRoutes(deps, '/api/messaging-sessions'),
-        sandboxSessionRoutes(deps),
-        tokenRoutes({ ...deps, identity }),
-        send,
-        messages,
-        ...accountRoutes(deps),
-        mediaRoutes({ ...deps, media, publicUrl: core.server.public_url }),
-        contacts,
-        presence,
-        lookups,
+        whatsappSessionRoutes(deps, '/api/whatsapp-sessions'),
+        whatsappSessionRoutes(deps, '/api/messaging-sessions'),
+        // /api/sandbox-sessions, /api/sandbox/receive
+        ...sandboxRoutes(deps),
+        personalAccessTokenRoutes(deps),
+        sendMessageRoutes(deps),
+        messageRoutes(deps),
+        // /api/status, /api/user
+        ...statusRoutes(deps),
+        webhookEventRoutes(deps),
+        // /api/upload, /api/media, /api/decrypt-media, /api/decrypted-media
+        mediaRoutes(deps),
+        contactRoutes(deps),
+        presenceRoutes(deps),
+        // /api/on-whatsapp, /api/lid-from-pn, /api/pn-from-lid
+        lookupRoutes(deps),
         groupRoutes(deps),
       ],
       async close() {

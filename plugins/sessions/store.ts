@@ -1,11 +1,16 @@
 /**
  * The sessions plugin's SQL: sessions (with their encrypted secrets), personal access tokens,
  * the message log, recorded events, session logs and audit logs.
+ *
+ * Inside {@link SessionsStore.transaction} a session row is read once: later reads of the same id
+ * answer what the first one read, until a write through this store changes the row. Nothing else
+ * can change it meanwhile (one connection, synchronous transactions), so an event recorder, a
+ * network host and a filter that each ask for the session cost one statement between them.
  */
 import type { Database } from '../../core/db.ts';
 import type { Keys } from '../../core/keys.ts';
 import type { EventName } from './events.ts';
-import type { SessionEvent, SessionRecord, SessionStatus, SessionType, SigningMode } from './types.ts';
+import type { Actor, SessionEvent, SessionRecord, SessionStatus, SessionType, SigningMode } from './types.ts';
 
 interface SessionRow {
   id: number;
@@ -157,13 +162,6 @@ export interface AuditRow {
   created_at: string;
 }
 
-export interface Actor {
-  kind: 'pat' | 'session' | 'oauth' | 'sessionKey' | 'system';
-  id: string | null;
-  userId: string | null;
-  address: string | null;
-}
-
 export interface Page<T> {
   rows: T[];
   total: number;
@@ -177,6 +175,8 @@ export class SessionsStore {
   readonly db: Database;
   readonly #keys: Keys;
   readonly #s;
+  /** Session rows read in the current outermost transaction, by id (undefined: no such row); none outside one. */
+  #snapshot: Map<number, SessionRecord | undefined> | undefined;
 
   constructor(db: Database, keys: Keys) {
     this.db = db;
@@ -185,8 +185,9 @@ export class SessionsStore {
       byId: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions_sessions WHERE id = ?`),
       inOrg: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions_sessions WHERE id = ? AND org_id = ?`),
       ofOrg: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions_sessions WHERE org_id = ? ORDER BY id`),
-      byKeyHash: db.prepare('SELECT id, org_id FROM sessions_sessions WHERE api_key_hash = ?'),
+      byKeyHash: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions_sessions WHERE api_key_hash = ?`),
       byPhone: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions_sessions WHERE org_id = ? AND phone_number = ?`),
+      byPhoneOfType: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions_sessions WHERE org_id = ? AND phone_number = ? AND type = ?`),
       insert: db.prepare(
         `INSERT INTO sessions_sessions (org_id, type, name, phone_number, status, account_protection, log_messages, webhook_url,
           webhook_enabled, webhook_events, webhook_secret_enc, read_incoming_messages, auto_reject_calls, ignore_groups,
@@ -233,6 +234,7 @@ export class SessionsStore {
       ),
       messageEdited: db.prepare('UPDATE sessions_messages SET message = COALESCE(?, message), updated_at = ? WHERE id = ?'),
       messageDeleted: db.prepare('UPDATE sessions_messages SET deleted_at = ?, updated_at = ? WHERE id = ?'),
+      dropMessage: db.prepare('DELETE FROM sessions_messages WHERE id = ?'),
 
       insertEvent: db.prepare('INSERT INTO sessions_events (session_id, org_id, event, payload, created_at) VALUES (?, ?, ?, ?, ?)'),
 
@@ -245,15 +247,39 @@ export class SessionsStore {
     };
   }
 
+  /** Runs `fn` in one transaction (nested: a savepoint); session rows are read once in it (see above). */
   transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
+    if (this.#snapshot) {
+      try {
+        return this.db.transaction(fn)();
+      } catch (err) {
+        // A rolled-back savepoint may have undone a row this snapshot holds: read again.
+        this.#snapshot.clear();
+        throw err;
+      }
+    }
+    this.#snapshot = new Map();
+    try {
+      return this.db.transaction(fn)();
+    } finally {
+      this.#snapshot = undefined;
+    }
+  }
+
+  /** A session row changed: the snapshot forgets it. */
+  #wrote(id: number): void {
+    this.#snapshot?.delete(id);
   }
 
   // Sessions
 
+  /** A session by id; inside a transaction, read once (see {@link SessionsStore.transaction}). */
   session(id: number): SessionRecord | undefined {
+    if (this.#snapshot?.has(id)) return this.#snapshot.get(id);
     const row = this.#s.byId.get(id) as SessionRow | undefined;
-    return row && toSession(row);
+    const session = row && toSession(row);
+    this.#snapshot?.set(id, session);
+    return session;
   }
 
   sessionInOrg(id: number, orgId: string): SessionRecord | undefined {
@@ -265,13 +291,16 @@ export class SessionsStore {
     return (this.#s.ofOrg.all(orgId) as SessionRow[]).map(toSession);
   }
 
-  sessionByPhone(orgId: string, phone: string): SessionRecord | undefined {
-    const row = this.#s.byPhone.get(orgId, phone) as SessionRow | undefined;
+  /** The session that owns a number in an organization, of one type when `type` is given. */
+  sessionByPhone(orgId: string, phone: string, type?: SessionType): SessionRecord | undefined {
+    const row = (type ? this.#s.byPhoneOfType.get(orgId, phone, type) : this.#s.byPhone.get(orgId, phone)) as SessionRow | undefined;
     return row && toSession(row);
   }
 
-  sessionIdByKeyHash(hash: string): { id: number; org_id: string } | undefined {
-    return this.#s.byKeyHash.get(hash) as { id: number; org_id: string } | undefined;
+  /** The session of an API key, by the key's SHA-256. */
+  sessionByKeyHash(hash: string): SessionRecord | undefined {
+    const row = this.#s.byKeyHash.get(hash) as SessionRow | undefined;
+    return row && toSession(row);
   }
 
   insertSession(
@@ -306,6 +335,7 @@ export class SessionsStore {
       this.#keys.encrypt(secrets.webhookSecret, secretContext(id)),
       id,
     );
+    this.#wrote(id);
     return id;
   }
 
@@ -316,22 +346,27 @@ export class SessionsStore {
     const params: Record<string, unknown> = { id, updated_at: now };
     for (const [k, v] of entries) params[k] = columnValue(v);
     this.db.prepare(`UPDATE sessions_sessions SET ${sets}, updated_at = @updated_at WHERE id = @id`).run(params);
+    this.#wrote(id);
   }
 
   setStatus(id: number, status: SessionStatus, now: string): void {
     this.#s.setStatus.run(status, now, id);
+    this.#wrote(id);
   }
 
   setApiKey(id: number, apiKey: string, hash: string, now: string): void {
     this.#s.setApiKey.run(this.#keys.encrypt(apiKey, apiKeyContext(id)), hash, now, id);
+    this.#wrote(id);
   }
 
   setWebhookSecret(id: number, secret: string, now: string): void {
     this.db.prepare('UPDATE sessions_sessions SET webhook_secret_enc = ?, updated_at = ? WHERE id = ?').run(this.#keys.encrypt(secret, secretContext(id)), now, id);
+    this.#wrote(id);
   }
 
   setProxyUrl(id: number, proxyUrl: string | null, now: string): void {
     this.#s.setProxy.run(proxyUrl === null ? null : this.#keys.encrypt(proxyUrl, proxyContext(id)), now, id);
+    this.#wrote(id);
   }
 
   secrets(id: number): { apiKey: string; webhookSecret: string; proxyUrl: string | null } {
@@ -343,8 +378,15 @@ export class SessionsStore {
     };
   }
 
+  /** The webhook secret of a session, decrypted; undefined when there is no such session. */
+  webhookSecret(id: number): string | undefined {
+    const row = this.#s.secrets.get(id) as { webhook_secret_enc: string } | undefined;
+    return row && this.#keys.decrypt(row.webhook_secret_enc, secretContext(id));
+  }
+
   deleteSession(id: number): void {
     this.#s.delete.run(id);
+    this.#wrote(id);
   }
 
   // Personal access tokens
@@ -421,6 +463,11 @@ export class SessionsStore {
 
   messageDeleted(msgId: number, now: string): void {
     this.#s.messageDeleted.run(now, now, msgId);
+  }
+
+  /** Removes a log row outright (a send the network refused before anything went out). */
+  dropMessage(msgId: number): void {
+    this.#s.dropMessage.run(msgId);
   }
 
   messageLogs(sessionId: number, options: { status?: MessageStatus; page: number; perPage: number }): Page<MessageRow> {

@@ -1,31 +1,24 @@
 /**
  * What the sessions plugin gives the rest of Wharf: the session record, the two credential
- * principals (`pat`, `sessionKey`), the recorded event, and the service that the webhooks plugin
- * and the routes for contacts, groups, media and presence build on.
+ * principals (`pat`, `sessionKey`), the recorded event, and the service other plugins build on
+ * (the webhooks plugin imports this file and nothing else of the sessions plugin). The network
+ * adapter contract, which this file refers to, is `networks/types.ts`.
  */
 import type { Credential } from '../../core/api.ts';
-import type { Database } from '../../core/db.ts';
 import type { EventName } from './events.ts';
-import type { NetworkAdapter } from './networks/types.ts';
+import type { NetworkAdapter, NetworkSession, SessionStatus } from './networks/types.ts';
+
+export type { EventName } from './events.ts';
+export type { SessionStatus } from './networks/types.ts';
 
 export type SessionType = 'whatsapp' | 'sandbox';
-export const SESSION_TYPES: readonly SessionType[] = ['whatsapp', 'sandbox'];
-
-/** WasenderAPI's status values. */
-export type SessionStatus = 'connecting' | 'connected' | 'disconnected' | 'need_scan' | 'logged_out' | 'expired';
 
 /** How webhook deliveries are signed: the secret itself in `X-Webhook-Signature`, or an HMAC-SHA256 of the body. */
 export type SigningMode = 'secret' | 'hmac';
 
 /** A session as the plugin and its dependents see it (secrets are read through dedicated methods). */
-export interface SessionRecord {
-  id: number;
-  orgId: string;
-  name: string;
-  /** E.164 with a leading `+`. */
-  phoneNumber: string;
+export interface SessionRecord extends NetworkSession {
   type: SessionType;
-  status: SessionStatus;
   accountProtection: boolean;
   logMessages: boolean;
   webhookUrl: string | null;
@@ -33,13 +26,11 @@ export interface SessionRecord {
   /** null: no events; []: every event; otherwise the canonical names subscribed to. */
   webhookEvents: EventName[] | null;
   webhookSigning: SigningMode;
-  readIncomingMessages: boolean;
-  autoRejectCalls: boolean;
   ignoreGroups: boolean;
   ignoreChannels: boolean;
   ignoreBroadcasts: boolean;
-  alwaysOnline: boolean;
   createdAt: string;
+  /** Changes whenever the row does (settings, status, key, secret): a cache of anything read from it is stale once it differs. */
   updatedAt: string;
 }
 
@@ -65,6 +56,15 @@ declare module '../../core/auth.ts' {
   }
 }
 
+/** Who did something to a session, for its audit log. */
+export interface Actor {
+  kind: 'pat' | 'session' | 'oauth' | 'sessionKey' | 'system';
+  id: string | null;
+  userId: string | null;
+  /** The caller's IP address. */
+  address: string | null;
+}
+
 /** The body of a webhook delivery, exactly: `timestamp` is Unix milliseconds. */
 export interface EventPayload {
   event: EventName;
@@ -84,23 +84,24 @@ export interface SessionEvent {
   createdAt: string;
 }
 
-/** What the webhooks plugin needs to decide and sign a delivery. */
-export interface WebhookSettings {
-  sessionId: number;
-  orgId: string;
-  url: string | null;
-  enabled: boolean;
-  /** null: no events; []: every event. */
-  events: EventName[] | null;
-  /** The webhook secret, decrypted. */
-  secret: string;
-  signing: SigningMode;
+/**
+ * An event as subscribers and listeners get it: the recorded row and the session as the
+ * recording transaction read it, webhook and signing settings included, so a subscriber needs
+ * no read of its own.
+ */
+export interface EmittedEvent extends SessionEvent {
+  session: SessionRecord;
 }
 
-/** Called inside the transaction that records the event; a throw rolls the event back. */
-export type EventSubscriber = (event: SessionEvent, db: Database) => void;
+/**
+ * Called inside the transaction that records the event; a throw rolls the event (and the
+ * operation that emitted it) back. A subscriber writes through its own store: every plugin's
+ * store works on the app's one database connection, so those writes join the recording
+ * transaction and commit with the event, or not at all.
+ */
+export type EventSubscriber = (event: EmittedEvent) => void;
 /** Called after the transaction that recorded the event has committed. */
-export type EventListener = (event: SessionEvent) => void;
+export type EventListener = (event: EmittedEvent) => void;
 /** Checks a webhook URL being saved: a message (answered as a 422 on `webhook_url`) or null when fine. */
 export type WebhookUrlCheck = (url: string) => Promise<string | null> | string | null;
 
@@ -113,27 +114,38 @@ export interface WebhookSecretRotation {
   rotatedAt: Date;
 }
 /**
- * Called inside the transaction that replaces a webhook secret (a throw rolls it back). Returns
- * until when the previous secret still signs deliveries, if the hook keeps it for a grace period.
+ * Called inside the transaction that replaces a webhook secret (a throw rolls it back; writes
+ * through the hook's own store join it). Returns until when the previous secret still signs
+ * deliveries, if the hook keeps it for a grace period.
  */
-export type WebhookSecretRotationHook = (rotation: WebhookSecretRotation, db: Database) => { previousValidUntil?: Date } | void;
+export type WebhookSecretRotationHook = (rotation: WebhookSecretRotation) => { previousValidUntil?: Date } | void;
+
+/** The caller of an account-level operation: a personal access token or a signed-in user, in one organization. */
+export interface Account {
+  orgId: string;
+  userId: string;
+  actor: Actor;
+}
 
 /** The session a session API key acts for, and the network that carries it. */
 export interface ActingSession {
   session: SessionRecord;
   /** Undefined for a type without an adapter in this build (`whatsapp` for now). */
   network: NetworkAdapter | undefined;
+  /** The key, for the session's audit log. */
+  actor: Actor;
 }
 
 export interface SessionsService {
   /** A session by id, whatever its organization (callers scope by `orgId` themselves). */
   get(id: number): SessionRecord | undefined;
-  webhookSettings(id: number): WebhookSettings | undefined;
+  /** A session's webhook secret, decrypted; undefined when the session is gone. */
+  webhookSecret(id: number): string | undefined;
   /**
    * Records an event of a session and runs the subscribers in the same transaction; the
    * post-commit listeners run once the outermost transaction commits.
    */
-  emit(sessionId: number, event: EventName, data: unknown): SessionEvent;
+  emit(sessionId: number, event: EventName, data: unknown): EmittedEvent;
   /** Runs `fn` in one SQLite transaction (nesting allowed); events emitted inside are announced after the commit. */
   transaction<T>(fn: () => T): T;
   /** Subscribes inside the recording transaction (the webhooks outbox). Returns an unsubscribe function. */
@@ -142,6 +154,8 @@ export interface SessionsService {
   afterEvent(fn: EventListener): () => void;
   /** Recorded events of a session after `afterId`, oldest first. */
   events(sessionId: number, options?: { afterId?: number; limit?: number; event?: EventName }): SessionEvent[];
+  /** The canonical name of an event name or WasenderAPI alias; undefined when it is neither. */
+  canonicalEvent(name: string): EventName | undefined;
   /** Adds a check run on every webhook URL saved through the session routes. */
   addWebhookUrlCheck(check: WebhookUrlCheck): void;
   /** Subscribes to webhook secret rotations (the webhooks plugin keeps the old secret for a grace period). */
@@ -152,7 +166,7 @@ export interface SessionsService {
    * signed-in user, `sessionKey` the session of a session API key; 401 / 403 per the credential
    * rules otherwise.
    */
-  readonly credentials: { account: Credential<{ orgId: string; userId: string }>; sessionKey: Credential<ActingSession> };
+  readonly credentials: { account: Credential<Account>; sessionKey: Credential<ActingSession> };
   /** The adapter of a session's network, or undefined when this build has none for its type. */
   network(session: SessionRecord): NetworkAdapter | undefined;
 }

@@ -13,7 +13,7 @@
 import type { Keys } from '../../core/keys.ts';
 import type { HttpClient } from './network.ts';
 import type { Logger } from '../../core/logger.ts';
-import type { SessionsService } from '../sessions/types.ts';
+import type { SessionRecord, SessionsService } from '../sessions/types.ts';
 import type { WebhooksConfig } from './config.ts';
 import { signatureHeaders } from './signing.ts';
 import type { Completion, DueRow, WebhooksStore } from './store.ts';
@@ -182,10 +182,14 @@ export class WebhookDispatcher {
       const room = Math.min(config.concurrency_per_session - (this.#running.get(sessionId) ?? 0), config.concurrency - this.#active);
       if (room <= 0) continue;
       let started = 0;
+      // The session as it is now, read once for every delivery of it started in this round: its
+      // current URL, subscription and signing apply to what is still to be sent.
+      let session: SessionRecord | null | undefined;
       for (const row of store.due(sessionId, now, room + (held?.size ?? 0))) {
         if (started >= room) break;
         if (held?.has(row.id)) continue;
-        this.#start(row);
+        session ??= this.#d.sessions.get(sessionId) ?? null;
+        this.#start(row, session ?? undefined);
         started++;
       }
       if (started < room) {
@@ -246,7 +250,7 @@ export class WebhookDispatcher {
     this.#wakeAt(0);
   }
 
-  #start(row: DueRow): void {
+  #start(row: DueRow, session: SessionRecord | undefined): void {
     this.#active++;
     this.#running.set(row.session_id, (this.#running.get(row.session_id) ?? 0) + 1);
     let held = this.#held.get(row.session_id);
@@ -256,7 +260,7 @@ export class WebhookDispatcher {
     this.#controllers.set(row.id, controller);
     const number = row.attempt_count + 1;
     const startedAt = Date.now();
-    this.#attempt(row, controller.signal).then(
+    this.#attempt(row, session, controller.signal).then(
       (result) => this.#finish(row, number, startedAt, result),
       (err: unknown) => this.#finish(row, number, startedAt, { kind: 'attempted', outcome: failure(null, describeError(err)) }),
     );
@@ -339,12 +343,12 @@ export class WebhookDispatcher {
   #secretsOf(sessionId: number, stamp: string, now: number): { secret: string; previous: string | undefined } | undefined {
     let cached = this.#secrets.get(sessionId);
     if (!cached || cached.stamp !== stamp) {
-      const settings = this.#d.sessions.webhookSettings(sessionId);
-      if (!settings) return undefined;
+      const secret = this.#d.sessions.webhookSecret(sessionId);
+      if (secret === undefined) return undefined;
       const previous = this.#d.store.previousSecret(sessionId, now);
       cached = {
         stamp,
-        secret: settings.secret,
+        secret,
         previous: previous && this.#d.keys.decrypt(previous.secret_enc, previousSecretContext(sessionId)),
         previousUntil: previous?.expires_at ?? 0,
       };
@@ -353,9 +357,8 @@ export class WebhookDispatcher {
     return { secret: cached.secret, previous: cached.previousUntil > now ? cached.previous : undefined };
   }
 
-  async #attempt(row: DueRow, signal: AbortSignal): Promise<AttemptResult> {
-    const { sessions, config } = this.#d;
-    const session = sessions.get(row.session_id);
+  async #attempt(row: DueRow, session: SessionRecord | undefined, signal: AbortSignal): Promise<AttemptResult> {
+    const { config } = this.#d;
     if (!session) return { kind: 'dropped', reason: 'session deleted: not delivered' };
     if (!session.webhookEnabled) return { kind: 'dropped', reason: 'webhook disabled: not delivered' };
     if (!session.webhookUrl) return { kind: 'dropped', reason: 'webhook URL removed: not delivered' };

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { definePlugin } from '../../core/plugin.ts';
-import type { SessionEvent, SessionsService } from '../sessions/types.ts';
+import type { EventName, SessionRecord } from '../sessions/types.ts';
 import { webhooksConfig } from './config.ts';
 import { previousSecretContext, WebhookDispatcher } from './dispatcher.ts';
 import { migrations } from './migrations.ts';
@@ -22,8 +22,8 @@ const DAY = 86_400_000;
 const RESYNC_MS = 15_000;
 
 /** Whether a session's subscription takes this event: enabled, a URL, and the event named (or every event, for []). */
-export function subscribed(session: ReturnType<SessionsService['get']>, event: SessionEvent['event']): boolean {
-  if (!session?.webhookEnabled || !session.webhookUrl || session.webhookEvents === null) return false;
+export function subscribed(session: SessionRecord, event: EventName): boolean {
+  if (!session.webhookEnabled || !session.webhookUrl || session.webhookEvents === null) return false;
   return session.webhookEvents.length === 0 || session.webhookEvents.includes(event);
 }
 
@@ -74,10 +74,12 @@ export default definePlugin({
 
     sessions.addWebhookUrlCheck((url) => checkWebhookUrl(url, { policy, resolve: systemResolver, timeoutMs: config.dns_timeout_ms }));
 
-    // Inside the transaction that records the event: the outbox row commits with it, or neither does.
+    // Inside the transaction that records the event: the outbox row, written through this
+    // plugin's store on the app's one connection, commits with it, or neither does. The event
+    // carries the session as that transaction read it: its subscription is not read again.
     const unsubscribe = sessions.onEvent((event) => {
-      const session = sessions.get(event.sessionId);
-      if (!session || !subscribed(session, event.event)) return;
+      const { session } = event;
+      if (!subscribed(session, event.event)) return;
       store.enqueue(
         {
           orgId: event.orgId,

@@ -9,7 +9,6 @@ import { z } from 'zod';
 import type { ApiRegistry } from '../../core/api.ts';
 import { WharfError } from '../../core/errors.ts';
 import type { RouteGroup } from '../../core/api.ts';
-import { canonicalEvent } from '../sessions/events.ts';
 import type { SessionsService } from '../sessions/types.ts';
 import type { WebhookDispatcher } from './dispatcher.ts';
 import type { AttemptRow, DispatchRow, WebhooksStore } from './store.ts';
@@ -37,21 +36,24 @@ function parseTime(value: string): number | null {
   return Number.isNaN(ms) ? null : ms;
 }
 
-const listQuery = z.strictObject({
-  page: z.coerce.number().int().min(1).max(1_000_000).default(1).describe('Page number, from 1.'),
-  per_page: z.coerce.number().int().min(1).max(100).default(20).describe('Records per page (at most 100).'),
-  session_id: z.coerce.number().int().min(1).optional().describe('Only dispatches of this session.'),
-  status: z.enum(['pending', 'delivered', 'abandoned']).optional().describe('Only dispatches in this status.'),
-  event: z
-    .string()
-    .max(64)
-    .refine((v) => canonicalEvent(v) !== undefined, { message: 'unknown event (GET /api/webhook-events lists them)' })
-    .transform((v) => canonicalEvent(v)!)
-    .optional()
-    .describe('Only dispatches of this event (aliases accepted).'),
-  from: time.optional().describe('Only dispatches created at or after this time (ISO 8601 or Unix ms).'),
-  to: time.optional().describe('Only dispatches created before this time (ISO 8601 or Unix ms).'),
-});
+/** The filters of `GET /api/dispatches`; event names as the sessions plugin spells them (aliases accepted). */
+function listQuery(canonicalEvent: SessionsService['canonicalEvent']) {
+  return z.strictObject({
+    page: z.coerce.number().int().min(1).max(1_000_000).default(1).describe('Page number, from 1.'),
+    per_page: z.coerce.number().int().min(1).max(100).default(20).describe('Records per page (at most 100).'),
+    session_id: z.coerce.number().int().min(1).optional().describe('Only dispatches of this session.'),
+    status: z.enum(['pending', 'delivered', 'abandoned']).optional().describe('Only dispatches in this status.'),
+    event: z
+      .string()
+      .max(64)
+      .refine((v) => canonicalEvent(v) !== undefined, { message: 'unknown event (GET /api/webhook-events lists them)' })
+      .transform((v) => canonicalEvent(v)!)
+      .optional()
+      .describe('Only dispatches of this event (aliases accepted).'),
+    from: time.optional().describe('Only dispatches created at or after this time (ISO 8601 or Unix ms).'),
+    to: time.optional().describe('Only dispatches created before this time (ISO 8601 or Unix ms).'),
+  });
+}
 
 const emptyBody = z.strictObject({});
 
@@ -143,7 +145,7 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth: account,
     summary: "Webhook dispatch records of the organization's sessions, newest first: status, attempts, last answer, next attempt (Laravel paginator)",
-    query: listQuery,
+    query: listQuery((name) => sessions.canonicalEvent(name)),
     success: { schema: z.object({ success: z.literal(true), data: paginatedSchema }) },
     handler(ctx, { query, auth }) {
       const { page, per_page: perPage } = query;

@@ -9,18 +9,22 @@
  * - Sends to numbers that are not sandbox sessions are accepted and stay `sent`. Two reserved
  *   country codes simulate failures: `+998...` answers 503 (network briefly unavailable, nothing
  *   sent) and `+999...` is unreachable (the message is logged as failed, and can be resent).
- * - Contacts, groups and media live in SQLite (`sessions_sandbox_*`); media is encrypted as
- *   WhatsApp encrypts it, so received media nodes decrypt like real ones.
+ * - Contacts, groups and media live in SQLite (`sessions_sandbox_*`, see `sandbox-store.ts`);
+ *   media is encrypted as WhatsApp encrypts it, so received media nodes decrypt like real ones.
+ *
+ * Capabilities: no pairing (sessions are connected from creation), and `receive`: the network
+ * can be told to deliver an inbound text (`POST /api/sandbox/receive`).
  */
 import { createHash, randomInt } from 'node:crypto';
 import type { Database } from '../../../core/db.ts';
 import { WharfError } from '../../../core/errors.ts';
 import { randomToken } from '../../../core/tokens.ts';
-import type { SessionRecord } from '../types.ts';
 import { decryptMedia, encryptMedia } from './media-crypto.ts';
+import { type ContactRow, type GroupRow, SandboxStore, type SandboxMessageRow as MessageRow } from './sandbox-store.ts';
 import { digitsOf, lidJid, MEDIA_FIELD, mediaOf, messageNode, newMessageId, normalizePhone, participantJid, phoneJid, recipientOf } from './nodes.ts';
 import type {
   ChatKind,
+  ConnectRequest,
   ConnectResult,
   Contact,
   GroupMetadata,
@@ -28,52 +32,15 @@ import type {
   MessageKey,
   MessageNode,
   NetworkAdapter,
+  NetworkCapabilities,
   NetworkHost,
+  NetworkSession,
   OutgoingMessage,
   ParticipantResult,
   PresenceType,
+  SimulatedInbound,
   StoredMedia,
 } from './types.ts';
-
-interface MessageRow {
-  session_id: number;
-  key_id: string;
-  from_me: number;
-  chat: ChatKind;
-  remote_key: string;
-  message: string;
-  origin_session_id: number | null;
-  read_at: string | null;
-}
-
-interface GroupRow {
-  jid: string;
-  org_id: string;
-  subject: string;
-  description: string | null;
-  owner_jid: string | null;
-  announce: number;
-  restrict_info: number;
-  invite_code: string;
-  created_at: string;
-}
-
-interface ContactRow {
-  jid: string;
-  name: string | null;
-  notify: string | null;
-  blocked: number;
-}
-
-/** What `POST /api/sandbox/receive` asks for. */
-export interface SandboxInbound {
-  /** Sender's phone number, E.164. */
-  from: string;
-  text: string;
-  pushName?: string;
-  chat: 'personal' | 'group' | 'newsletter';
-  groupJid?: string;
-}
 
 const CDN_PATH = /\/sandbox-cdn\/([A-Za-z0-9_-]{10,64})\.enc$/;
 const now = () => new Date().toISOString();
@@ -87,72 +54,27 @@ function stableDigits(seed: string, length: number): string {
 
 export class SandboxNetwork implements NetworkAdapter {
   readonly name = 'sandbox';
+  readonly capabilities: NetworkCapabilities = { pairing: [], receive: true };
   readonly #host: NetworkHost;
   readonly #publicUrl: string;
-  readonly #s;
+  readonly #store: SandboxStore;
 
   constructor(db: Database, host: NetworkHost, options: { publicUrl: string }) {
     this.#host = host;
     this.#publicUrl = options.publicUrl.replace(/\/+$/, '');
-    this.#s = {
-      lidByPn: db.prepare('SELECT lid FROM sessions_sandbox_lids WHERE pn = ?').pluck(),
-      pnByLid: db.prepare('SELECT pn FROM sessions_sandbox_lids WHERE lid = ?').pluck(),
-      insertLid: db.prepare('INSERT OR IGNORE INTO sessions_sandbox_lids (pn, lid) VALUES (?, ?)'),
-      sessionByPhone: db.prepare("SELECT id FROM sessions_sessions WHERE org_id = ? AND phone_number = ? AND type = 'sandbox'").pluck(),
-
-      insertMessage: db.prepare(
-        `INSERT OR REPLACE INTO sessions_sandbox_messages (session_id, key_id, from_me, chat, remote_key, message, origin_session_id, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
-      message: db.prepare('SELECT * FROM sessions_sandbox_messages WHERE session_id = ? AND key_id = ?'),
-      copies: db.prepare('SELECT * FROM sessions_sandbox_messages WHERE key_id = ? AND origin_session_id = ?'),
-      setNode: db.prepare('UPDATE sessions_sandbox_messages SET message = ? WHERE key_id = ? AND (session_id = ? OR origin_session_id = ?)'),
-      deleteMessage: db.prepare('DELETE FROM sessions_sandbox_messages WHERE session_id = ? AND key_id = ?'),
-      markRead: db.prepare('UPDATE sessions_sandbox_messages SET read_at = ? WHERE session_id = ? AND key_id = ? AND read_at IS NULL'),
-
-      contacts: db.prepare('SELECT jid, name, notify, blocked FROM sessions_sandbox_contacts WHERE session_id = ? ORDER BY jid'),
-      contact: db.prepare('SELECT jid, name, notify, blocked FROM sessions_sandbox_contacts WHERE session_id = ? AND jid = ?'),
-      upsertContact: db.prepare(
-        `INSERT INTO sessions_sandbox_contacts (session_id, jid, name, notify, blocked, updated_at) VALUES (@session_id, @jid, @name, @notify, COALESCE(@blocked, 0), @now)
-         ON CONFLICT (session_id, jid) DO UPDATE SET name = COALESCE(@name, name), notify = COALESCE(@notify, notify),
-           blocked = COALESCE(@blocked, blocked), updated_at = @now`,
-      ),
-
-      group: db.prepare('SELECT * FROM sessions_sandbox_groups WHERE jid = ? AND org_id = ?'),
-      groupByCode: db.prepare('SELECT * FROM sessions_sandbox_groups WHERE invite_code = ? AND org_id = ?'),
-      groupsOf: db.prepare(
-        `SELECT g.* FROM sessions_sandbox_groups g JOIN sessions_sandbox_group_members m ON m.group_jid = g.jid
-         WHERE g.org_id = ? AND m.jid = ? ORDER BY g.created_at, g.jid`,
-      ),
-      insertGroup: db.prepare(
-        'INSERT INTO sessions_sandbox_groups (jid, org_id, subject, description, owner_jid, invite_code, created_at) VALUES (?, ?, ?, NULL, ?, ?, ?)',
-      ),
-      updateGroup: db.prepare(
-        `UPDATE sessions_sandbox_groups SET subject = COALESCE(@subject, subject), description = COALESCE(@description, description),
-          announce = COALESCE(@announce, announce), restrict_info = COALESCE(@restrict, restrict_info) WHERE jid = @jid`,
-      ),
-      deleteGroup: db.prepare('DELETE FROM sessions_sandbox_groups WHERE jid = ?'),
-      members: db.prepare('SELECT jid, admin FROM sessions_sandbox_group_members WHERE group_jid = ? ORDER BY rowid'),
-      member: db.prepare('SELECT admin FROM sessions_sandbox_group_members WHERE group_jid = ? AND jid = ?'),
-      addMember: db.prepare('INSERT INTO sessions_sandbox_group_members (group_jid, jid, admin) VALUES (?, ?, ?)'),
-      removeMember: db.prepare('DELETE FROM sessions_sandbox_group_members WHERE group_jid = ? AND jid = ?'),
-      setAdmin: db.prepare('UPDATE sessions_sandbox_group_members SET admin = ? WHERE group_jid = ? AND jid = ?'),
-
-      insertMedia: db.prepare('INSERT INTO sessions_sandbox_media (id, org_id, kind, mimetype, file_name, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
-      media: db.prepare('SELECT mimetype, file_name, bytes FROM sessions_sandbox_media WHERE id = ? AND org_id = ? AND kind = ?'),
-    };
+    this.#store = new SandboxStore(db);
   }
 
   // Identities
 
   /** The LID of a phone number (digits): stable, minted on first sight. */
-  lidOf(digits: string): string {
-    const known = this.#s.lidByPn.get(digits) as string | undefined;
+  #lidOf(digits: string): string {
+    const known = this.#store.lidByPn(digits);
     if (known) return known;
     for (let i = 0; ; i++) {
       const lid = `1${stableDigits(`wharf-sandbox-lid:${digits}:${i}`, 14)}`;
-      if (!this.#s.pnByLid.get(lid)) {
-        this.#s.insertLid.run(digits, lid);
+      if (!this.#store.pnByLid(lid)) {
+        this.#store.insertLid(digits, lid);
         return lid;
       }
     }
@@ -162,32 +84,31 @@ export class SandboxNetwork implements NetworkAdapter {
   #digitsOfJid(value: string): string | null {
     const trimmed = value.trim();
     const lid = /^(\d{6,20})@lid$/.exec(trimmed);
-    if (lid) return (this.#s.pnByLid.get(lid[1]) as string | undefined) ?? null;
+    if (lid) return this.#store.pnByLid(lid[1]!) ?? null;
     const jid = participantJid(trimmed);
     return jid ? digitsOf(jid) : null;
   }
 
-  #sessionByDigits(orgId: string, digits: string): SessionRecord | undefined {
-    const id = this.#s.sessionByPhone.get(orgId, `+${digits}`) as number | undefined;
-    return id === undefined ? undefined : this.#host.session(id);
+  #sessionByDigits(orgId: string, digits: string): NetworkSession | undefined {
+    return this.#host.sessionByPhone(orgId, `+${digits}`);
   }
 
-  #selfJid(session: SessionRecord): string {
+  #selfJid(session: NetworkSession): string {
     return phoneJid(digitsOf(session.phoneNumber));
   }
 
   // Connection
 
-  async connect(session: SessionRecord): Promise<ConnectResult> {
+  async connect(session: NetworkSession, _request: ConnectRequest): Promise<ConnectResult> {
     this.#host.setStatus(session.id, 'connected');
     return { status: 'connected', message: 'Sandbox sessions are always connected' };
   }
 
-  async disconnect(_session: SessionRecord): Promise<ConnectResult> {
+  async disconnect(_session: NetworkSession): Promise<ConnectResult> {
     return { status: 'connected', message: 'Sandbox sessions are always connected; disconnect does nothing' };
   }
 
-  async restart(session: SessionRecord): Promise<ConnectResult> {
+  async restart(session: NetworkSession): Promise<ConnectResult> {
     this.#host.transaction(() => {
       this.#host.setStatus(session.id, 'connecting', 'restart');
       this.#host.setStatus(session.id, 'connected', 'restart');
@@ -195,16 +116,12 @@ export class SandboxNetwork implements NetworkAdapter {
     return { status: 'connected', message: 'Sandbox session restarted' };
   }
 
-  async qrCode(_session: SessionRecord): Promise<string> {
-    throw new WharfError('conflict', 'A sandbox session is always connected and needs no QR code');
-  }
-
-  async user(session: SessionRecord) {
+  async user(session: NetworkSession) {
     const digits = digitsOf(session.phoneNumber);
-    return { id: phoneJid(digits), lid: lidJid(this.lidOf(digits)), name: session.name, phone_number: session.phoneNumber };
+    return { id: phoneJid(digits), lid: lidJid(this.#lidOf(digits)), name: session.name, phone_number: session.phoneNumber };
   }
 
-  async forget(_session: SessionRecord): Promise<void> {
+  async forget(_session: NetworkSession): Promise<void> {
     // Messages and contacts go with the session row (ON DELETE CASCADE); group memberships belong to the number.
   }
 
@@ -212,7 +129,7 @@ export class SandboxNetwork implements NetworkAdapter {
 
   // Messages
 
-  async send(session: SessionRecord, out: OutgoingMessage): Promise<void> {
+  async send(session: NetworkSession, out: OutgoingMessage): Promise<void> {
     const target = recipientOf(out.jid);
     if (!target) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { to: [`to is not a phone number or JID: ${out.jid}`] } });
     const targetDigits = target.chat === 'personal' ? this.#digitsOfJid(out.jid) : null;
@@ -221,7 +138,7 @@ export class SandboxNetwork implements NetworkAdapter {
     }
     // A group the sandbox knows takes messages from its members only (from admins only when announce is on);
     // a group it does not know is a virtual one (as POST /api/sandbox/receive makes), which takes anything.
-    if (target.chat === 'group' && this.#s.group.get(target.jid, session.orgId)) {
+    if (target.chat === 'group' && this.#store.group(target.jid, session.orgId)) {
       const { group, admin } = this.#memberGroup(session, target.jid);
       if (group.announce === 1 && !admin) {
         throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { to: ['only admins can send to this group (announce is on)'] } });
@@ -236,13 +153,13 @@ export class SandboxNetwork implements NetworkAdapter {
       const node = messageNode(out.content, { mentions: out.mentions, quoted: out.quoted, media });
       const ts = seconds();
       const key: MessageKey = { id: out.id, remoteJid: target.jid, fromMe: true };
-      this.#s.insertMessage.run(session.id, out.id, 1, target.chat, JSON.stringify(key), JSON.stringify(node), null, now());
+      this.#store.insertMessage({ session_id: session.id, key_id: out.id, from_me: 1, chat: target.chat, remote_key: JSON.stringify(key), message: JSON.stringify(node), origin_session_id: null }, now());
       this.#host.sent(session.id, out.msgId, key, node, ts);
       if (target.chat === 'personal' && targetDigits) {
         const recipient = this.#sessionByDigits(session.orgId, targetDigits);
         if (recipient && recipient.id !== session.id) this.#deliver(session, recipient, key, node, ts, 'personal');
       } else if (target.chat === 'group') {
-        const group = this.#s.group.get(target.jid, session.orgId) as GroupRow | undefined;
+        const group = this.#store.group(target.jid, session.orgId);
         if (group) {
           for (const member of this.#memberSessions(group, session.id)) this.#deliver(session, member, key, node, ts, 'group');
         }
@@ -258,11 +175,11 @@ export class SandboxNetwork implements NetworkAdapter {
     } catch {
       return undefined;
     }
-    const upload = this.#s.media.get(segment, orgId, 'upload') as { mimetype: string; file_name: string | null; bytes: Buffer } | undefined;
+    const upload = this.#store.media(segment, orgId, 'upload');
     if (!upload) return undefined;
     const enc = encryptMedia(upload.bytes, type);
     const cdnId = randomToken(18);
-    this.#s.insertMedia.run(cdnId, orgId, 'cdn', upload.mimetype, upload.file_name, enc.file, now());
+    this.#store.insertMedia({ id: cdnId, orgId, kind: 'cdn', mimetype: upload.mimetype, fileName: upload.file_name, bytes: enc.file }, now());
     const directPath = `/sandbox-cdn/${cdnId}.enc`;
     return {
       url: `${this.#publicUrl}${directPath}`,
@@ -277,9 +194,9 @@ export class SandboxNetwork implements NetworkAdapter {
     };
   }
 
-  #memberSessions(group: GroupRow, exceptId: number): SessionRecord[] {
-    const out: SessionRecord[] = [];
-    for (const m of this.#s.members.all(group.jid) as { jid: string }[]) {
+  #memberSessions(group: GroupRow, exceptId: number): NetworkSession[] {
+    const out: NetworkSession[] = [];
+    for (const m of this.#store.members(group.jid)) {
       const s = this.#sessionByDigits(group.org_id, digitsOf(m.jid));
       if (s && s.id !== exceptId) out.push(s);
     }
@@ -288,41 +205,41 @@ export class SandboxNetwork implements NetworkAdapter {
 
   /** The key of a message from `senderDigits` as a recipient sees it. */
   #inboundKey(id: string, senderDigits: string, chat: ChatKind, chatJid: string | null): MessageKey {
-    const lid = lidJid(this.lidOf(senderDigits));
+    const lid = lidJid(this.#lidOf(senderDigits));
     const pn = phoneJid(senderDigits);
     if (chat === 'group') return { id, remoteJid: chatJid!, fromMe: false, participant: lid, participantAlt: pn, participantLid: lid, participantPn: pn };
     if (chat === 'newsletter') return { id, remoteJid: chatJid!, fromMe: false };
     return { id, remoteJid: lid, remoteJidAlt: pn, fromMe: false, senderLid: lid, senderPn: pn, cleanSenderPn: senderDigits };
   }
 
-  #deliver(sender: SessionRecord, recipient: SessionRecord, senderKey: MessageKey, node: MessageNode, ts: number, chat: 'personal' | 'group'): void {
+  #deliver(sender: NetworkSession, recipient: NetworkSession, senderKey: MessageKey, node: MessageNode, ts: number, chat: 'personal' | 'group'): void {
     const senderDigits = digitsOf(sender.phoneNumber);
-    const blocked = this.#s.contact.get(recipient.id, phoneJid(senderDigits)) as ContactRow | undefined;
+    const blocked = this.#store.contact(recipient.id, phoneJid(senderDigits));
     if (blocked?.blocked) return;
     const key = this.#inboundKey(senderKey.id, senderDigits, chat, chat === 'group' ? senderKey.remoteJid : null);
-    this.#s.insertMessage.run(recipient.id, key.id, 0, chat, JSON.stringify(key), JSON.stringify(node), sender.id, now());
+    this.#store.insertMessage({ session_id: recipient.id, key_id: key.id, from_me: 0, chat, remote_key: JSON.stringify(key), message: JSON.stringify(node), origin_session_id: sender.id }, now());
     this.#sawContact(recipient, senderDigits, sender.name);
     const accepted = this.#host.inbound(recipient.id, { key, message: node, pushName: sender.name, messageTimestamp: ts, chat });
     const recipientJid = this.#selfJid(recipient);
     this.#host.receipt(sender.id, senderKey, 'delivered', recipientJid);
     if (accepted && recipient.readIncomingMessages) {
-      this.#s.markRead.run(now(), recipient.id, key.id);
+      this.#store.markRead(recipient.id, key.id, now());
       this.#host.receipt(sender.id, senderKey, 'read', recipientJid);
     }
   }
 
   /** Adds a sender to a recipient's contacts on first sight (contacts.upsert), or refreshes its push name (contacts.update). */
-  #sawContact(session: SessionRecord, digits: string, notify: string | null): void {
+  #sawContact(session: NetworkSession, digits: string, notify: string | null): void {
     const jid = phoneJid(digits);
-    const existing = this.#s.contact.get(session.id, jid) as ContactRow | undefined;
+    const existing = this.#store.contact(session.id, jid);
     if (existing && (existing.notify === notify || notify === null)) return;
-    this.#s.upsertContact.run({ session_id: session.id, jid, name: null, notify, blocked: null, now: now() });
-    const entry = { id: jid, lid: lidJid(this.lidOf(digits)), phoneNumber: jid, notify };
+    this.#store.upsertContact(session.id, jid, { notify }, now());
+    const entry = { id: jid, lid: lidJid(this.#lidOf(digits)), phoneNumber: jid, notify };
     this.#host.emit(session.id, existing ? 'contacts.update' : 'contacts.upsert', [entry]);
   }
 
   /** `POST /api/sandbox/receive`: an inbound text from a number outside the sandbox. Returns the key the session sees. */
-  receive(session: SessionRecord, input: SandboxInbound): MessageKey {
+  receive(session: NetworkSession, input: SimulatedInbound): MessageKey {
     const phone = normalizePhone(input.from);
     if (!phone) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { from: ['from must be a phone number in E.164 format'] } });
     const digits = digitsOf(phone);
@@ -337,32 +254,32 @@ export class SandboxNetwork implements NetworkAdapter {
     const node: MessageNode = { conversation: input.text };
     const pushName = input.pushName ?? (input.chat === 'newsletter' ? null : phone);
     this.#host.transaction(() => {
-      this.#s.insertMessage.run(session.id, id, 0, input.chat, JSON.stringify(key), JSON.stringify(node), null, now());
+      this.#store.insertMessage({ session_id: session.id, key_id: id, from_me: 0, chat: input.chat, remote_key: JSON.stringify(key), message: JSON.stringify(node), origin_session_id: null }, now());
       if (input.chat !== 'newsletter') this.#sawContact(session, digits, pushName);
       const accepted = this.#host.inbound(session.id, { key, message: node, pushName, messageTimestamp: seconds(), chat: input.chat });
-      if (accepted && session.readIncomingMessages) this.#s.markRead.run(now(), session.id, id);
+      if (accepted && session.readIncomingMessages) this.#store.markRead(session.id, id, now());
     });
     return key;
   }
 
-  #row(session: SessionRecord, id: string): MessageRow {
-    const row = this.#s.message.get(session.id, id) as MessageRow | undefined;
+  #row(session: NetworkSession, id: string): MessageRow {
+    const row = this.#store.message(session.id, id);
     if (!row) throw new WharfError('not_found', 'Message not found');
     return row;
   }
 
-  async findMessage(session: SessionRecord, id: string) {
-    const row = this.#s.message.get(session.id, id) as MessageRow | undefined;
+  async findMessage(session: NetworkSession, id: string) {
+    const row = this.#store.message(session.id, id);
     return row ? { key: JSON.parse(row.remote_key) as MessageKey, message: JSON.parse(row.message) as MessageNode } : null;
   }
 
-  async readMessages(session: SessionRecord, keys: MessageKey[]): Promise<void> {
+  async readMessages(session: NetworkSession, keys: MessageKey[]): Promise<void> {
     this.#host.transaction(() => {
       for (const key of keys) {
         const row = this.#row(session, key.id);
         if (row.from_me) continue;
-        if (this.#s.markRead.run(now(), session.id, key.id).changes === 0) continue;
-        const origin = row.origin_session_id === null ? undefined : (this.#s.message.get(row.origin_session_id, key.id) as MessageRow | undefined);
+        if (!this.#store.markRead(session.id, key.id, now())) continue;
+        const origin = row.origin_session_id === null ? undefined : this.#store.message(row.origin_session_id, key.id);
         if (origin) this.#host.receipt(origin.session_id, JSON.parse(origin.remote_key) as MessageKey, 'read', this.#selfJid(session));
       }
     });
@@ -372,11 +289,11 @@ export class SandboxNetwork implements NetworkAdapter {
   #copies(row: MessageRow): MessageRow[] {
     const originId = row.from_me ? row.session_id : row.origin_session_id;
     if (originId === null) return [row];
-    const origin = this.#s.message.get(originId, row.key_id) as MessageRow | undefined;
-    return [...(origin ? [origin] : []), ...(this.#s.copies.all(row.key_id, originId) as MessageRow[])];
+    const origin = this.#store.message(originId, row.key_id);
+    return [...(origin ? [origin] : []), ...this.#store.copies(row.key_id, originId)];
   }
 
-  async react(session: SessionRecord, key: MessageKey, emoji: string): Promise<MessageKey> {
+  async react(session: NetworkSession, key: MessageKey, emoji: string): Promise<MessageKey> {
     const row = this.#row(session, key.id);
     const reactionKey: MessageKey = { id: newMessageId(), remoteJid: (JSON.parse(row.remote_key) as MessageKey).remoteJid, fromMe: true };
     const digits = digitsOf(session.phoneNumber);
@@ -392,7 +309,7 @@ export class SandboxNetwork implements NetworkAdapter {
     return reactionKey;
   }
 
-  async editMessage(session: SessionRecord, key: MessageKey, text: string): Promise<MessageNode> {
+  async editMessage(session: NetworkSession, key: MessageKey, text: string): Promise<MessageNode> {
     const row = this.#row(session, key.id);
     if (!row.from_me) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { msgId: ['only messages this session sent can be edited'] } });
     const old = JSON.parse(row.message) as MessageNode;
@@ -402,7 +319,7 @@ export class SandboxNetwork implements NetworkAdapter {
     }
     const node: MessageNode = ext ? { extendedTextMessage: { ...ext, text } } : { conversation: text };
     this.#host.transaction(() => {
-      this.#s.setNode.run(JSON.stringify(node), key.id, session.id, session.id);
+      this.#store.setNode(key.id, session.id, JSON.stringify(node));
       for (const copy of this.#copies(row)) {
         this.#host.emit(copy.session_id, 'messages.update', [
           { key: JSON.parse(copy.remote_key), update: { message: { editedMessage: { message: node } } } },
@@ -412,27 +329,27 @@ export class SandboxNetwork implements NetworkAdapter {
     return node;
   }
 
-  async deleteMessage(session: SessionRecord, key: MessageKey): Promise<void> {
+  async deleteMessage(session: NetworkSession, key: MessageKey): Promise<void> {
     const row = this.#row(session, key.id);
     this.#host.transaction(() => {
       // Own messages are deleted for everyone; received ones only for this session.
       const copies = row.from_me ? this.#copies(row) : [row];
       for (const copy of copies) {
-        this.#s.deleteMessage.run(copy.session_id, copy.key_id);
+        this.#store.deleteMessage(copy.session_id, copy.key_id);
         this.#host.emit(copy.session_id, 'messages.delete', { keys: [JSON.parse(copy.remote_key)] });
       }
     });
   }
 
-  async sendPresence(_session: SessionRecord, jid: string, _type: PresenceType, _delayMs?: number): Promise<void> {
+  async sendPresence(_session: NetworkSession, jid: string, _type: PresenceType, _delayMs?: number): Promise<void> {
     if (!recipientOf(jid)) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { jid: ['jid is not a phone number or JID'] } });
   }
 
   // Contacts and lookups
 
-  #contact(session: SessionRecord, row: ContactRow): Contact {
+  #contact(row: ContactRow): Contact {
     const digits = digitsOf(row.jid);
-    return { id: row.jid, lid: lidJid(this.lidOf(digits)), name: row.name, notify: row.notify, imgUrl: null, status: null, blocked: row.blocked === 1 };
+    return { id: row.jid, lid: lidJid(this.#lidOf(digits)), name: row.name, notify: row.notify, imgUrl: null, status: null, blocked: row.blocked === 1 };
   }
 
   #contactJid(value: string): string {
@@ -441,59 +358,59 @@ export class SandboxNetwork implements NetworkAdapter {
     return phoneJid(digits);
   }
 
-  async contacts(session: SessionRecord): Promise<Contact[]> {
-    return (this.#s.contacts.all(session.id) as ContactRow[]).map((r) => this.#contact(session, r));
+  async contacts(session: NetworkSession): Promise<Contact[]> {
+    return this.#store.contacts(session.id).map((r) => this.#contact(r));
   }
 
-  async contact(session: SessionRecord, jid: string): Promise<Contact | null> {
-    const row = this.#s.contact.get(session.id, this.#contactJid(jid)) as ContactRow | undefined;
-    return row ? this.#contact(session, row) : null;
+  async contact(session: NetworkSession, jid: string): Promise<Contact | null> {
+    const row = this.#store.contact(session.id, this.#contactJid(jid));
+    return row ? this.#contact(row) : null;
   }
 
-  async upsertContact(session: SessionRecord, input: { jid: string; fullName: string }): Promise<Contact> {
+  async upsertContact(session: NetworkSession, input: { jid: string; fullName: string }): Promise<Contact> {
     const jid = this.#contactJid(input.jid);
     return this.#host.transaction(() => {
-      const existed = this.#s.contact.get(session.id, jid) !== undefined;
-      this.#s.upsertContact.run({ session_id: session.id, jid, name: input.fullName, notify: null, blocked: null, now: now() });
-      const contact = this.#contact(session, this.#s.contact.get(session.id, jid) as ContactRow);
+      const existed = this.#store.contact(session.id, jid) !== undefined;
+      this.#store.upsertContact(session.id, jid, { name: input.fullName }, now());
+      const contact = this.#contact(this.#store.contact(session.id, jid)!);
       this.#host.emit(session.id, existed ? 'contacts.update' : 'contacts.upsert', [{ id: jid, lid: contact.lid, phoneNumber: jid, name: input.fullName }]);
       return contact;
     });
   }
 
-  async setBlocked(session: SessionRecord, jid: string, blocked: boolean): Promise<void> {
+  async setBlocked(session: NetworkSession, jid: string, blocked: boolean): Promise<void> {
     const contactJid = this.#contactJid(jid);
-    this.#s.upsertContact.run({ session_id: session.id, jid: contactJid, name: null, notify: null, blocked: blocked ? 1 : 0, now: now() });
+    this.#store.upsertContact(session.id, contactJid, { blocked }, now());
   }
 
-  async profilePicture(_session: SessionRecord, jid: string): Promise<string | null> {
+  async profilePicture(_session: NetworkSession, jid: string): Promise<string | null> {
     this.#contactJid(jid);
     return null;
   }
 
-  async onWhatsApp(_session: SessionRecord, phone: string) {
+  async onWhatsApp(_session: NetworkSession, phone: string) {
     const normalized = normalizePhone(phone);
     if (!normalized) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { phone: ['phone must be in E.164 format'] } });
     const digits = digitsOf(normalized);
     // Every well-formed number exists on the sandbox network; only sandbox sessions answer.
-    return { exists: true, jid: phoneJid(digits), lid: lidJid(this.lidOf(digits)) };
+    return { exists: true, jid: phoneJid(digits), lid: lidJid(this.#lidOf(digits)) };
   }
 
-  async lidFromPn(_session: SessionRecord, pn: string): Promise<string | null> {
+  async lidFromPn(_session: NetworkSession, pn: string): Promise<string | null> {
     const digits = this.#digitsOfJid(pn);
-    return digits ? lidJid(this.lidOf(digits)) : null;
+    return digits ? lidJid(this.#lidOf(digits)) : null;
   }
 
-  async pnFromLid(_session: SessionRecord, lid: string): Promise<string | null> {
+  async pnFromLid(_session: NetworkSession, lid: string): Promise<string | null> {
     const match = /^(\d{6,20})(?:@lid)?$/.exec(lid.trim());
-    const pn = match ? (this.#s.pnByLid.get(match[1]) as string | undefined) : undefined;
+    const pn = match ? this.#store.pnByLid(match[1]!) : undefined;
     return pn ? phoneJid(pn) : null;
   }
 
   // Groups
 
   #metadata(group: GroupRow): GroupMetadata {
-    const members = this.#s.members.all(group.jid) as { jid: string; admin: 'admin' | 'superadmin' | null }[];
+    const members = this.#store.members(group.jid);
     return {
       id: group.jid,
       subject: group.subject,
@@ -503,21 +420,21 @@ export class SandboxNetwork implements NetworkAdapter {
       announce: group.announce === 1,
       restrict: group.restrict_info === 1,
       size: members.length,
-      participants: members.map((m) => ({ id: m.jid, lid: lidJid(this.lidOf(digitsOf(m.jid))), admin: m.admin })),
+      participants: members.map((m) => ({ id: m.jid, lid: lidJid(this.#lidOf(digitsOf(m.jid))), admin: m.admin })),
     };
   }
 
   /** The group, when this session is a member of it; 404 otherwise (existing or not). */
-  #memberGroup(session: SessionRecord, jid: string): { group: GroupRow; admin: boolean } {
-    const group = this.#s.group.get(jid, session.orgId) as GroupRow | undefined;
-    const member = group && (this.#s.member.get(group.jid, this.#selfJid(session)) as { admin: string | null } | undefined);
+  #memberGroup(session: NetworkSession, jid: string): { group: GroupRow; admin: boolean } {
+    const group = this.#store.group(jid, session.orgId);
+    const member = group && this.#store.member(group.jid, this.#selfJid(session));
     if (!group || !member) throw new WharfError('not_found', 'Group not found');
     return { group, admin: member.admin !== null };
   }
 
   /** Emits an event to every sandbox session that is a member of the group (and to `also`). */
-  #toMembers(group: GroupRow, event: 'groups.upsert' | 'groups.update' | 'group-participants.update', data: unknown, also: SessionRecord[] = []): void {
-    const targets = new Map<number, SessionRecord>();
+  #toMembers(group: GroupRow, event: 'groups.upsert' | 'groups.update' | 'group-participants.update', data: unknown, also: NetworkSession[] = []): void {
+    const targets = new Map<number, NetworkSession>();
     for (const s of [...this.#memberSessions(group, -1), ...also]) targets.set(s.id, s);
     for (const s of targets.values()) this.#host.emit(s.id, event, data);
   }
@@ -529,58 +446,58 @@ export class SandboxNetwork implements NetworkAdapter {
     return [...new Set(jids as string[])];
   }
 
-  async groups(session: SessionRecord): Promise<GroupMetadata[]> {
-    return (this.#s.groupsOf.all(session.orgId, this.#selfJid(session)) as GroupRow[]).map((g) => this.#metadata(g));
+  async groups(session: NetworkSession): Promise<GroupMetadata[]> {
+    return this.#store.groupsOf(session.orgId, this.#selfJid(session)).map((g) => this.#metadata(g));
   }
 
-  async createGroup(session: SessionRecord, subject: string, participants: string[]): Promise<GroupMetadata> {
+  async createGroup(session: NetworkSession, subject: string, participants: string[]): Promise<GroupMetadata> {
     const members = this.#participants(participants);
     return this.#host.transaction(() => {
       let jid: string;
       do jid = `120363${String(randomInt(0, 1e12)).padStart(12, '0')}@g.us`;
-      while (this.#s.group.get(jid, session.orgId));
+      while (this.#store.group(jid, session.orgId));
       const self = this.#selfJid(session);
-      this.#s.insertGroup.run(jid, session.orgId, subject, self, randomToken(16), now());
-      this.#s.addMember.run(jid, self, 'superadmin');
-      for (const m of members) if (m !== self) this.#s.addMember.run(jid, m, null);
-      const group = this.#s.group.get(jid, session.orgId) as GroupRow;
+      this.#store.insertGroup({ jid, orgId: session.orgId, subject, ownerJid: self, inviteCode: randomToken(16) }, now());
+      this.#store.addMember(jid, self, 'superadmin');
+      for (const m of members) if (m !== self) this.#store.addMember(jid, m, null);
+      const group = this.#store.group(jid, session.orgId)!;
       const metadata = this.#metadata(group);
       this.#toMembers(group, 'groups.upsert', [metadata]);
       return metadata;
     });
   }
 
-  async groupMetadata(session: SessionRecord, jid: string): Promise<GroupMetadata> {
+  async groupMetadata(session: NetworkSession, jid: string): Promise<GroupMetadata> {
     return this.#metadata(this.#memberGroup(session, jid).group);
   }
 
-  async updateParticipants(session: SessionRecord, jid: string, action: 'add' | 'remove' | 'promote' | 'demote', participants: string[]): Promise<ParticipantResult[]> {
+  async updateParticipants(session: NetworkSession, jid: string, action: 'add' | 'remove' | 'promote' | 'demote', participants: string[]): Promise<ParticipantResult[]> {
     const { group, admin } = this.#memberGroup(session, jid);
     const list = this.#participants(participants);
     if (!admin) return list.map((id) => ({ id, status: 403, message: 'not-authorized' }));
     return this.#host.transaction(() => {
       const results: ParticipantResult[] = [];
       const changed: string[] = [];
-      const removed: SessionRecord[] = [];
+      const removed: NetworkSession[] = [];
       for (const id of list) {
-        const member = this.#s.member.get(group.jid, id) as { admin: string | null } | undefined;
+        const member = this.#store.member(group.jid, id);
         if (action === 'add') {
           if (member) results.push({ id, status: 409, message: 'already a participant' });
           else {
-            this.#s.addMember.run(group.jid, id, null);
+            this.#store.addMember(group.jid, id, null);
             results.push({ id, status: 200, message: 'added' });
             changed.push(id);
           }
         } else if (!member) {
           results.push({ id, status: 404, message: 'not a participant' });
         } else if (action === 'remove') {
-          this.#s.removeMember.run(group.jid, id);
+          this.#store.removeMember(group.jid, id);
           const s = this.#sessionByDigits(session.orgId, digitsOf(id));
           if (s) removed.push(s);
           results.push({ id, status: 200, message: 'removed' });
           changed.push(id);
         } else {
-          this.#s.setAdmin.run(action === 'promote' ? 'admin' : null, group.jid, id);
+          this.#store.setAdmin(group.jid, id, action === 'promote' ? 'admin' : null);
           results.push({ id, status: 200, message: action === 'promote' ? 'promoted' : 'demoted' });
           changed.push(id);
         }
@@ -590,84 +507,78 @@ export class SandboxNetwork implements NetworkAdapter {
     });
   }
 
-  async updateGroupSettings(session: SessionRecord, jid: string, settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean }): Promise<GroupMetadata> {
+  async updateGroupSettings(session: NetworkSession, jid: string, settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean }): Promise<GroupMetadata> {
     const { group, admin } = this.#memberGroup(session, jid);
     if (!admin && (group.restrict_info === 1 || settings.announce !== undefined || settings.restrict !== undefined)) {
       throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { settings: ['only group admins can change these settings'] } });
     }
     return this.#host.transaction(() => {
-      this.#s.updateGroup.run({
-        jid: group.jid,
-        subject: settings.subject ?? null,
-        description: settings.description ?? null,
-        announce: settings.announce === undefined ? null : settings.announce ? 1 : 0,
-        restrict: settings.restrict === undefined ? null : settings.restrict ? 1 : 0,
-      });
-      const updated = this.#s.group.get(group.jid, session.orgId) as GroupRow;
+      this.#store.updateGroup(group.jid, settings);
+      const updated = this.#store.group(group.jid, session.orgId)!;
       this.#toMembers(updated, 'groups.update', [{ id: group.jid, ...settings }]);
       return this.#metadata(updated);
     });
   }
 
-  async leaveGroup(session: SessionRecord, jid: string): Promise<void> {
+  async leaveGroup(session: NetworkSession, jid: string): Promise<void> {
     const { group } = this.#memberGroup(session, jid);
     this.#host.transaction(() => {
       const self = this.#selfJid(session);
-      this.#s.removeMember.run(group.jid, self);
+      this.#store.removeMember(group.jid, self);
       this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: [self], action: 'remove' }, [session]);
-      if ((this.#s.members.all(group.jid) as unknown[]).length === 0) this.#s.deleteGroup.run(group.jid);
+      if (this.#store.members(group.jid).length === 0) this.#store.deleteGroup(group.jid);
     });
   }
 
-  async groupInviteCode(session: SessionRecord, jid: string): Promise<string> {
+  async groupInviteCode(session: NetworkSession, jid: string): Promise<string> {
     const { group, admin } = this.#memberGroup(session, jid);
     if (!admin) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { groupJid: ['only group admins can read the invite link'] } });
     return group.invite_code;
   }
 
-  async groupInviteInfo(session: SessionRecord, code: string): Promise<GroupMetadata> {
-    const group = this.#s.groupByCode.get(code, session.orgId) as GroupRow | undefined;
+  async groupInviteInfo(session: NetworkSession, code: string): Promise<GroupMetadata> {
+    const group = this.#store.groupByCode(code, session.orgId);
     if (!group) throw new WharfError('not_found', 'Invite not found');
     return this.#metadata(group);
   }
 
-  async acceptGroupInvite(session: SessionRecord, code: string): Promise<string> {
-    const group = this.#s.groupByCode.get(code, session.orgId) as GroupRow | undefined;
+  async acceptGroupInvite(session: NetworkSession, code: string): Promise<string> {
+    const group = this.#store.groupByCode(code, session.orgId);
     if (!group) throw new WharfError('not_found', 'Invite not found');
     const self = this.#selfJid(session);
     this.#host.transaction(() => {
-      if (this.#s.member.get(group.jid, self)) return;
-      this.#s.addMember.run(group.jid, self, null);
+      if (this.#store.member(group.jid, self)) return;
+      this.#store.addMember(group.jid, self, null);
       this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: [self], action: 'add' });
     });
     return group.jid;
   }
 
-  async groupPicture(session: SessionRecord, jid: string): Promise<string | null> {
+  async groupPicture(session: NetworkSession, jid: string): Promise<string | null> {
     this.#memberGroup(session, jid);
     return null;
   }
 
   // Media
 
-  async uploadMedia(session: SessionRecord, media: { bytes: Buffer; mimetype: string; fileName?: string }): Promise<{ id: string }> {
+  async uploadMedia(session: NetworkSession, media: { bytes: Buffer; mimetype: string; fileName?: string }): Promise<{ id: string }> {
     const id = randomToken(18);
-    this.#s.insertMedia.run(id, session.orgId, 'upload', media.mimetype, media.fileName ?? null, media.bytes, now());
+    this.#store.insertMedia({ id, orgId: session.orgId, kind: 'upload', mimetype: media.mimetype, fileName: media.fileName ?? null, bytes: media.bytes }, now());
     return { id };
   }
 
-  async uploadedMedia(session: SessionRecord, id: string): Promise<StoredMedia | null> {
-    const row = this.#s.media.get(id, session.orgId, 'upload') as { mimetype: string; file_name: string | null; bytes: Buffer } | undefined;
+  async uploadedMedia(session: NetworkSession, id: string): Promise<StoredMedia | null> {
+    const row = this.#store.media(id, session.orgId, 'upload');
     return row ? { bytes: row.bytes, mimetype: row.mimetype, fileName: row.file_name } : null;
   }
 
-  async decryptMedia(session: SessionRecord, message: MessageNode): Promise<StoredMedia> {
+  async decryptMedia(session: NetworkSession, message: MessageNode): Promise<StoredMedia> {
     const found = mediaOf(message);
     if (!found) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { message: ['the message has no image, video, audio, document or sticker'] } });
     const { type, media } = found;
     const where = String(media.directPath ?? media.url ?? '');
     const cdnId = CDN_PATH.exec(where.split('?')[0] ?? '')?.[1];
-    const row = cdnId ? (this.#s.media.get(cdnId, session.orgId, 'cdn') as { mimetype: string; file_name: string | null; bytes: Buffer } | undefined) : undefined;
+    const row = cdnId ? this.#store.media(cdnId, session.orgId, 'cdn') : undefined;
     if (!row) throw new WharfError('not_found', 'Media not found on the sandbox network (only media sent as an uploaded file carries bytes)');
     const key = typeof media.mediaKey === 'string' ? Buffer.from(media.mediaKey, 'base64') : Buffer.alloc(0);
     const plain = decryptMedia(row.bytes, key, type);

@@ -1,16 +1,56 @@
 /**
  * The network adapter contract: one interface for every messaging network a session can live
- * on. The sandbox network (`sandbox.ts`) implements it in-process; the WhatsApp adapter (a
- * later issue) will implement it over the real network. Adapters report what happens on the
- * network through the {@link NetworkHost} they are built with, which records the message log,
- * the session log and the events (under the 22 names of `../events.ts`).
+ * on. The sandbox network (`sandbox.ts`) implements it in-process; the WhatsApp adapter (issue 13,
+ * over Baileys) implements it over the real network. This file imports nothing from the rest of
+ * the plugin: it is the whole seam an adapter author needs.
+ *
+ * Two directions:
+ * - the gateway calls the adapter ({@link NetworkAdapter}): connect and pair, send every kind of
+ *   content, edit / delete / read / react, contacts, groups, lookups, media;
+ * - the adapter reports what happens on the network through the {@link NetworkHost} it is built
+ *   with: status changes (`setStatus`, including every reconnect: `connecting` then `connected`,
+ *   or `logged_out` with the reason), pairing codes (`qrUpdated`), acks of outgoing messages
+ *   (`sent` when the network accepted one, `receipt` for delivered / read / played, `failed` when it
+ *   refused one for good), inbound messages (`inbound`, which applies the session's filters), and
+ *   any other of the 22 events (`emit`). The host records the message log, the session log and
+ *   the events, in one transaction with the subscribers' writes (the webhooks outbox).
+ *
+ * What differs between networks is declared, not tested by class: {@link NetworkCapabilities}
+ * says how sessions pair and whether the network can be told to deliver an inbound text; the
+ * routes read it.
+ *
+ * An adapter keeps its own state (its message store, which also answers a live network's retry
+ * requests through `findMessage`; contacts, groups, media) in its own tables, prefixed
+ * `sessions_<network>_`; the session rows it reaches only through the host.
  *
  * Errors: adapters throw `WharfError` with `not_connected` (409), `unavailable` (503, the
- * network is briefly unreachable, safe to retry), `not_found` (404) or `validation_failed`
- * (422, with field messages); anything else is an internal error.
+ * network is briefly unreachable, safe to retry), `not_found` (404), `conflict` (409) or
+ * `validation_failed` (422, with field messages); anything else is an internal error.
  */
 import type { EventName } from '../events.ts';
-import type { SessionRecord, SessionStatus } from '../types.ts';
+
+/** WasenderAPI's status values: the connection state an adapter reports through {@link NetworkHost.setStatus}. */
+export type SessionStatus = 'connecting' | 'connected' | 'disconnected' | 'need_scan' | 'logged_out' | 'expired';
+
+/**
+ * A session as an adapter sees it: who it is on the network and the settings a network honours
+ * itself. Webhook settings and secrets stay with the gateway.
+ */
+export interface NetworkSession {
+  id: number;
+  orgId: string;
+  /** Display name; the push name recipients see. */
+  name: string;
+  /** The account's number, E.164 with a leading `+`. */
+  phoneNumber: string;
+  status: SessionStatus;
+  /** Mark incoming messages read as they arrive (the adapter does it, and sends the read receipt). */
+  readIncomingMessages: boolean;
+  /** Reject incoming calls. */
+  autoRejectCalls: boolean;
+  /** Keep the account shown online. */
+  alwaysOnline: boolean;
+}
 
 /** The handle of a message, as the network gives it. */
 export interface MessageKey {
@@ -67,11 +107,54 @@ export interface InboundMessage {
 
 export type ReceiptStatus = 'delivered' | 'read' | 'played';
 
+/** How a session pairs with its account on the network. */
+export type PairingMethod = 'qr' | 'phone_code';
+
+/** What a `connect` asks for. */
+export interface ConnectRequest {
+  /**
+   * Pair by a code typed on the phone instead of a QR code: the account's number, E.164 (only
+   * when the adapter's pairing includes `phone_code`).
+   */
+  phoneNumber?: string;
+}
+
 export interface ConnectResult {
   status: SessionStatus;
   /** The pairing QR code (raw string), while status is `need_scan`. */
   qrCode?: string;
+  /** The 8-character code to type on the phone, when pairing by phone code. */
+  pairingCode?: string;
   message?: string;
+}
+
+/**
+ * What a network can do beyond the common operations, declared by its adapter; the routes and
+ * the sessions service read these instead of testing for a concrete adapter class.
+ */
+export interface NetworkCapabilities {
+  /**
+   * How sessions pair with an account. Empty: a session is connected from its creation and needs
+   * no pairing (the sandbox), so `GET .../qrcode` answers 409. With `qr` the adapter implements
+   * {@link NetworkAdapter.qrCode}; with `phone_code` it honours {@link ConnectRequest.phoneNumber}.
+   */
+  readonly pairing: readonly PairingMethod[];
+  /**
+   * The network can be told to deliver an inbound text to a session (`POST /api/sandbox/receive`):
+   * the adapter implements {@link NetworkAdapter.receive}. Only a simulated network can.
+   */
+  readonly receive: boolean;
+}
+
+/** An inbound text the network is told to deliver (`POST /api/sandbox/receive`). */
+export interface SimulatedInbound {
+  /** Sender's phone number, E.164. */
+  from: string;
+  text: string;
+  pushName?: string;
+  chat: 'personal' | 'group' | 'newsletter';
+  /** With chat `group`: the group (default: one derived from the sender). */
+  groupJid?: string;
 }
 
 export interface Contact {
@@ -121,22 +204,29 @@ export interface StoredMedia {
 
 export type PresenceType = 'composing' | 'recording' | 'available' | 'unavailable' | 'paused';
 
-/** What an adapter may ask of the gateway. All calls are synchronous and join the current transaction. */
+/**
+ * What an adapter may ask of the gateway: one host per network, so its lookups see that
+ * network's sessions only. All calls are synchronous and join the current transaction; inside
+ * one transaction a session row is read once, whatever the number of calls.
+ */
 export interface NetworkHost {
   /** Runs `fn` in one transaction; events emitted inside are announced after the commit. */
   transaction<T>(fn: () => T): T;
-  session(id: number): SessionRecord | undefined;
+  /** A session of this network, as it is now. */
+  session(id: number): NetworkSession | undefined;
+  /** The session of this network that owns a number in an organization (`+<digits>`), if any. */
+  sessionByPhone(orgId: string, phoneNumber: string): NetworkSession | undefined;
   /** Records an event of a session (use the dedicated methods below where one fits). */
   emit(sessionId: number, event: EventName, data: unknown): void;
-  /** The connection state changed: stores it, writes the session log, emits session.status. */
+  /** The connection state changed: stores it, writes the session log, emits session.status (with the reason, if any). */
   setStatus(sessionId: number, status: SessionStatus, reason?: string): void;
-  /** A pairing QR code was issued: emits qrcode.updated. */
+  /** A pairing QR code was issued (or rotated): emits qrcode.updated. */
   qrUpdated(sessionId: number, qr: string): void;
   /** The network accepted an outgoing message: the log row becomes `sent`; emits messages.upsert and message.sent. */
   sent(sessionId: number, msgId: number, key: MessageKey, message: MessageNode, timestamp: number): void;
-  /** The network refused an outgoing message for good: the log row becomes `failed`. */
+  /** The network refused an outgoing message for good: the log row becomes `failed`; emits messages.update. */
   failed(sessionId: number, msgId: number, error: string): void;
-  /** A receipt for an outgoing message: moves the log row forward; emits messages.update and message-receipt.update. */
+  /** A receipt for an outgoing message: moves the log row forward (never back); emits messages.update and message-receipt.update. */
   receipt(sessionId: number, key: MessageKey, status: ReceiptStatus, userJid: string): void;
   /**
    * A message arrived for a session: applies its filters (ignore_groups, ignore_channels,
@@ -147,67 +237,89 @@ export interface NetworkHost {
 }
 
 /**
- * One network. Every method takes the session it acts for; methods that need a connection
- * throw `not_connected` when the session has none.
+ * One network. Every method takes the session it acts for (as the gateway read it for this
+ * request); methods that need a connection throw `not_connected` when the session has none. The
+ * gateway checks that a session is `connected` before calling the messaging, contact, group and
+ * media methods.
  */
 export interface NetworkAdapter {
+  /** The session type it serves (`sandbox`, `whatsapp`). */
   readonly name: string;
+  readonly capabilities: NetworkCapabilities;
 
   // Connection
-  connect(session: SessionRecord): Promise<ConnectResult>;
-  disconnect(session: SessionRecord): Promise<ConnectResult>;
+  /**
+   * Starts connecting: a network that pairs answers `need_scan` with the first QR code (or a
+   * pairing code, see {@link ConnectRequest}) and reports every later state through the host. A
+   * second connect of a session being connected joins the first: one session, one connection.
+   */
+  connect(session: NetworkSession, request: ConnectRequest): Promise<ConnectResult>;
+  disconnect(session: NetworkSession): Promise<ConnectResult>;
   /** Soft restart of a connected session. */
-  restart(session: SessionRecord): Promise<ConnectResult>;
-  /** The current pairing QR code; throws `conflict` when the session needs none. */
-  qrCode(session: SessionRecord): Promise<string>;
+  restart(session: NetworkSession): Promise<ConnectResult>;
+  /** The current pairing QR code, while the session waits for a scan (capabilities.pairing includes `qr`). */
+  qrCode?(session: NetworkSession): Promise<string>;
   /** The account behind a connected session (WhatsApp's `sock.user`). */
-  user(session: SessionRecord): Promise<{ id: string; lid: string | null; name: string | null; phone_number: string }>;
+  user(session: NetworkSession): Promise<{ id: string; lid: string | null; name: string | null; phone_number: string }>;
   /** A session is being deleted: drop its connection and network-side state. */
-  forget(session: SessionRecord): Promise<void>;
+  forget(session: NetworkSession): Promise<void>;
 
   // Messages
-  send(session: SessionRecord, message: OutgoingMessage): Promise<void>;
-  editMessage(session: SessionRecord, key: MessageKey, text: string): Promise<MessageNode>;
-  deleteMessage(session: SessionRecord, key: MessageKey): Promise<void>;
-  readMessages(session: SessionRecord, keys: MessageKey[]): Promise<void>;
+  /**
+   * Hands a logged message to the network. The adapter reports the outcome through the host
+   * (`sent`, later `receipt`, or `failed`); a throw means nothing was sent.
+   */
+  send(session: NetworkSession, message: OutgoingMessage): Promise<void>;
+  editMessage(session: NetworkSession, key: MessageKey, text: string): Promise<MessageNode>;
+  deleteMessage(session: NetworkSession, key: MessageKey): Promise<void>;
+  readMessages(session: NetworkSession, keys: MessageKey[]): Promise<void>;
   /** Reacts to a message (`''` removes the reaction). */
-  react(session: SessionRecord, key: MessageKey, emoji: string): Promise<MessageKey>;
-  /** A message this session sent or received, by its key id; null when unknown. */
-  findMessage(session: SessionRecord, id: string): Promise<{ key: MessageKey; message: MessageNode } | null>;
-  sendPresence(session: SessionRecord, jid: string, type: PresenceType, delayMs?: number): Promise<void>;
+  react(session: NetworkSession, key: MessageKey, emoji: string): Promise<MessageKey>;
+  /** A message this session sent or received, by its key id, from the adapter's message store; null when unknown. */
+  findMessage(session: NetworkSession, id: string): Promise<{ key: MessageKey; message: MessageNode } | null>;
+  sendPresence(session: NetworkSession, jid: string, type: PresenceType, delayMs?: number): Promise<void>;
+  /**
+   * Delivers an inbound text to the session as if it came from the network, in the caller's
+   * transaction; returns the key the session sees (capabilities.receive).
+   */
+  receive?(session: NetworkSession, input: SimulatedInbound): MessageKey;
 
   // Contacts and lookups
-  contacts(session: SessionRecord): Promise<Contact[]>;
-  contact(session: SessionRecord, jid: string): Promise<Contact | null>;
-  upsertContact(session: SessionRecord, input: { jid: string; fullName: string }): Promise<Contact>;
-  setBlocked(session: SessionRecord, jid: string, blocked: boolean): Promise<void>;
-  profilePicture(session: SessionRecord, jid: string): Promise<string | null>;
-  onWhatsApp(session: SessionRecord, phone: string): Promise<{ exists: boolean; jid: string; lid: string | null }>;
-  lidFromPn(session: SessionRecord, pn: string): Promise<string | null>;
-  pnFromLid(session: SessionRecord, lid: string): Promise<string | null>;
+  contacts(session: NetworkSession): Promise<Contact[]>;
+  contact(session: NetworkSession, jid: string): Promise<Contact | null>;
+  upsertContact(session: NetworkSession, input: { jid: string; fullName: string }): Promise<Contact>;
+  setBlocked(session: NetworkSession, jid: string, blocked: boolean): Promise<void>;
+  profilePicture(session: NetworkSession, jid: string): Promise<string | null>;
+  onWhatsApp(session: NetworkSession, phone: string): Promise<{ exists: boolean; jid: string; lid: string | null }>;
+  lidFromPn(session: NetworkSession, pn: string): Promise<string | null>;
+  pnFromLid(session: NetworkSession, lid: string): Promise<string | null>;
 
   // Groups
-  groups(session: SessionRecord): Promise<GroupMetadata[]>;
-  createGroup(session: SessionRecord, subject: string, participants: string[]): Promise<GroupMetadata>;
-  groupMetadata(session: SessionRecord, jid: string): Promise<GroupMetadata>;
-  updateParticipants(session: SessionRecord, jid: string, action: 'add' | 'remove' | 'promote' | 'demote', participants: string[]): Promise<ParticipantResult[]>;
-  updateGroupSettings(session: SessionRecord, jid: string, settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean }): Promise<GroupMetadata>;
-  leaveGroup(session: SessionRecord, jid: string): Promise<void>;
-  groupInviteCode(session: SessionRecord, jid: string): Promise<string>;
-  groupInviteInfo(session: SessionRecord, code: string): Promise<GroupMetadata>;
-  acceptGroupInvite(session: SessionRecord, code: string): Promise<string>;
-  groupPicture(session: SessionRecord, jid: string): Promise<string | null>;
+  groups(session: NetworkSession): Promise<GroupMetadata[]>;
+  createGroup(session: NetworkSession, subject: string, participants: string[]): Promise<GroupMetadata>;
+  groupMetadata(session: NetworkSession, jid: string): Promise<GroupMetadata>;
+  updateParticipants(session: NetworkSession, jid: string, action: 'add' | 'remove' | 'promote' | 'demote', participants: string[]): Promise<ParticipantResult[]>;
+  updateGroupSettings(session: NetworkSession, jid: string, settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean }): Promise<GroupMetadata>;
+  leaveGroup(session: NetworkSession, jid: string): Promise<void>;
+  groupInviteCode(session: NetworkSession, jid: string): Promise<string>;
+  groupInviteInfo(session: NetworkSession, code: string): Promise<GroupMetadata>;
+  acceptGroupInvite(session: NetworkSession, code: string): Promise<string>;
+  groupPicture(session: NetworkSession, jid: string): Promise<string | null>;
 
   // Media
   /**
    * Stores bytes to send later; `id` is what a media URL names. It must be unguessable (at least
    * 96 random bits, URL-safe): it is the only credential of the public `GET /api/media/{id}`.
    */
-  uploadMedia(session: SessionRecord, media: { bytes: Buffer; mimetype: string; fileName?: string }): Promise<{ id: string }>;
+  uploadMedia(session: NetworkSession, media: { bytes: Buffer; mimetype: string; fileName?: string }): Promise<{ id: string }>;
   /** Bytes uploaded by this session's organization, by id; null when unknown. */
-  uploadedMedia(session: SessionRecord, id: string): Promise<StoredMedia | null>;
-  /** Downloads and decrypts the media of a received message node (`imageMessage`, `documentMessage`, ...). */
-  decryptMedia(session: SessionRecord, message: MessageNode): Promise<StoredMedia>;
+  uploadedMedia(session: NetworkSession, id: string): Promise<StoredMedia | null>;
+  /**
+   * Downloads and decrypts the media of a received message node (`imageMessage`,
+   * `documentMessage`, ...), as the network keeps it (a live network re-requests expired media
+   * from the phone); the node is passed untouched, `mediaKey` bytes included.
+   */
+  decryptMedia(session: NetworkSession, message: MessageNode): Promise<StoredMedia>;
 
   /** Releases timers and connections at shutdown. */
   close(): Promise<void>;

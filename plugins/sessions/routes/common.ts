@@ -1,71 +1,39 @@
 /**
- * What every messaging route shares: the credential each operation declares (checked before the
- * body is validated, so a missing credential is a 401 whatever the body), the session as the API
- * shows it, WasenderAPI-style pagination, and the field schemas.
+ * What the messaging routes share: the services they call, the session as the API shows it,
+ * WasenderAPI-style pagination and list pages, and the field schemas. Each route declares its
+ * credential (`sessions.credentials.account` or `.sessionKey`), checked before the body is
+ * validated, so a missing credential is a 401 whatever the body; the handler gets what the
+ * credential loaded as `input.auth`.
  */
-import type { Context } from 'koa';
 import { z } from 'zod';
-import { type ApiRegistry, type Credential, PUBLIC, type RouteGroup, type RouteSpec } from '../../../core/api.ts';
-import { canonicalEvent, EVENT_ALIASES, EVENT_NAMES, type EventName } from '../events.ts';
-import { normalizePhone } from '../networks/nodes.ts';
-import type { Account, Sessions } from '../service.ts';
+import type { ApiRegistry } from '../../../core/api.ts';
+import { WharfError } from '../../../core/errors.ts';
 import type { SessionsConfig } from '../config.ts';
-import type { ActingSession, SessionRecord } from '../types.ts';
+import type { Directory } from '../directory.ts';
+import { canonicalEvent, EVENT_ALIASES, EVENT_NAMES, type EventName } from '../events.ts';
+import type { SessionAdmin } from '../management.ts';
+import type { MediaUrls } from '../media.ts';
+import type { Messages } from '../messages.ts';
+import { normalizePhone } from '../networks/nodes.ts';
+import type { PersonalAccessTokens } from '../personal-access-tokens.ts';
+import type { Sessions } from '../service.ts';
+import type { SessionRecord } from '../types.ts';
 
-declare module 'koa' {
-  interface DefaultState {
-    /** Set by account-level operations (PAT, dashboard session, CLI token). */
-    account?: Account;
-    /** Set by session-scoped operations (session API key). */
-    acting?: ActingSession;
-  }
-}
-
+/** The plugin's services, for its routes. */
 export interface RouteDeps {
-  sessions: Sessions;
   api: ApiRegistry;
   config: SessionsConfig;
-  /** Checks a proxy URL; a message for `proxy_url`, or null. */
-  checkProxy(url: string): Promise<string | null>;
+  sessions: Sessions;
+  admin: SessionAdmin;
+  messages: Messages;
+  pats: PersonalAccessTokens;
+  media: MediaUrls;
+  directory: Directory;
 }
 
-/** Which credential an operation needs: `account` (a PAT or a signed-in user), `sessionKey`, or none. */
-export type CredentialName = 'account' | 'sessionKey' | 'public';
-
-type Parsed<T> = T extends z.ZodType ? z.output<T> : undefined;
-
-/**
- * Declares a messaging operation on a route group: the core checks its credential first
- * (401/403), then validates its body and query (422), then runs the handler. The credential's
- * loader leaves the account or the acting session in `ctx.state` for {@link accountOf} and
- * {@link actingOf}.
- */
-export function operation<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(
-  deps: RouteDeps,
-  group: RouteGroup,
-  spec: Omit<RouteSpec<undefined, Q, B, unknown>, 'auth' | 'handler'> & { credential: CredentialName },
-  handler: (ctx: Context, input: { body: Parsed<B>; query: Parsed<Q>; params: Record<string, string> }) => unknown | Promise<unknown>,
-): void {
-  const { credential, ...rest } = spec;
-  group.route<undefined, Q, B, unknown>({
-    ...rest,
-    auth: credential === 'public' ? PUBLIC : (deps.sessions.credentials[credential] as Credential<unknown>),
-    handler: (ctx, { body, query }) => handler(ctx, { body, query, params: ctx.params as Record<string, string> }),
-  });
-}
-
-/** The account of an account-level operation (set by its credential check). */
-export function accountOf(ctx: Context): Account {
-  const account = ctx.state.account;
-  if (!account) throw new Error('operation declared without the account credential');
-  return account;
-}
-
-/** The session of a session-scoped operation (set by its credential check). */
-export function actingOf(ctx: Context): ActingSession {
-  const acting = ctx.state.acting;
-  if (!acting) throw new Error('operation declared without the sessionKey credential');
-  return acting;
+/** A 422 naming one field, as the messaging API words it. */
+export function invalid(field: string, message: string): WharfError {
+  return new WharfError('validation_failed', 'The given data was invalid.', { fields: { [field]: [message] } });
 }
 
 // Field schemas
@@ -121,6 +89,27 @@ export const sessionSettings = {
   always_online: z.boolean().describe('Show the account as online (stored; the sandbox is always online).'),
   proxy_url: z.string().max(2048).nullable().describe('http, https or socks5 proxy URL with a public domain name.'),
 };
+
+/** `?paginated=true&page&limit`: absent means the whole list. */
+export const listQuery = z.strictObject({
+  paginated: z.enum(['true', 'false', '1', '0']).optional().describe('true: answer a page (Laravel paginator) instead of the whole list. Implied by page or limit.'),
+  page: z.coerce.number().int().min(1).max(1_000_000).optional().describe('Page number, from 1 (default 1).'),
+  limit: z.coerce.number().int().min(1).max(1000).optional().describe('Rows per page (default 100, at most 1000).'),
+});
+
+/** The whole list, or one page of it in Laravel's paginator shape. */
+export function listOrPage<T>(rows: T[], query: z.output<typeof listQuery>) {
+  const wanted = query.paginated === undefined ? query.page !== undefined || query.limit !== undefined : query.paginated === 'true' || query.paginated === '1';
+  if (!wanted) return rows;
+  const page = query.page ?? 1;
+  const limit = query.limit ?? 100;
+  return paginated(rows.slice((page - 1) * limit, page * limit), rows.length, page, limit);
+}
+
+export const emptyBody = z.strictObject({});
+
+/** The 409 every operation on a session's network may answer. */
+export const NOT_CONNECTED = { 409: 'The session is not connected: `{success: false, error, message}`' };
 
 export const pageQuery = {
   page: z.coerce.number().int().min(1).max(1_000_000).default(1).describe('Page number, from 1.'),

@@ -9,24 +9,15 @@
  * session not connected), which clients act on. Admin-only changes by a non-admin answer 422,
  * except participant changes, which answer 200 with a per-participant 403 as WhatsApp does.
  */
-import type { RouteGroup } from '../../../core/api.ts';
-import type { Context } from 'koa';
 import { z } from 'zod';
-import { WharfError } from '../../../core/errors.ts';
+import type { RouteGroup } from '../../../core/api.ts';
 import { participantJid } from '../networks/nodes.ts';
-import type { GroupMetadata, GroupParticipant, NetworkAdapter } from '../networks/types.ts';
-import { requireConnected } from '../service.ts';
-import type { SessionRecord } from '../types.ts';
-import { keyActor, listOrPage, listQuery } from './contacts.ts';
-import { actingOf, operation, type RouteDeps, success } from './common.ts';
+import type { GroupMetadata, GroupParticipant } from '../networks/types.ts';
+import { emptyBody, invalid, listOrPage, listQuery, NOT_CONNECTED, type RouteDeps, success } from './common.ts';
 
 const GROUP_JID = /^\d[\d-]{5,40}@g\.us$/;
 const INVITE_LINK = /^(?:https?:\/\/)?chat\.whatsapp\.com\/(?:invite\/)?/i;
 const INVITE_CODE = /^[A-Za-z0-9_-]{4,128}$/;
-
-function invalid(field: string, message: string): WharfError {
-  return new WharfError('validation_failed', 'The given data was invalid.', { fields: { [field]: [message] } });
-}
 
 function groupParam(value: string | undefined): string {
   const v = (value ?? '').trim();
@@ -73,13 +64,12 @@ const acceptBody = z.strictObject({
     .refine((v) => inviteCode(v) !== null, { message: 'must be an invite code or a https://chat.whatsapp.com/ link' })
     .describe('The invite code, or the invite link.'),
 });
-const emptyBody = z.strictObject({});
 
-export function participantView(p: GroupParticipant) {
+function participantView(p: GroupParticipant) {
   return { id: p.id, lid: p.lid, admin: p.admin, isAdmin: p.admin !== null, isSuperAdmin: p.admin === 'superadmin' };
 }
 
-export function groupView(g: GroupMetadata) {
+function groupView(g: GroupMetadata) {
   return {
     id: g.id,
     subject: g.subject,
@@ -108,266 +98,195 @@ const groupSchema = z.object({
 const resultSchema = success(z.array(z.object({ id: z.string(), status: z.int(), message: z.string() })));
 
 export function groupRoutes(deps: RouteDeps): RouteGroup {
-  const { sessions } = deps;
-  const router = deps.api.group({ prefixes: ['/api/groups'], envelope: 'messaging' });
+  const { sessions, directory } = deps;
+  const routes = deps.api.group({ prefixes: ['/api/groups'], envelope: 'messaging' });
+  const auth = sessions.credentials.sessionKey;
   const tag = 'Groups';
-  const connected = (ctx: Context): { session: SessionRecord; network: NetworkAdapter } => {
-    const { session, network } = actingOf(ctx);
-    requireConnected(session, network);
-    return { session, network };
-  };
-  const conflict409 = { 409: 'The session is not connected: `{success: false, error, message}`' };
-  const notFound = { 404: 'No such group, or this account is not a member: `{success: false, error, message}`', ...conflict409 };
+  const notFound = { 404: 'No such group, or this account is not a member: `{success: false, error, message}`', ...NOT_CONNECTED };
 
-  operation(
-    deps,
-    router,
-    {
-      method: 'GET',
-      path: '/api/groups',
-      summary: 'The groups this account is a member of: {id, name, imgUrl} (?paginated=true&page&limit for a Laravel paginator)',
-      tag,
-      credential: 'sessionKey',
-      query: listQuery,
-      success: { schema: success(z.array(z.object({ id: z.string(), name: z.string(), imgUrl: z.string().nullable() }))) },
-      errors: conflict409,
-    },
-    async (ctx, { query }) => {
-      const { session, network } = connected(ctx);
+  routes.route({
+    method: 'GET',
+    path: '/api/groups',
+    summary: 'The groups this account is a member of: {id, name, imgUrl} (?paginated=true&page&limit for a Laravel paginator)',
+    tag,
+    auth,
+    query: listQuery,
+    success: { schema: success(z.array(z.object({ id: z.string(), name: z.string(), imgUrl: z.string().nullable() }))) },
+    errors: NOT_CONNECTED,
+    async handler(ctx, { auth, query }) {
+      const { session, network } = sessions.connected(auth);
       const groups = (await network.groups(session)).map((g) => ({ id: g.id, name: g.subject, imgUrl: null }));
       ctx.body = { success: true, data: listOrPage(groups, query) };
     },
-  );
+  });
 
-  operation(
-    deps,
-    router,
-    {
-      method: 'POST',
-      path: '/api/groups',
-      summary: 'Create a group with this account as its super admin; members get groups.upsert',
-      tag,
-      credential: 'sessionKey',
-      body: createBody,
-      success: { status: 201, schema: success(groupSchema) },
-      errors: conflict409,
-    },
-    async (ctx, { body }) => {
-      const { session, network } = connected(ctx);
-      const group = await network.createGroup(session, body.name, body.participants ?? []);
-      sessions.audit(session, keyActor(ctx, session), 'group.created', { jid: group.id, participants: group.size - 1 });
+  routes.route({
+    method: 'POST',
+    path: '/api/groups',
+    summary: 'Create a group with this account as its super admin; members get groups.upsert',
+    tag,
+    auth,
+    body: createBody,
+    success: { status: 201, schema: success(groupSchema) },
+    errors: NOT_CONNECTED,
+    async handler(ctx, { auth, body }) {
+      const group = await directory.createGroup(sessions.connected(auth), body.name, body.participants ?? []);
       ctx.status = 201;
       ctx.body = { success: true, data: groupView(group) };
     },
-  );
+  });
 
   // Before the `/:jid/...` routes, which the literal `invite` would match too.
-  operation(
-    deps,
-    router,
-    {
-      method: 'GET',
-      path: '/api/groups/invite/:code',
-      summary: 'What an invite code leads to (the group, without its participant list)',
-      tag,
-      credential: 'sessionKey',
-      success: { schema: success(groupSchema.omit({ participants: true })) },
-      errors: { 404: 'No such invite: `{success: false, error, message}`', ...conflict409 },
-    },
-    async (ctx) => {
-      const { session, network } = connected(ctx);
-      const code = inviteCode(ctx.params.code ?? '');
+  routes.route({
+    method: 'GET',
+    path: '/api/groups/invite/:code',
+    summary: 'What an invite code leads to (the group, without its participant list)',
+    tag,
+    auth,
+    success: { schema: success(groupSchema.omit({ participants: true })) },
+    errors: { 404: 'No such invite: `{success: false, error, message}`', ...NOT_CONNECTED },
+    async handler(ctx, { auth, params }) {
+      const { session, network } = sessions.connected(auth);
+      const code = inviteCode(params.code ?? '');
       if (!code) throw invalid('code', 'code must be an invite code');
       const { participants: _hidden, ...info } = groupView(await network.groupInviteInfo(session, code));
       ctx.body = { success: true, data: info };
     },
-  );
+  });
 
-  operation(
-    deps,
-    router,
-    {
-      method: 'POST',
-      path: '/api/groups/invite/accept',
-      summary: 'Join a group by its invite code (or link); members get group-participants.update',
-      tag,
-      credential: 'sessionKey',
-      body: acceptBody,
-      success: { schema: success(z.object({ groupJid: z.string() })) },
-      errors: { 404: 'No such invite: `{success: false, error, message}`', ...conflict409 },
-    },
-    async (ctx, { body }) => {
-      const { session, network } = connected(ctx);
-      const groupJid = await network.acceptGroupInvite(session, inviteCode(body.code)!);
-      sessions.audit(session, keyActor(ctx, session), 'group.invite_accepted', { jid: groupJid });
+  routes.route({
+    method: 'POST',
+    path: '/api/groups/invite/accept',
+    summary: 'Join a group by its invite code (or link); members get group-participants.update',
+    tag,
+    auth,
+    body: acceptBody,
+    success: { schema: success(z.object({ groupJid: z.string() })) },
+    errors: { 404: 'No such invite: `{success: false, error, message}`', ...NOT_CONNECTED },
+    async handler(ctx, { auth, body }) {
+      const groupJid = await directory.acceptInvite(sessions.connected(auth), inviteCode(body.code)!);
       ctx.body = { success: true, data: { groupJid } };
     },
-  );
+  });
 
-  operation(
-    deps,
-    router,
-    {
-      method: 'GET',
-      path: '/api/groups/:jid/metadata',
-      summary: "A group's metadata: subject, description, owner, settings, participants",
+  routes.route({
+    method: 'GET',
+    path: '/api/groups/:jid/metadata',
+    summary: "A group's metadata: subject, description, owner, settings, participants",
+    tag,
+    auth,
+    success: { schema: success(groupSchema) },
+    errors: notFound,
+    async handler(ctx, { auth, params }) {
+      const { session, network } = sessions.connected(auth);
+      ctx.body = { success: true, data: groupView(await network.groupMetadata(session, groupParam(params.jid))) };
+    },
+  });
+
+  routes.route({
+    method: 'GET',
+    path: '/api/groups/:jid/participants',
+    summary: "A group's participants, with their admin role",
+    tag,
+    auth,
+    success: { schema: success(z.array(participantSchema)) },
+    errors: notFound,
+    async handler(ctx, { auth, params }) {
+      const { session, network } = sessions.connected(auth);
+      ctx.body = { success: true, data: (await network.groupMetadata(session, groupParam(params.jid))).participants.map(participantView) };
+    },
+  });
+
+  // Adding and removing (POST .../add, .../remove) and promoting or demoting (PUT .../update, the
+  // action in the body): a status per participant; what was done is audited.
+  const participantChanges = [
+    { method: 'POST', action: 'add', summary: 'Add participants to a group' },
+    { method: 'POST', action: 'remove', summary: 'Remove participants from a group' },
+    { method: 'PUT', action: 'update', summary: 'Promote participants to admins, or demote them' },
+  ] as const;
+  for (const change of participantChanges) {
+    routes.route({
+      method: change.method,
+      path: `/api/groups/:jid/participants/${change.action}`,
+      summary:
+        change.action === 'update'
+          ? `${change.summary} (admins only): a status per participant`
+          : `${change.summary} (admins only): a status per participant (200 done, 403 not allowed, 404 not a member, 409 already one)`,
       tag,
-      credential: 'sessionKey',
-      success: { schema: success(groupSchema) },
-      errors: notFound,
-    },
-    async (ctx) => {
-      const { session, network } = connected(ctx);
-      ctx.body = { success: true, data: groupView(await network.groupMetadata(session, groupParam(ctx.params.jid))) };
-    },
-  );
-
-  operation(
-    deps,
-    router,
-    {
-      method: 'GET',
-      path: '/api/groups/:jid/participants',
-      summary: "A group's participants, with their admin role",
-      tag,
-      credential: 'sessionKey',
-      success: { schema: success(z.array(participantSchema)) },
-      errors: notFound,
-    },
-    async (ctx) => {
-      const { session, network } = connected(ctx);
-      ctx.body = { success: true, data: (await network.groupMetadata(session, groupParam(ctx.params.jid))).participants.map(participantView) };
-    },
-  );
-
-  for (const action of ['add', 'remove'] as const) {
-    operation(
-      deps,
-      router,
-      {
-        method: 'POST',
-        path: `/api/groups/:jid/participants/${action}`,
-        summary: `${action === 'add' ? 'Add participants to' : 'Remove participants from'} a group (admins only): a status per participant (200 done, 403 not allowed, 404 not a member, 409 already one)`,
-        tag,
-        credential: 'sessionKey',
-        body: participantsBody,
-        success: { schema: resultSchema },
-        errors: notFound,
-      },
-      async (ctx, { body }) => {
-        const { session, network } = connected(ctx);
-        const jid = groupParam(ctx.params.jid);
-        const results = await network.updateParticipants(session, jid, action, body.participants);
-        const done = results.filter((r) => r.status === 200).map((r) => r.id);
-        if (done.length) sessions.audit(session, keyActor(ctx, session), `group.participants_${action === 'add' ? 'added' : 'removed'}`, { jid, participants: done });
-        ctx.body = { success: true, data: results };
-      },
-    );
-  }
-
-  operation(
-    deps,
-    router,
-    {
-      method: 'PUT',
-      path: '/api/groups/:jid/participants/update',
-      summary: 'Promote participants to admins, or demote them (admins only): a status per participant',
-      tag,
-      credential: 'sessionKey',
-      body: updateParticipantsBody,
+      auth,
+      body: change.action === 'update' ? updateParticipantsBody : participantsBody,
       success: { schema: resultSchema },
       errors: notFound,
-    },
-    async (ctx, { body }) => {
-      const { session, network } = connected(ctx);
-      const jid = groupParam(ctx.params.jid);
-      const results = await network.updateParticipants(session, jid, body.action, body.participants);
-      const done = results.filter((r) => r.status === 200).map((r) => r.id);
-      if (done.length) sessions.audit(session, keyActor(ctx, session), `group.participants_${body.action}d`, { jid, participants: done });
-      ctx.body = { success: true, data: results };
-    },
-  );
+      async handler(ctx, { auth, body, params }) {
+        const connected = sessions.connected(auth);
+        const { participants, action } = body as { participants: string[]; action?: 'promote' | 'demote' };
+        const done = await directory.changeParticipants(connected, groupParam(params.jid), action ?? (change.action as 'add' | 'remove'), participants);
+        ctx.body = { success: true, data: done };
+      },
+    });
+  }
 
-  operation(
-    deps,
-    router,
-    {
-      method: 'PUT',
-      path: '/api/groups/:jid/settings',
-      summary: "Change a group's subject, description, announce (admins-only messages) or restrict (admins-only info); members get groups.update",
-      tag,
-      credential: 'sessionKey',
-      body: settingsBody,
-      success: { schema: success(z.object({ subject: z.string(), description: z.string().nullable(), announce: z.boolean(), restrict: z.boolean() })) },
-      errors: notFound,
-    },
-    async (ctx, { body }) => {
-      const { session, network } = connected(ctx);
-      const jid = groupParam(ctx.params.jid);
-      const group = await network.updateGroupSettings(session, jid, body);
-      sessions.audit(session, keyActor(ctx, session), 'group.settings_updated', { jid, fields: Object.keys(body) });
+  routes.route({
+    method: 'PUT',
+    path: '/api/groups/:jid/settings',
+    summary: "Change a group's subject, description, announce (admins-only messages) or restrict (admins-only info); members get groups.update",
+    tag,
+    auth,
+    body: settingsBody,
+    success: { schema: success(z.object({ subject: z.string(), description: z.string().nullable(), announce: z.boolean(), restrict: z.boolean() })) },
+    errors: notFound,
+    async handler(ctx, { auth, body, params }) {
+      const connected = sessions.connected(auth);
+      const group = await directory.updateGroupSettings(connected, groupParam(params.jid), body);
       ctx.body = { success: true, data: { subject: group.subject, description: group.desc, announce: group.announce, restrict: group.restrict } };
     },
-  );
+  });
 
-  operation(
-    deps,
-    router,
-    {
-      method: 'POST',
-      path: '/api/groups/:jid/leave',
-      summary: 'Leave a group; members get group-participants.update',
-      tag,
-      credential: 'sessionKey',
-      body: emptyBody,
-      success: { schema: success(z.object({ groupJid: z.string(), left: z.literal(true) })) },
-      errors: notFound,
-    },
-    async (ctx) => {
-      const { session, network } = connected(ctx);
-      const jid = groupParam(ctx.params.jid);
-      await network.leaveGroup(session, jid);
-      sessions.audit(session, keyActor(ctx, session), 'group.left', { jid });
+  routes.route({
+    method: 'POST',
+    path: '/api/groups/:jid/leave',
+    summary: 'Leave a group; members get group-participants.update',
+    tag,
+    auth,
+    body: emptyBody,
+    success: { schema: success(z.object({ groupJid: z.string(), left: z.literal(true) })) },
+    errors: notFound,
+    async handler(ctx, { auth, params }) {
+      const connected = sessions.connected(auth);
+      const jid = groupParam(params.jid);
+      await directory.leaveGroup(connected, jid);
       ctx.body = { success: true, data: { groupJid: jid, left: true } };
     },
-  );
+  });
 
-  operation(
-    deps,
-    router,
-    {
-      method: 'GET',
-      path: '/api/groups/:jid/invite-link',
-      summary: "A group's invite code and link (admins only)",
-      tag,
-      credential: 'sessionKey',
-      success: { schema: success(z.object({ inviteCode: z.string(), inviteLink: z.string() })) },
-      errors: notFound,
-    },
-    async (ctx) => {
-      const { session, network } = connected(ctx);
-      const code = await network.groupInviteCode(session, groupParam(ctx.params.jid));
+  routes.route({
+    method: 'GET',
+    path: '/api/groups/:jid/invite-link',
+    summary: "A group's invite code and link (admins only)",
+    tag,
+    auth,
+    success: { schema: success(z.object({ inviteCode: z.string(), inviteLink: z.string() })) },
+    errors: notFound,
+    async handler(ctx, { auth, params }) {
+      const { session, network } = sessions.connected(auth);
+      const code = await network.groupInviteCode(session, groupParam(params.jid));
       ctx.body = { success: true, data: { inviteCode: code, inviteLink: `https://chat.whatsapp.com/${code}` } };
     },
-  );
+  });
 
-  operation(
-    deps,
-    router,
-    {
-      method: 'GET',
-      path: '/api/groups/:jid/picture',
-      summary: "A group's picture URL (null when it has none)",
-      tag,
-      credential: 'sessionKey',
-      success: { schema: success(z.object({ imgUrl: z.string().nullable() })) },
-      errors: notFound,
+  routes.route({
+    method: 'GET',
+    path: '/api/groups/:jid/picture',
+    summary: "A group's picture URL (null when it has none)",
+    tag,
+    auth,
+    success: { schema: success(z.object({ imgUrl: z.string().nullable() })) },
+    errors: notFound,
+    async handler(ctx, { auth, params }) {
+      const { session, network } = sessions.connected(auth);
+      ctx.body = { success: true, data: { imgUrl: await network.groupPicture(session, groupParam(params.jid)) } };
     },
-    async (ctx) => {
-      const { session, network } = connected(ctx);
-      ctx.body = { success: true, data: { imgUrl: await network.groupPicture(session, groupParam(ctx.params.jid)) } };
-    },
-  );
+  });
 
-  return router;
+  return routes;
 }

@@ -7,50 +7,20 @@
  * carry no credential: their ids are unguessable (as WasenderAPI's are meant to be), they
  * expire, and they are served so that a browser can never run them on Wharf's origin.
  */
-import type { RouteGroup } from '../../../core/api.ts';
 import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import { z } from 'zod';
+import { PUBLIC, type RouteGroup } from '../../../core/api.ts';
 import { toWharfError, WharfError } from '../../../core/errors.ts';
 import { contentDisposition } from '../../../core/http.ts';
-import { randomToken } from '../../../core/tokens.ts';
-import type { MediaStore } from '../media-store.ts';
+import type { MediaUrl, ServedMedia } from '../media.ts';
 import { mediaOf } from '../networks/nodes.ts';
-import type { MessageNode, NetworkAdapter, StoredMedia } from '../networks/types.ts';
-import { requireConnected } from '../service.ts';
-import type { SessionRecord } from '../types.ts';
-import { actingOf, operation, type RouteDeps } from './common.ts';
-
-export interface MediaDeps extends RouteDeps {
-  media: MediaStore;
-  /** The server's public URL (no trailing slash), for the URLs handed out. */
-  publicUrl: string;
-}
+import type { MessageNode } from '../networks/types.ts';
+import { invalid, NOT_CONNECTED, type RouteDeps } from './common.ts';
 
 const MIME = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}(\s*;\s*[a-z0-9_.-]+=("[^"\\\r\n]*"|[a-z0-9_.+-]+))*$/i;
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*);base64,/i;
-const MEDIA_FILE = /^([A-Za-z0-9_-]{16,128})(?:\.[A-Za-z0-9]{1,10})?$/;
-
-const EXTENSION: ReadonlyMap<string, string> = new Map(Object.entries({
-  'image/jpeg': '.jpg',
-  'image/png': '.png',
-  'image/gif': '.gif',
-  'image/webp': '.webp',
-  'video/mp4': '.mp4',
-  'video/3gpp': '.3gp',
-  'video/quicktime': '.mov',
-  'audio/mpeg': '.mp3',
-  'audio/ogg': '.ogg',
-  'audio/aac': '.aac',
-  'audio/mp4': '.m4a',
-  'audio/amr': '.amr',
-  'application/pdf': '.pdf',
-  'text/plain': '.txt',
-  'text/csv': '.csv',
-  'application/zip': '.zip',
-}));
-
 /** Types a browser may show inline; everything else is served as an attachment. */
 const INLINE = /^(image\/(jpeg|png|gif|webp)|video\/(mp4|3gpp|webm)|audio\/[a-z0-9.+-]+)$/;
 
@@ -95,16 +65,12 @@ const urlResult = z.object({
   data: z.object({ id: z.string().optional(), publicUrl: z.string(), mimetype: z.string(), size: z.int(), fileName: z.string().nullable(), expiresAt: z.string() }),
 });
 
-function invalid(field: string, message: string): WharfError {
-  return new WharfError('validation_failed', 'The given data was invalid.', { fields: { [field]: [message] } });
-}
-
 function tooLarge(limit: number): WharfError {
   return new WharfError('payload_too_large', `The file is larger than the upload limit of ${limit} bytes`, { headers: { Connection: 'close' } });
 }
 
 /** Writes stored bytes as a download that cannot act on Wharf's origin (no sniffing, sandboxed, inline only for media types). */
-function serveFile(ctx: Context, file: StoredMedia, expiresAt: string): void {
+function serveFile(ctx: Context, { file, expiresAt }: ServedMedia): void {
   const mimetype = MIME.test(file.mimetype) ? file.mimetype : 'application/octet-stream';
   const essence = mimetype.split(';')[0]!.trim().toLowerCase();
   const seconds = Math.max(0, Math.floor((Date.parse(expiresAt) - Date.now()) / 1000));
@@ -178,147 +144,81 @@ async function incomingFile(ctx: Context, body: z.output<typeof uploadBody>, que
   return { bytes, mimetype: type, fileName: query.fileName };
 }
 
-export function mediaRoutes(deps: MediaDeps): RouteGroup {
+/** The answer of an upload or a decryption: WasenderAPI puts the URL at the top level too. */
+function urlAnswer(url: MediaUrl, withId: boolean) {
+  const { id, ...rest } = url;
+  return { success: true, publicUrl: url.publicUrl, data: withId ? { id, ...rest } : rest };
+}
+
+export function mediaRoutes(deps: RouteDeps): RouteGroup {
   const { sessions, media, config } = deps;
-  const router = deps.api.group({ prefixes: ['/api/upload', '/api/media', '/api/decrypt-media', '/api/decrypted-media'], envelope: 'messaging' });
+  const group = deps.api.group({ prefixes: ['/api/upload', '/api/media', '/api/decrypt-media', '/api/decrypted-media'], envelope: 'messaging' });
+  const auth = sessions.credentials.sessionKey;
   const tag = 'Media';
-  const base = deps.publicUrl.replace(/\/+$/, '');
-  const connected = (ctx: Context): { session: SessionRecord; network: NetworkAdapter } => {
-    const { session, network } = actingOf(ctx);
-    requireConnected(session, network);
-    return { session, network };
-  };
-
-  operation(
-    deps,
-    router,
-    {
-      method: 'POST',
-      path: '/api/upload',
-      summary:
-        'Upload a file to send later: the raw bytes as the body with their Content-Type, a multipart/form-data body (field "file"), or JSON {base64, mimetype}. Answers a public URL valid for upload_ttl_hours, to use as imageUrl, videoUrl, documentUrl, audioUrl or stickerUrl',
-      tag,
-      credential: 'sessionKey',
-      body: uploadBody,
-      query: uploadQuery,
-      success: { schema: urlResult },
-      errors: {
-        409: 'The session is not connected: `{success: false, error, message}`',
-        413: 'Larger than upload_max_bytes (or, for JSON, server.body_limit_bytes): `{success: false, message}`',
-      },
-    },
-    async (ctx, { body, query }) => {
-      const { session, network } = connected(ctx);
-      const file = await incomingFile(ctx, body, query, config.upload_max_bytes);
-      const { id } = await network.uploadMedia(session, file);
-      const now = new Date();
-      const expiresAt = new Date(now.getTime() + config.upload_ttl_hours * 3_600_000).toISOString();
-      media.insert({
-        id,
-        kind: 'upload',
-        org_id: session.orgId,
-        session_id: session.id,
-        mimetype: file.mimetype,
-        file_name: file.fileName ?? null,
-        size: file.bytes.length,
-        bytes: null,
-        expires_at: expiresAt,
-        created_at: now.toISOString(),
-      });
-      const essence = file.mimetype.split(';')[0]!.trim().toLowerCase();
-      const publicUrl = `${base}/api/media/${id}${EXTENSION.get(essence) ?? ''}`;
-      ctx.body = { success: true, publicUrl, data: { id, publicUrl, mimetype: file.mimetype, size: file.bytes.length, fileName: file.fileName ?? null, expiresAt } };
-    },
-  );
-
-  operation(
-    deps,
-    router,
-    {
+  /** A public URL's file: no credential (the id is unguessable; it expires). */
+  const publicFile = (path: string, what: string, bytes: string, load: (params: Record<string, string>) => ServedMedia | Promise<ServedMedia>) =>
+    group.route({
       method: 'GET',
-      path: '/api/media/:file',
-      summary: 'An uploaded file, by the public URL POST /api/upload gave (no credential: the id is unguessable; it expires)',
+      path,
+      summary: `${what} (no credential: the id is unguessable; it expires)`,
       tag,
-      credential: 'public',
-      success: { description: 'The bytes, with their Content-Type' },
+      auth: PUBLIC,
+      success: { description: `${bytes}, with their Content-Type` },
       errors: { 404: 'Unknown or expired: `{success: false, error, message}`' },
-    },
-    async (ctx) => {
-      const id = MEDIA_FILE.exec(ctx.params.file ?? '')?.[1];
-      const row = id ? media.live(id, 'upload', new Date().toISOString()) : undefined;
-      const session = row && sessions.get(row.session_id);
-      const network = session && sessions.network(session);
-      const stored = network && (await network.uploadedMedia(session, row.id));
-      if (!row || !stored) throw new WharfError('not_found', 'Media not found or expired');
-      serveFile(ctx, { ...stored, mimetype: row.mimetype, fileName: row.file_name ?? stored.fileName }, row.expires_at);
-    },
-  );
-
-  operation(
-    deps,
-    router,
-    {
-      method: 'POST',
-      path: '/api/decrypt-media',
-      summary:
-        'Decrypt the media of a received message (imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage); answers a public URL to the plaintext, valid for decrypted_media_ttl_minutes',
-      tag,
-      credential: 'sessionKey',
-      body: decryptBody,
-      success: { schema: urlResult },
-      errors: {
-        404: 'The media is not on the network (any more): `{success: false, error, message}`',
-        409: 'The session is not connected: `{success: false, error, message}`',
+      async handler(ctx, { params }) {
+        serveFile(ctx, await load(params));
       },
+    });
+
+  group.route({
+    method: 'POST',
+    path: '/api/upload',
+    summary:
+      'Upload a file to send later: the raw bytes as the body with their Content-Type, a multipart/form-data body (field "file"), or JSON {base64, mimetype}. Answers a public URL valid for upload_ttl_hours, to use as imageUrl, videoUrl, documentUrl, audioUrl or stickerUrl',
+    tag,
+    auth,
+    body: uploadBody,
+    query: uploadQuery,
+    success: { schema: urlResult },
+    errors: {
+      ...NOT_CONNECTED,
+      413: 'Larger than upload_max_bytes (or, for JSON, server.body_limit_bytes): `{success: false, message}`',
     },
-    async (ctx, { body }) => {
-      const { session, network } = connected(ctx);
+    async handler(ctx, { auth, body, query }) {
+      const connected = sessions.connected(auth);
+      const file = await incomingFile(ctx, body, query, config.upload_max_bytes);
+      ctx.body = urlAnswer(await media.upload(connected, file), true);
+    },
+  });
+
+  publicFile('/api/media/:file', 'An uploaded file, by the public URL POST /api/upload gave', 'The bytes', (params) => media.uploaded(params.file));
+
+  group.route({
+    method: 'POST',
+    path: '/api/decrypt-media',
+    summary:
+      'Decrypt the media of a received message (imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage); answers a public URL to the plaintext, valid for decrypted_media_ttl_minutes',
+    tag,
+    auth,
+    body: decryptBody,
+    success: { schema: urlResult },
+    errors: {
+      404: 'The media is not on the network (any more): `{success: false, error, message}`',
+      ...NOT_CONNECTED,
+    },
+    async handler(ctx, { auth, body }) {
+      const connected = sessions.connected(auth);
       const { messages } = body.data;
       const envelope = Array.isArray(messages) ? messages[0] : messages;
       const node = (envelope?.message ?? body.data.message) as MessageNode;
       if (!mediaOf(node)) {
         throw invalid(envelope ? 'data.messages.message' : 'data.message', 'the message has no imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage');
       }
-      const file = await network.decryptMedia(session, node);
-      const id = randomToken(32);
-      const now = new Date();
-      const expiresAt = new Date(now.getTime() + config.decrypted_media_ttl_minutes * 60_000).toISOString();
-      media.insert({
-        id,
-        kind: 'decrypted',
-        org_id: session.orgId,
-        session_id: session.id,
-        mimetype: file.mimetype,
-        file_name: file.fileName,
-        size: file.bytes.length,
-        bytes: file.bytes,
-        expires_at: expiresAt,
-        created_at: now.toISOString(),
-      });
-      const publicUrl = `${base}/api/decrypted-media/${id}`;
-      ctx.body = { success: true, publicUrl, data: { publicUrl, mimetype: file.mimetype, size: file.bytes.length, fileName: file.fileName, expiresAt } };
+      ctx.body = urlAnswer(await media.decrypt(connected, node), false);
     },
-  );
+  });
 
-  operation(
-    deps,
-    router,
-    {
-      method: 'GET',
-      path: '/api/decrypted-media/:id',
-      summary: 'Decrypted media, by the public URL POST /api/decrypt-media gave (no credential: the id is unguessable; it expires)',
-      tag,
-      credential: 'public',
-      success: { description: 'The plaintext bytes, with their Content-Type' },
-      errors: { 404: 'Unknown or expired: `{success: false, error, message}`' },
-    },
-    (ctx) => {
-      const id = MEDIA_FILE.exec(ctx.params.id ?? '')?.[1];
-      const row = id ? media.live(id, 'decrypted', new Date().toISOString()) : undefined;
-      if (!row?.bytes) throw new WharfError('not_found', 'Media not found or expired');
-      serveFile(ctx, { bytes: row.bytes, mimetype: row.mimetype, fileName: row.file_name }, row.expires_at);
-    },
-  );
+  publicFile('/api/decrypted-media/:id', 'Decrypted media, by the public URL POST /api/decrypt-media gave', 'The plaintext bytes', (params) => media.decrypted(params.id));
 
-  return router;
+  return group;
 }

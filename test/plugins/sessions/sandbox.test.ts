@@ -184,6 +184,15 @@ describe('send variants', () => {
     });
   });
 
+  it('refuses a reply to a deleted message with 422, leaving nothing in the message log', async () => {
+    const first = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, text: 'soon gone' });
+    expect((await call(app, a.apiKey, 'DELETE', `/api/messages/${first.body.data.msgId}`)).status).toBe(200);
+    const before = (await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${a.id}/message-logs`)).body.data.total;
+    const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, text: 'answer', replyTo: first.body.data.msgId });
+    expect(res).toMatchObject({ status: 422, body: { errors: { replyTo: [`no message ${first.body.data.msgId} in this session`] } } });
+    expect((await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${a.id}/message-logs`)).body.data.total).toBe(before);
+  });
+
   it('sends to groups and channels by JID', async () => {
     for (const to of ['120363000000000001@g.us', '120363000000000002@newsletter']) {
       const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to, text: 'broadcast' });
@@ -398,9 +407,11 @@ describe('events', () => {
   it('subscribers run inside the recording transaction, listeners after the commit', async () => {
     const s = await sandboxSession(app, t.pat);
     const seen: string[] = [];
-    const offInside = svc.onEvent((event, db) => {
+    const { db } = app.running;
+    const offInside = svc.onEvent((event) => {
       seen.push(`in:${event.event}:${db.inTransaction}`);
-      db.prepare('SELECT 1').get();
+      // The event carries the session as the transaction read it.
+      expect(event.session).toMatchObject({ id: s.id, orgId: t.orgId, type: 'sandbox', status: 'connected' });
     });
     const offAfter = svc.afterEvent((event) => seen.push(`after:${event.event}:${app.running.db.inTransaction}`));
     try {
@@ -439,17 +450,20 @@ describe('events', () => {
     expect(await svc.network(session)!.contacts(session)).toEqual([]);
   });
 
-  it('webhookSettings gives what a deliverer needs, secret decrypted', async () => {
+  it('an event carries the session with what a deliverer needs; webhookSecret gives the secret decrypted', async () => {
     const s = await sandboxSession(app, t.pat, { webhook_url: 'https://hooks.example.com/in', webhook_enabled: true, webhook_events: ['messages-personal.received'] });
-    expect(svc.webhookSettings(s.id)).toStrictEqual({
-      sessionId: s.id,
+    const event = svc.emit(s.id, 'contacts.update', [{ id: 'x' }]);
+    expect(event.session).toMatchObject({
+      id: s.id,
       orgId: t.orgId,
-      url: 'https://hooks.example.com/in',
-      enabled: true,
-      events: ['messages-personal'],
-      secret: s.body.webhook_secret,
-      signing: 'secret',
+      webhookUrl: 'https://hooks.example.com/in',
+      webhookEnabled: true,
+      webhookEvents: ['messages-personal'],
+      webhookSigning: 'secret',
     });
+    expect(event.session).not.toHaveProperty('webhookSecret');
+    expect(svc.webhookSecret(s.id)).toBe(s.body.webhook_secret);
+    expect(svc.webhookSecret(999_999)).toBeUndefined();
   });
 });
 

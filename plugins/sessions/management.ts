@@ -1,0 +1,240 @@
+/**
+ * Account-level operations on sessions: create (a sandbox session is connected from birth), read,
+ * update settings (checked first: proxy, webhook URL, a number used once per organization),
+ * delete, connect / pair / disconnect / restart through the session's network, replace the API
+ * key or the webhook secret, and the session's logs. Every change is written with its audit row
+ * in one transaction.
+ */
+import { randomUUID } from 'node:crypto';
+import { type FieldErrors, WharfError } from '../../core/errors.ts';
+import { newSessionKey, newWebhookSecret } from './credentials.ts';
+import type { ConnectRequest, ConnectResult } from './networks/types.ts';
+import { requireAdapter, requireConnected, type Sessions } from './service.ts';
+import type { AuditRow, MessageRow, MessageStatus, Page, SessionChanges, StatusLogRow } from './store.ts';
+import type { Account, SessionRecord, SessionType, SigningMode } from './types.ts';
+
+/** Settings a caller may give at creation or change later (the proxy URL is stored encrypted, apart). */
+export type SessionSettings = SessionChanges & { proxy_url?: string | null };
+
+/** A session with the secrets a single-session read shows. */
+export interface SessionDetail {
+  session: SessionRecord;
+  apiKey: string;
+  webhookSecret: string;
+  proxyUrl: string | null;
+}
+
+function invalid(fields: FieldErrors): WharfError {
+  return new WharfError('validation_failed', 'The given data was invalid.', { fields });
+}
+
+function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: unknown })?.code === 'SQLITE_CONSTRAINT_UNIQUE';
+}
+
+const NUMBER_TAKEN = { phone_number: ['phone_number is already used by another session of this organization'] };
+
+function changesOf(input: SessionSettings): SessionChanges {
+  const { proxy_url: _proxy, ...rest } = input;
+  return rest;
+}
+
+export class SessionAdmin {
+  readonly #sessions: Sessions;
+  readonly #checkProxy: (url: string) => Promise<string | null>;
+
+  constructor(sessions: Sessions, options: { checkProxy(url: string): Promise<string | null> }) {
+    this.#sessions = sessions;
+    this.#checkProxy = options.checkProxy;
+  }
+
+  /** The organization's sessions with their API keys. */
+  list(account: Account): { session: SessionRecord; apiKey: string }[] {
+    const { store } = this.#sessions;
+    return store.sessionsOfOrg(account.orgId).map((session) => ({ session, apiKey: store.secrets(session.id).apiKey }));
+  }
+
+  detail(session: SessionRecord): SessionDetail {
+    return { session, ...this.#sessions.store.secrets(session.id) };
+  }
+
+  /** Creates a session (and, for a network without pairing, connects it) in one transaction: all or nothing. */
+  async create(account: Account, input: SessionSettings & { name: string }, type: SessionType): Promise<SessionDetail> {
+    const sessions = this.#sessions;
+    const { store } = sessions;
+    if (type === 'whatsapp' && !input.phone_number) throw invalid({ phone_number: ['phone_number is required'] });
+    await this.#check(account.orgId, input, null);
+    const key = newSessionKey();
+    const now = new Date().toISOString();
+    try {
+      const created = sessions.transaction(() => {
+        const id = store.insertSession(
+          { ...changesOf(input), orgId: account.orgId, type, status: 'disconnected', name: input.name, phoneNumber: input.phone_number ?? `pending:${randomUUID()}` },
+          { apiKey: key.key, apiKeyHash: key.hash, webhookSecret: newWebhookSecret() },
+          now,
+        );
+        if (!input.phone_number) {
+          let phone = `+1555${String(id).padStart(7, '0')}`;
+          for (let n = 1; store.sessionByPhone(account.orgId, phone); n++) phone = `+1555${String(id).padStart(7, '0')}${n}`;
+          store.updateSession(id, { phone_number: phone }, now);
+        }
+        if (input.proxy_url) store.setProxyUrl(id, input.proxy_url, now);
+        const session = store.session(id)!;
+        sessions.audit(session, account.actor, 'session.created', { type, fields: Object.keys(input).filter((k) => k !== 'proxy_url') });
+        // A network without pairing has its sessions connected from birth, reported like any connection.
+        const network = sessions.network(session);
+        if (network && network.capabilities.pairing.length === 0) sessions.host(type)!.setStatus(id, 'connected', `${type} session created`);
+        return store.session(id)!;
+      });
+      return this.detail(created);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw invalid(NUMBER_TAKEN);
+      throw err;
+    }
+  }
+
+  async update(account: Account, session: SessionRecord, input: SessionSettings): Promise<SessionDetail> {
+    const { store } = this.#sessions;
+    if (Object.keys(input).length === 0) throw invalid({ body: ['send at least one field to update'] });
+    await this.#check(account.orgId, input, session.id);
+    const now = new Date().toISOString();
+    try {
+      this.#sessions.transaction(() => {
+        store.updateSession(session.id, changesOf(input), now);
+        if (input.proxy_url !== undefined) store.setProxyUrl(session.id, input.proxy_url, now);
+        this.#sessions.audit(session, account.actor, 'session.updated', { fields: Object.keys(input) });
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw invalid(NUMBER_TAKEN);
+      throw err;
+    }
+    return this.detail(store.session(session.id)!);
+  }
+
+  /** Sets or clears the proxy (checked like any setting). */
+  async setProxy(account: Account, session: SessionRecord, proxyUrl: string | null): Promise<SessionDetail> {
+    const { store } = this.#sessions;
+    await this.#check(account.orgId, { proxy_url: proxyUrl }, session.id);
+    this.#sessions.transaction(() => {
+      store.setProxyUrl(session.id, proxyUrl, new Date().toISOString());
+      this.#sessions.audit(session, account.actor, 'session.proxy_updated', { proxy: proxyUrl === null ? 'cleared' : 'set' });
+    });
+    return this.detail(store.session(session.id)!);
+  }
+
+  /** Deletes a session: its network forgets it, a last session.status is recorded, its key stops working. */
+  async remove(account: Account, session: SessionRecord): Promise<void> {
+    const sessions = this.#sessions;
+    await sessions.network(session)?.forget(session);
+    sessions.transaction(() => {
+      sessions.emit(session.id, 'session.status', { status: 'disconnected', reason: 'session deleted' });
+      sessions.audit(session, account.actor, 'session.deleted', { name: session.name, phone_number: session.phoneNumber });
+      sessions.store.deleteSession(session.id);
+    });
+  }
+
+  async connect(account: Account, session: SessionRecord, request: ConnectRequest): Promise<ConnectResult> {
+    const network = this.#sessions.network(session);
+    requireAdapter(session, network);
+    const result = await network.connect(session, request);
+    this.#sessions.audit(session, account.actor, 'session.connect', { status: result.status });
+    return result;
+  }
+
+  /** The current pairing QR code; 409 for a network that pairs without one. */
+  async qrCode(session: SessionRecord): Promise<string> {
+    const network = this.#sessions.network(session);
+    requireAdapter(session, network);
+    const { pairing } = network.capabilities;
+    if (!pairing.includes('qr') || !network.qrCode) {
+      throw new WharfError(
+        'conflict',
+        pairing.length === 0 ? `A ${session.type} session is always connected and needs no QR code` : `A ${session.type} session pairs by phone code, not by QR code`,
+      );
+    }
+    return network.qrCode(session);
+  }
+
+  async disconnect(account: Account, session: SessionRecord): Promise<ConnectResult> {
+    const network = this.#sessions.network(session);
+    const result = network ? await network.disconnect(session) : { status: session.status, message: 'Session is not connected' };
+    this.#sessions.audit(session, account.actor, 'session.disconnect', { status: result.status });
+    return result;
+  }
+
+  async restart(account: Account, session: SessionRecord): Promise<ConnectResult> {
+    const sessions = this.#sessions;
+    const network = sessions.network(session);
+    requireConnected(session, network);
+    const result = await network.restart(session);
+    sessions.transaction(() => {
+      sessions.sessionLog(session.id, 'session_restarted', result.status);
+      sessions.audit(session, account.actor, 'session.restart', { status: result.status });
+    });
+    return result;
+  }
+
+  /** Replaces the API key; the old one fails from the next request on. Returns the new key. */
+  regenerateKey(account: Account, session: SessionRecord): string {
+    const key = newSessionKey();
+    this.#sessions.transaction(() => {
+      this.#sessions.store.setApiKey(session.id, key.key, key.hash, new Date().toISOString());
+      this.#sessions.audit(session, account.actor, 'session.api_key_regenerated');
+    });
+    return key.key;
+  }
+
+  setSigning(account: Account, session: SessionRecord, mode: SigningMode): void {
+    this.#sessions.transaction(() => {
+      this.#sessions.store.updateSession(session.id, { webhook_signing: mode }, new Date().toISOString());
+      this.#sessions.audit(session, account.actor, 'session.webhook_signing_updated', { mode });
+    });
+  }
+
+  /**
+   * Replaces the webhook secret in one transaction with the rotation hooks and the audit row;
+   * returns the new secret and until when the old one still signs deliveries (null: not kept).
+   */
+  rotateWebhookSecret(account: Account, session: SessionRecord): { secret: string; previousValidUntil: Date | null } {
+    const sessions = this.#sessions;
+    const secret = newWebhookSecret();
+    return sessions.transaction(() => {
+      const rotatedAt = new Date();
+      const previousSecret = sessions.store.secrets(session.id).webhookSecret;
+      sessions.store.setWebhookSecret(session.id, secret, rotatedAt.toISOString());
+      const previousValidUntil = sessions.secretRotated({ sessionId: session.id, orgId: session.orgId, previousSecret, rotatedAt });
+      sessions.audit(session, account.actor, 'session.webhook_secret_rotated', { previous_valid_until: previousValidUntil?.toISOString() ?? null });
+      return { secret, previousValidUntil };
+    });
+  }
+
+  messageLogs(session: SessionRecord, options: { status?: MessageStatus; page: number; perPage: number }): Page<MessageRow> {
+    return this.#sessions.store.messageLogs(session.id, options);
+  }
+
+  statusLogs(session: SessionRecord, page: number, perPage: number): Page<StatusLogRow> {
+    return this.#sessions.store.statusLogs(session.id, page, perPage);
+  }
+
+  auditLogs(session: SessionRecord, page: number, perPage: number): Page<AuditRow> {
+    return this.#sessions.store.auditLogs(session.id, session.orgId, page, perPage);
+  }
+
+  /** Checks that need I/O or other rows (proxy, webhook URL, phone number in use): 422 naming each field. */
+  async #check(orgId: string, input: SessionSettings, sessionId: number | null): Promise<void> {
+    const fields: FieldErrors = {};
+    if (input.proxy_url) {
+      const problem = await this.#checkProxy(input.proxy_url);
+      if (problem) fields.proxy_url = [problem];
+    }
+    if (input.webhook_url) {
+      const problem = await this.#sessions.checkWebhookUrl(input.webhook_url);
+      if (problem) fields.webhook_url = [problem];
+    }
+    if (input.phone_number) {
+      const other = this.#sessions.store.sessionByPhone(orgId, input.phone_number);
+      if (other && other.id !== sessionId) fields.phone_number = [`phone_number is already used by session ${other.id} of this organization`];
+    }
+    if (Object.keys(fields).length) throw invalid(fields);
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * The {@link NetworkHost} a network adapter reports through: status changes with the session
+ * log, the message log's acks, inbound messages with the session's filters, and every event.
+ * One host per network: its lookups see that network's sessions only. Every call joins the
+ * current transaction, in which the session row is read once.
+ */
+import { VIEW_OF_CHAT } from './events.ts';
+import type { MessageKey, NetworkHost, ReceiptStatus } from './networks/types.ts';
+import type { EventRecorder } from './recorder.ts';
+import { STATUS_RANK, type SessionsStore } from './store.ts';
+import type { SessionType } from './types.ts';
+
+export function networkHost(type: SessionType, store: SessionsStore, recorder: EventRecorder): NetworkHost {
+  const now = () => new Date().toISOString();
+  const transaction = <T>(fn: () => T): T => recorder.transaction(fn);
+  const ofType = (session: ReturnType<SessionsStore['session']>) => (session?.type === type ? session : undefined);
+  return {
+    transaction,
+    session: (id) => ofType(store.session(id)),
+    sessionByPhone: (orgId, phoneNumber) => store.sessionByPhone(orgId, phoneNumber, type),
+    emit: (sessionId, event, data) => {
+      recorder.emit(sessionId, event, data);
+    },
+    setStatus: (sessionId, status, reason) =>
+      transaction(() => {
+        const session = store.session(sessionId);
+        if (!session || session.status === status) return;
+        const at = now();
+        store.setStatus(sessionId, status, at);
+        store.statusLog(sessionId, 'status_change', status, reason ?? null, at);
+        recorder.emit(sessionId, 'session.status', reason ? { status, reason } : { status });
+      }),
+    qrUpdated: (sessionId, qr) => {
+      recorder.emit(sessionId, 'qrcode.updated', { qr });
+    },
+    sent: (sessionId, msgId, key, message, timestamp) =>
+      transaction(() => {
+        const session = store.session(sessionId);
+        if (!session) return;
+        store.messageSent(sessionId, msgId, key, session.logMessages ? message : null, timestamp, now());
+        recorder.emit(sessionId, 'messages.upsert', { key, message, pushName: session.name, messageTimestamp: timestamp });
+        recorder.emit(sessionId, 'message.sent', { key, message, status: 'sent', msgId });
+      }),
+    failed: (sessionId, msgId, error) =>
+      transaction(() => {
+        const row = store.message(sessionId, msgId);
+        if (!row) return;
+        store.messageFailed(sessionId, msgId, error, now());
+        recorder.emit(sessionId, 'messages.update', [{ key: JSON.parse(row.remote_key) as MessageKey, update: { status: 'error' }, msgId }]);
+      }),
+    receipt: (sessionId, key, status: ReceiptStatus, userJid) =>
+      transaction(() => {
+        const row = store.messageByKey(sessionId, key.id);
+        if (row && STATUS_RANK[status] > STATUS_RANK[row.status] && row.status !== 'failed') {
+          store.messageStatus(row.id, status, now());
+          recorder.emit(sessionId, 'messages.update', [{ key, update: { status }, msgId: row.id }]);
+        }
+        recorder.emit(sessionId, 'message-receipt.update', [{ key, receipt: { userJid, status, t: Math.floor(Date.now() / 1000) }, ...(row ? { msgId: row.id } : {}) }]);
+      }),
+    inbound: (sessionId, message) =>
+      transaction(() => {
+        const session = store.session(sessionId);
+        if (!session) return false;
+        if (message.chat === 'group' && session.ignoreGroups) return false;
+        if (message.chat === 'newsletter' && session.ignoreChannels) return false;
+        if (message.chat === 'broadcast' && session.ignoreBroadcasts) return false;
+        const data = { key: message.key, message: message.message, pushName: message.pushName, messageTimestamp: message.messageTimestamp };
+        recorder.emit(sessionId, 'messages.upsert', data);
+        recorder.emit(sessionId, 'messages.received', data);
+        if (message.chat !== 'broadcast') recorder.emit(sessionId, VIEW_OF_CHAT[message.chat], data);
+        return true;
+      }),
+  };
+}

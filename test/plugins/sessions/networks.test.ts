@@ -1,0 +1,152 @@
+/**
+ * The network adapter seam: the routes follow what an adapter declares (pairing kinds, receive),
+ * a type without an adapter answers 409, an adapter's host sees its own network's sessions only
+ * and records what the adapter reports, and inside one transaction a session row is read once.
+ * The adapter registered here for `whatsapp` is a stand-in written for the test (the live
+ * network cannot be reached from here): it implements only what the test calls.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NetworkAdapter, NetworkCapabilities, NetworkHost } from '../../../plugins/sessions/networks/types.ts';
+import type { Sessions } from '../../../plugins/sessions/service.ts';
+import type { EmittedEvent } from '../../../plugins/sessions/types.ts';
+import type { TestApp } from '../../helpers/app.ts';
+import { call, eventsOf, lastEventId, sandboxSession, type SessionInfo, startMessagingApp, type Tenant, tenant, whatsappSession } from './helpers.ts';
+
+let app: TestApp;
+let t: Tenant;
+let svc: Sessions;
+let wa: SessionInfo;
+let sandbox: SessionInfo;
+
+beforeAll(async () => {
+  app = await startMessagingApp();
+  t = await tenant(app);
+  svc = app.running.services.sessions as Sessions;
+  wa = await whatsappSession(app, t.pat);
+  sandbox = await sandboxSession(app, t.pat);
+});
+afterAll(() => app?.close());
+
+/** Registers a stand-in whatsapp adapter with these capabilities; answers its host. */
+function registerWhatsapp(capabilities: NetworkCapabilities): NetworkHost {
+  let host!: NetworkHost;
+  const adapter = {
+    name: 'whatsapp',
+    capabilities,
+    async connect(session) {
+      host.transaction(() => {
+        host.setStatus(session.id, 'need_scan', 'pairing');
+        host.qrUpdated(session.id, 'QR-1');
+      });
+      return { status: 'need_scan', qrCode: 'QR-1' };
+    },
+    async qrCode() {
+      return 'QR-1';
+    },
+    async close() {},
+  } satisfies Partial<NetworkAdapter>;
+  svc.registerNetwork('whatsapp', (h) => {
+    host = h;
+    return adapter as unknown as NetworkAdapter;
+  });
+  return host;
+}
+
+describe('a network adapter behind the sessions API', () => {
+  it('without one, a whatsapp session answers 409 for connect and QR code, and 422 for sandbox receive', async () => {
+    const refusal = `Session ${wa.id} is not connected: this build has no network adapter for whatsapp sessions yet, so they stay disconnected (use a sandbox session to test)`;
+    for (const [method, path] of [
+      ['POST', `/api/whatsapp-sessions/${wa.id}/connect`],
+      ['GET', `/api/whatsapp-sessions/${wa.id}/qrcode`],
+    ] as const) {
+      expect(await call(app, t.pat, method, path, method === 'POST' ? {} : undefined)).toMatchObject({ status: 409, body: { success: false, error: refusal, message: refusal } });
+    }
+    expect(await call(app, wa.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'hi' })).toMatchObject({
+      status: 422,
+      body: { errors: { session: [`session ${wa.id} is a whatsapp session; use the API key of a sandbox session (POST /api/sandbox-sessions creates one)`] } },
+    });
+  });
+
+  it('one that pairs by QR: connect answers its QR code, the status and the code it reports are recorded, the QR route serves it', async () => {
+    const host = registerWhatsapp({ pairing: ['qr', 'phone_code'], receive: false });
+    const from = lastEventId(app, wa.id);
+    const connected = await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${wa.id}/connect`, {});
+    expect(connected).toMatchObject({ status: 200, body: { success: true, data: { status: 'need_scan', qrCode: 'QR-1' } } });
+    expect(eventsOf(app, wa.id, from).map((e) => [e.event, e.payload.data])).toEqual([
+      ['session.status', { status: 'need_scan', reason: 'pairing' }],
+      ['qrcode.updated', { qr: 'QR-1' }],
+    ]);
+    expect((await call(app, wa.apiKey, 'GET', '/api/status')).body).toEqual({ status: 'need_scan' });
+    const logs = await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${wa.id}/session-logs`);
+    expect(logs.body.data.data[0]).toMatchObject({ event_type: 'status_change', status: 'need_scan', reason: 'pairing' });
+    expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${wa.id}/qr-code`)).toMatchObject({ status: 200, body: { success: true, data: { qrCode: 'QR-1' } } });
+    // It declares no receive: the sandbox's route still refuses its key.
+    expect((await call(app, wa.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'hi' })).status).toBe(422);
+    // Its host sees whatsapp sessions only.
+    expect(host.session(wa.id)).toMatchObject({ id: wa.id, phoneNumber: wa.phone });
+    expect(host.sessionByPhone(t.orgId, wa.phone)?.id).toBe(wa.id);
+    expect(host.session(sandbox.id)).toBeUndefined();
+    expect(host.sessionByPhone(t.orgId, sandbox.phone)).toBeUndefined();
+  });
+
+  it('the QR route answers 409 as the declared pairing says', async () => {
+    registerWhatsapp({ pairing: ['phone_code'], receive: false });
+    expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${wa.id}/qrcode`)).toMatchObject({
+      status: 409,
+      body: { error: 'A whatsapp session pairs by phone code, not by QR code' },
+    });
+    registerWhatsapp({ pairing: [], receive: false });
+    expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${wa.id}/qrcode`)).toMatchObject({
+      status: 409,
+      body: { error: 'A whatsapp session is always connected and needs no QR code' },
+    });
+    expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${sandbox.id}/qrcode`)).toMatchObject({
+      status: 409,
+      body: { error: 'A sandbox session is always connected and needs no QR code' },
+    });
+  });
+});
+
+describe('a transaction', () => {
+  it('reads a session row once; a write through the store is seen at once, and by the events after it', () => {
+    const host = registerWhatsapp({ pairing: ['qr'], receive: false });
+    const seen: EmittedEvent[] = [];
+    const off = svc.onEvent((event) => {
+      if (event.sessionId === wa.id) seen.push(event);
+    });
+    try {
+      svc.transaction(() => {
+        const first = svc.get(wa.id)!;
+        // The same object: not read again.
+        expect(svc.get(wa.id)).toBe(first);
+        expect(host.session(wa.id)).toBe(first);
+        host.setStatus(wa.id, 'connecting', 'test');
+        expect(svc.get(wa.id)!.status).toBe('connecting');
+        host.setStatus(wa.id, 'connected', 'test');
+        svc.emit(wa.id, 'contacts.update', [{ id: 'x' }]);
+      });
+    } finally {
+      off();
+    }
+    expect(seen.map((e) => [e.event, e.session.status])).toEqual([
+      ['session.status', 'connecting'],
+      ['session.status', 'connected'],
+      ['contacts.update', 'connected'],
+    ]);
+    expect(svc.get(wa.id)!.status).toBe('connected');
+  });
+
+  it('reads a row again after a nested transaction that wrote it rolled back', () => {
+    svc.transaction(() => {
+      const before = svc.get(wa.id)!.status;
+      expect(() =>
+        svc.transaction(() => {
+          svc.store.setStatus(wa.id, 'expired', new Date().toISOString());
+          expect(svc.get(wa.id)!.status).toBe('expired');
+          throw new Error('roll back');
+        }),
+      ).toThrow('roll back');
+      expect(svc.get(wa.id)!.status).toBe(before);
+    });
+  });
+});
