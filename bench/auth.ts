@@ -21,7 +21,9 @@ export async function run(options: { rounds?: number; seconds?: number; logins?:
   const email = 'bench@example.test';
   const password = 'benchmark password';
   const created = JSON.parse(
-    execFileSync(bin, ['admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], { encoding: 'utf8' }),
+    execFileSync(bin, ['admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], {
+      encoding: 'utf8',
+    }),
   ) as { user: { id: string }; org: { id: string } };
   // Rate limiting off: this measures authentication (bench/rate-limit.ts measures the limiter).
   const server = await startServer({

@@ -13,11 +13,56 @@ import { fmt, median, wrk } from './lib.ts';
 import { storageBench } from './storage-setup.ts';
 
 const CUSTOMERS = [
-  'acme', 'globex', 'initech', 'umbrella', 'hooli', 'stark', 'wayne', 'wonka', 'tyrell', 'cyberdyne',
-  'soylent', 'oscorp', 'gringotts', 'monarch', 'vandelay', 'duff', 'krusty', 'nakatomi', 'gekko', 'pied',
-  'aperture', 'blackmesa', 'massive', 'dunder', 'sterling', 'bluth', 'prestige', 'abstergo', 'virtucon', 'weyland',
-  'yoyodyne', 'zorg', 'omni', 'rekall', 'spacely', 'cogswell', 'sirius', 'ingen', 'lexcorp', 'kaibacorp',
-  'shinra', 'tessier', 'mishima', 'vault', 'ellingson', 'trask', 'wolfram', 'buynlarge', 'contoso', 'fabrikam',
+  'acme',
+  'globex',
+  'initech',
+  'umbrella',
+  'hooli',
+  'stark',
+  'wayne',
+  'wonka',
+  'tyrell',
+  'cyberdyne',
+  'soylent',
+  'oscorp',
+  'gringotts',
+  'monarch',
+  'vandelay',
+  'duff',
+  'krusty',
+  'nakatomi',
+  'gekko',
+  'pied',
+  'aperture',
+  'blackmesa',
+  'massive',
+  'dunder',
+  'sterling',
+  'bluth',
+  'prestige',
+  'abstergo',
+  'virtucon',
+  'weyland',
+  'yoyodyne',
+  'zorg',
+  'omni',
+  'rekall',
+  'spacely',
+  'cogswell',
+  'sirius',
+  'ingen',
+  'lexcorp',
+  'kaibacorp',
+  'shinra',
+  'tessier',
+  'mishima',
+  'vault',
+  'ellingson',
+  'trask',
+  'wolfram',
+  'buynlarge',
+  'contoso',
+  'fabrikam',
 ];
 const WORDS = (
   'alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango ' +
@@ -44,7 +89,10 @@ function prng(seed: number) {
 }
 
 function nameOf(i: number, rand: () => number): string {
-  const hex = (n: number) => Math.floor(rand() * 16 ** n).toString(16).padStart(n, '0');
+  const hex = (n: number) =>
+    Math.floor(rand() * 16 ** n)
+      .toString(16)
+      .padStart(n, '0');
   const pick = <T>(list: readonly T[]) => list[Math.floor(rand() * list.length)]!;
   switch (i % 4) {
     case 0:
@@ -125,7 +173,12 @@ export async function run(options: { rounds?: number; seconds?: number; big?: nu
           wrk(url, { seconds: 1, connections: 1, headers });
           const r = wrk(url, { seconds, connections: 1, headers });
           if (r.errors) throw new Error(`${key}: ${r.errors} errors`);
-          for (const [map, v] of [[p50, r.p50ms], [p99, r.p99ms], [rps, r.rps]] as const) map.set(key, [...(map.get(key) ?? []), v]);
+          for (const [map, v] of [
+            [p50, r.p50ms],
+            [p99, r.p99ms],
+            [rps, r.rps],
+          ] as const)
+            map.set(key, [...(map.get(key) ?? []), v]);
         }
       }
     }
@@ -145,7 +198,10 @@ export async function run(options: { rounds?: number; seconds?: number; big?: nu
         );
       }
     }
-    lines.push('', `(GET /api/files?search=TERM with the app's Bearer token, page 1 of 10; ${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c1)`);
+    lines.push(
+      '',
+      `(GET /api/files?search=TERM with the app's Bearer token, page 1 of 10; ${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c1)`,
+    );
     return lines.join('\n');
   } finally {
     await bench.cleanup();

@@ -15,7 +15,11 @@ import path from 'node:path';
 import { node, type RequestCase, requestTable, root, startServer } from './lib.ts';
 
 async function api(url: string, method: string, headers: Record<string, string>, body?: unknown): Promise<any> {
-  const init = { method, headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body) };
+  const init = {
+    method,
+    headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  };
   // A kept-alive connection from before a long wrk run may have been closed by the server: one retry.
   const res = await fetch(url, init).catch(() => fetch(url, init));
   const text = await res.text();
@@ -30,25 +34,35 @@ export async function run(options: { rounds?: number; seconds?: number } = {}): 
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-messaging-'));
   const email = 'bench@example.test';
   const password = 'benchmark password';
-  execFileSync(node, [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], { encoding: 'utf8' });
+  execFileSync(node, [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], {
+    encoding: 'utf8',
+  });
   const server = await startServer({
     name: 'wharf',
     argsFor: (port) => [node, [wharf, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
     env: { WHARF_PLUGINS__RATE_LIMIT__ENABLED: 'false', WHARF_LOG__LEVEL: 'warn' },
   });
   try {
-    const login = await fetch(`${server.url}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', origin: server.url }, body: JSON.stringify({ email, password }) });
+    const login = await fetch(`${server.url}/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: server.url },
+      body: JSON.stringify({ email, password }),
+    });
     if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
     const cookie = login.headers.getSetCookie()[0]!.split(';')[0]!;
     const pat = (await api(`${server.url}/api/personal-access-tokens`, 'POST', { cookie, origin: server.url }, { name: 'bench' })).data.token as string;
     const patHeaders = { authorization: `Bearer ${pat}` };
-    const sender = (await api(`${server.url}/api/sandbox-sessions`, 'POST', patHeaders, { name: 'Sender', account_protection: false, log_messages: true })).data;
+    const sender = (await api(`${server.url}/api/sandbox-sessions`, 'POST', patHeaders, { name: 'Sender', account_protection: false, log_messages: true }))
+      .data;
     const recipient = (await api(`${server.url}/api/sandbox-sessions`, 'POST', patHeaders, { name: 'Recipient' })).data;
     const keyHeaders = { authorization: `Bearer ${sender.api_key}` };
 
     const script = (to: string) => {
       const file = path.join(dataDir, `send-${to.replace(/\D/g, '')}.lua`);
-      fs.writeFileSync(file, `wrk.method = "POST"\nwrk.body = '${JSON.stringify({ to, text: 'benchmark message' })}'\nwrk.headers["Content-Type"] = "application/json"\n`);
+      fs.writeFileSync(
+        file,
+        `wrk.method = "POST"\nwrk.body = '${JSON.stringify({ to, text: 'benchmark message' })}'\nwrk.headers["Content-Type"] = "application/json"\n`,
+      );
       return file;
     };
     const toSandbox = script(recipient.phone_number);

@@ -58,7 +58,9 @@ async function drain(s3: S3Client, bucket: string, key: string): Promise<number>
 
 async function round(s3: S3Client, bucket: string, big: Buffer, small: Buffer[], r: number, into: Figures): Promise<void> {
   const bigKey = `big/${r}.bin`;
-  into.bigPut.push(mibps(BIG, await timed(async () => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: bigKey, Body: big, ContentLength: BIG }))))));
+  into.bigPut.push(
+    mibps(BIG, await timed(async () => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: bigKey, Body: big, ContentLength: BIG }))))),
+  );
   into.bigGet.push(
     mibps(
       BIG,
@@ -67,7 +69,18 @@ async function round(s3: S3Client, bucket: string, big: Buffer, small: Buffer[],
       }),
     ),
   );
-  into.smallPut.push(mibps(COUNT * SMALL, await timed(() => pool(COUNT, CONCURRENCY, async (i) => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: `small/${r}/${i}`, Body: small[i]!, ContentLength: SMALL })))))));
+  into.smallPut.push(
+    mibps(
+      COUNT * SMALL,
+      await timed(() =>
+        pool(
+          COUNT,
+          CONCURRENCY,
+          async (i) => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: `small/${r}/${i}`, Body: small[i]!, ContentLength: SMALL }))),
+        ),
+      ),
+    ),
+  );
   into.smallGet.push(
     mibps(
       COUNT * SMALL,

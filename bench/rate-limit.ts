@@ -22,7 +22,9 @@ export async function run(options: { rounds?: number; seconds?: number } = {}): 
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-rate-limit-'));
   const email = 'bench@example.test';
   const password = 'benchmark password';
-  execFileSync(node, [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], { encoding: 'utf8' });
+  execFileSync(node, [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], {
+    encoding: 'utf8',
+  });
 
   const huge = '1000000000';
   const variant = (name: string, enabled: boolean): ServerSpec => ({

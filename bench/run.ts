@@ -26,5 +26,7 @@ for (const name of wanted.length ? wanted : Object.keys(benchmarks)) {
   const started = Date.now();
   const { run } = await benchmarks[name]!();
   const report = await run();
-  process.stdout.write(`### ${name}\n\n${report}\n\n(${Math.round((Date.now() - started) / 1000)} s, node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)})\n\n`);
+  process.stdout.write(
+    `### ${name}\n\n${report}\n\n(${Math.round((Date.now() - started) / 1000)} s, node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)})\n\n`,
+  );
 }

@@ -47,10 +47,17 @@ export async function storageBench(tag: string): Promise<StorageBench> {
   const wharf = path.join(root, 'bin/wharf.ts');
   const email = 'bench@example.test';
   const password = 'benchmark password';
-  execFileSync(node, [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--config', config, '--data-dir', dataDir, '--json'], {
-    encoding: 'utf8',
-  });
-  const spec = { name: 'wharf serve (source)', argsFor: (port: number): [string, string[]] => [node, [wharf, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]] };
+  execFileSync(
+    node,
+    [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--config', config, '--data-dir', dataDir, '--json'],
+    {
+      encoding: 'utf8',
+    },
+  );
+  const spec = {
+    name: 'wharf serve (source)',
+    argsFor: (port: number): [string, string[]] => [node, [wharf, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
+  };
   let stderr = '';
   const watch = (s: Server) => s.child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
   let server = await startServer(spec);
@@ -61,7 +68,10 @@ export async function storageBench(tag: string): Promise<StorageBench> {
     body: JSON.stringify({ email, password }),
   });
   if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
-  const cookie = login.headers.getSetCookie().find((c) => c.startsWith('__session='))!.split(';')[0]!;
+  const cookie = login.headers
+    .getSetCookie()
+    .find((c) => c.startsWith('__session='))!
+    .split(';')[0]!;
 
   const bench: StorageBench = {
     target,
@@ -71,12 +81,20 @@ export async function storageBench(tag: string): Promise<StorageBench> {
     url: server.url,
     dashboard: { cookie, origin: server.url },
     async createApp(name) {
-      const res = await fetch(`${bench.url}/api/apps`, { method: 'POST', headers: { ...bench.dashboard, 'content-type': 'application/json' }, body: JSON.stringify({ name }) });
+      const res = await fetch(`${bench.url}/api/apps`, {
+        method: 'POST',
+        headers: { ...bench.dashboard, 'content-type': 'application/json' },
+        body: JSON.stringify({ name }),
+      });
       if (res.status !== 201) throw new Error(`create app: ${res.status} ${await res.text()}`);
       return (await res.json()) as { id: string; bucketName: string };
     },
     async createToken(appId) {
-      const res = await fetch(`${bench.url}/api/tokens`, { method: 'POST', headers: { ...bench.dashboard, 'content-type': 'application/json' }, body: JSON.stringify({ appId, name: 'bench' }) });
+      const res = await fetch(`${bench.url}/api/tokens`, {
+        method: 'POST',
+        headers: { ...bench.dashboard, 'content-type': 'application/json' },
+        body: JSON.stringify({ appId, name: 'bench' }),
+      });
       if (res.status !== 201) throw new Error(`create token: ${res.status} ${await res.text()}`);
       return ((await res.json()) as { token: string }).token;
     },
@@ -95,7 +113,13 @@ export async function storageBench(tag: string): Promise<StorageBench> {
         body: JSON.stringify({ email, password }),
       });
       if (again.status !== 200) throw new Error(`login: ${again.status}`);
-      bench.dashboard = { cookie: again.headers.getSetCookie().find((c) => c.startsWith('__session='))!.split(';')[0]!, origin: server.url };
+      bench.dashboard = {
+        cookie: again.headers
+          .getSetCookie()
+          .find((c) => c.startsWith('__session='))!
+          .split(';')[0]!,
+        origin: server.url,
+      };
     },
     stderrTail: () => `exit code ${server.child.exitCode}; stderr: ${stderr}`,
     async cleanup() {

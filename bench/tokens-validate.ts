@@ -64,7 +64,15 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
         '',
         `lastUsedAt after the run: ${tokens[0]?.lastUsedAt ?? 'null'} (read at ${new Date().toISOString()})`,
         '',
-        `(${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c${connections}; per-round req/s: ${cases.map((c) => `${c.name} ${rps.get(c.name)!.map((v) => fmt(v, 0)).join('/')}`).join('; ')})`,
+        `(${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c${connections}; per-round req/s: ${cases
+          .map(
+            (c) =>
+              `${c.name} ${rps
+                .get(c.name)!
+                .map((v) => fmt(v, 0))
+                .join('/')}`,
+          )
+          .join('; ')})`,
       );
       fs.rmSync(script, { force: true });
       return lines.join('\n');

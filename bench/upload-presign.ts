@@ -25,10 +25,14 @@ async function presignerAlone(endpoint: string, region: string, accessKeyId: str
   while (performance.now() - started < ms) {
     await Promise.all(
       Array.from({ length: FILES }, (_, i) =>
-        getSignedUrl(client, new PutObjectCommand({ Bucket: 'bench', Key: `k/${n}/${i}.bin`, ContentType: 'application/octet-stream', ContentLength: 1000 + i }), {
-          expiresIn: 3600,
-          signableHeaders: new Set(['content-type']),
-        }),
+        getSignedUrl(
+          client,
+          new PutObjectCommand({ Bucket: 'bench', Key: `k/${n}/${i}.bin`, ContentType: 'application/octet-stream', ContentLength: 1000 + i }),
+          {
+            expiresIn: 3600,
+            signableHeaders: new Set(['content-type']),
+          },
+        ),
       ),
     );
     n += FILES;
@@ -54,7 +58,11 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
     if (check.status !== 200) throw new Error(`phase 1: ${check.status} ${await check.text()}`);
     if (((await check.json()) as { uploads: unknown[] }).uploads.length !== FILES) throw new Error('phase 1 answered the wrong number of URLs');
 
-    const script = wrkScript(bench.dataDir, 'presign', { method: 'POST', body, headers: { Cookie: bench.dashboard.cookie!, Origin: bench.dashboard.origin!, 'Content-Type': 'application/json' } });
+    const script = wrkScript(bench.dataDir, 'presign', {
+      method: 'POST',
+      body,
+      headers: { Cookie: bench.dashboard.cookie!, Origin: bench.dashboard.origin!, 'Content-Type': 'application/json' },
+    });
     const urls: number[] = [];
     const p50: number[] = [];
     const p99: number[] = [];

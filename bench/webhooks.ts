@@ -93,22 +93,52 @@ export async function run(options: { rounds?: number; perSession?: number; sampl
   const configFile = path.join(dir, 'wharf.toml');
   fs.writeFileSync(
     configFile,
-    ['[plugins.storage]', 'enabled = false', '[plugins.tokens]', 'enabled = false', '[plugins.rate_limit]', 'enabled = false', '[plugins.webhooks]', 'allow_private_networks = true', ''].join('\n'),
+    [
+      '[plugins.storage]',
+      'enabled = false',
+      '[plugins.tokens]',
+      'enabled = false',
+      '[plugins.rate_limit]',
+      'enabled = false',
+      '[plugins.webhooks]',
+      'allow_private_networks = true',
+      '',
+    ].join('\n'),
   );
   const email = 'bench@example.test';
   const password = 'benchmark password';
-  execFileSync(node, [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--config', configFile, '--data-dir', dataDir, '--json'], { encoding: 'utf8' });
+  execFileSync(
+    node,
+    [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--config', configFile, '--data-dir', dataDir, '--json'],
+    { encoding: 'utf8' },
+  );
 
-  const receiver = await startServer({ name: 'receiver', argsFor: (port) => [node, [path.join(root, 'bench/baselines/webhook-receiver.mjs'), String(port)]] }, '/_control/stats');
-  const server = await startServer({ name: 'wharf serve', argsFor: (port) => [node, [wharf, 'serve', '--config', configFile, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]] });
+  const receiver = await startServer(
+    { name: 'receiver', argsFor: (port) => [node, [path.join(root, 'bench/baselines/webhook-receiver.mjs'), String(port)]] },
+    '/_control/stats',
+  );
+  const server = await startServer({
+    name: 'wharf serve',
+    argsFor: (port) => [node, [wharf, 'serve', '--config', configFile, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
+  });
   const api = new Pool(server.url, { connections: 16 });
   const lat = await localReceiver();
   const stuck = await localReceiver(true);
   const bare = new Agent({ keepAliveTimeout: 10_000 });
-  const control = async (action: string) => (await (await fetch(`${receiver.url}/_control/${action}`, { method: action === 'stats' ? 'GET' : 'POST' })).json()) as { count: number; first: number | null; last: number | null; held: number };
+  const control = async (action: string) =>
+    (await (await fetch(`${receiver.url}/_control/${action}`, { method: action === 'stats' ? 'GET' : 'POST' })).json()) as {
+      count: number;
+      first: number | null;
+      last: number | null;
+      held: number;
+    };
 
   try {
-    const login = await fetch(`${server.url}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', origin: server.url }, body: JSON.stringify({ email, password }) });
+    const login = await fetch(`${server.url}/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: server.url },
+      body: JSON.stringify({ email, password }),
+    });
     if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
     const cookie = login.headers.getSetCookie()[0]!.split(';')[0]!;
     const call = async (method: 'GET' | 'POST' | 'PUT', pathname: string, token: string, body?: unknown, extra: Record<string, string> = {}) => {
@@ -124,9 +154,16 @@ export async function run(options: { rounds?: number; perSession?: number; sampl
     };
     const pat = (await call('POST', '/api/personal-access-tokens', '', { name: 'bench' }, { cookie, origin: server.url })).data.token as string;
     const session = async (name: string, url: string) =>
-      (await call('POST', '/api/sandbox-sessions', pat, { name, webhook_url: url, webhook_enabled: true, webhook_events: ['messages.received'] })).data as { id: number; api_key: string };
+      (await call('POST', '/api/sandbox-sessions', pat, { name, webhook_url: url, webhook_enabled: true, webhook_events: ['messages.received'] })).data as {
+        id: number;
+        api_key: string;
+      };
     let sender = 0;
-    const receive = (s: { api_key: string }) => call('POST', '/api/sandbox/receive', s.api_key, { from: `+1415${String(1_000_000 + (sender++ % 8_000_000)).padStart(7, '0')}`, text: 'benchmark message' });
+    const receive = (s: { api_key: string }) =>
+      call('POST', '/api/sandbox/receive', s.api_key, {
+        from: `+1415${String(1_000_000 + (sender++ % 8_000_000)).padStart(7, '0')}`,
+        text: 'benchmark message',
+      });
     const pending = async (sessionId?: number) =>
       (await call('GET', `/api/dispatches?status=pending&per_page=1${sessionId ? `&session_id=${sessionId}` : ''}`, pat)).data.total as number;
 
@@ -189,7 +226,13 @@ export async function run(options: { rounds?: number; perSession?: number; sampl
         wharfMs.push((await arrival) - t0);
         const bareArrival = lat.next();
         const t1 = now();
-        const res = await bare.request({ origin: lat.origin, path: '/hook', method: 'POST', headers: { 'content-type': 'application/json' }, body: sampleBody });
+        const res = await bare.request({
+          origin: lat.origin,
+          path: '/hook',
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: sampleBody,
+        });
         await res.body.text();
         bareMs.push((await bareArrival) - t1);
       }

@@ -119,7 +119,7 @@ function commandContext(args: GlobalArgs, plugins: PluginSet): CommandContext {
 async function serve(args: GlobalArgs, plugins: PluginSet): Promise<void> {
   const config = loadConfig(args, plugins);
   const { start, BootError } = await import('../core/lifecycle.ts');
-  let running;
+  let running: Awaited<ReturnType<typeof start>>;
   try {
     running = await start(config, { listen: true });
   } catch (err) {
@@ -206,8 +206,10 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
     .option('listen', { type: 'string', describe: 'HOST:PORT to listen on (overrides server.listen)', global: true })
     .option('json', { type: 'boolean', describe: 'Print results as JSON', global: true })
     .command('serve', 'Run the server', {}, (args) => serve(args as GlobalArgs, plugins))
-    .command('migrate <action>', 'Show or apply database migrations', (y) =>
-      y.positional('action', { choices: ['status', 'up'] as const, demandOption: true }),
+    .command(
+      'migrate <action>',
+      'Show or apply database migrations',
+      (y) => y.positional('action', { choices: ['status', 'up'] as const, demandOption: true }),
       async (args) => {
         const config = loadConfig(args, plugins);
         const { openDatabase, migrate, migrationStatus } = await import('../core/db.ts');
@@ -234,8 +236,10 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
     )
     .command('config', 'Configuration', (y) =>
       y
-        .command('check <file>', 'Validate a config file (and WHARF_* overrides) without starting anything', (c) =>
-          c.positional('file', { type: 'string', demandOption: true }),
+        .command(
+          'check <file>',
+          'Validate a config file (and WHARF_* overrides) without starting anything',
+          (c) => c.positional('file', { type: 'string', demandOption: true }),
           (args) => {
             const config = loadConfig(args, plugins, args.file);
             process.stdout.write(`${path.basename(args.file)}: ok (plugins: ${config.order.map((p) => p.name).join(', ') || 'none'})\n`);
@@ -273,7 +277,8 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
               .option('dir', { type: 'string', describe: 'Where to write it (default ./<name>)' }),
           async (args) => {
             const name = String(args.name);
-            if (!/^[a-z][a-z0-9_]{0,39}$/.test(name)) fail(`plugin name "${name}": 1 to 40 lowercase letters, digits and underscores, starting with a letter`, EXIT_CONFIG);
+            if (!/^[a-z][a-z0-9_]{0,39}$/.test(name))
+              fail(`plugin name "${name}": 1 to 40 lowercase letters, digits and underscores, starting with a letter`, EXIT_CONFIG);
             if (plugins.list.some((p) => p.name === name)) fail(`plugin name "${name}" is taken by a plugin this wharf already has`, EXIT_CONFIG);
             const dir = path.resolve(args.dir ?? name);
             const { scaffoldPlugin } = await import('./plugin-template.ts');

@@ -81,8 +81,18 @@ export function addClientCommands(cli: Argv): void {
       {},
       run<ClientArgs>(async (args) => {
         const client = clientFor(args);
-        const me = await client.request<{ kind: string; userId: string; email: string | null; name: string | null; orgs: { id: string; slug: string | null; name: string }[] }>('GET', '/api/cli/me');
-        out(args, `${me.email ?? me.userId}${me.name ? ` (${me.name})` : ''} on ${client.instance}\norganizations: ${me.orgs.map((o) => `${o.slug ?? o.id} (${o.name})`).join(', ') || 'none'}\ncredentials: ${credentialsPath()}`, me);
+        const me = await client.request<{
+          kind: string;
+          userId: string;
+          email: string | null;
+          name: string | null;
+          orgs: { id: string; slug: string | null; name: string }[];
+        }>('GET', '/api/cli/me');
+        out(
+          args,
+          `${me.email ?? me.userId}${me.name ? ` (${me.name})` : ''} on ${client.instance}\norganizations: ${me.orgs.map((o) => `${o.slug ?? o.id} (${o.name})`).join(', ') || 'none'}\ncredentials: ${credentialsPath()}`,
+          me,
+        );
       }),
     );
   addMessagingCommands(cli);

@@ -69,10 +69,20 @@ export function addDispatchCommands(cli: Argv): void {
           if (args.status) query.set('status', args.status);
           if (args.event) query.set('event', args.event);
           const { data } = await clientFor(args).request<Page<Dispatch>>('GET', `/api/dispatches?${query}`);
-          const rows = data.data.map((d) => [String(d.id), String(d.session_id), d.event, d.status, `${d.attempt_count}/${d.max_attempts}`, outcome(d), d.created_at]);
+          const rows = data.data.map((d) => [
+            String(d.id),
+            String(d.session_id),
+            d.event,
+            d.status,
+            `${d.attempt_count}/${d.max_attempts}`,
+            outcome(d),
+            d.created_at,
+          ]);
           print(
             args,
-            rows.length ? `${table(['ID', 'SESSION', 'EVENT', 'STATUS', 'ATTEMPTS', 'LAST', 'CREATED'], rows)}\npage ${data.current_page} of ${data.last_page} (${data.total} records)` : 'No dispatch records.',
+            rows.length
+              ? `${table(['ID', 'SESSION', 'EVENT', 'STATUS', 'ATTEMPTS', 'LAST', 'CREATED'], rows)}\npage ${data.current_page} of ${data.last_page} (${data.total} records)`
+              : 'No dispatch records.',
             data,
           );
         }),
@@ -83,7 +93,12 @@ export function addDispatchCommands(cli: Argv): void {
         (c) => c.positional('id', { type: 'string', demandOption: true }),
         run<IdArgs>(async (args) => {
           const { data } = await clientFor(args).request<{ data: Dispatch }>('GET', `/api/dispatches/${dispatchId(args.id)}`);
-          const attempts = (data.attempts ?? []).map((a) => [String(a.number), a.status_code === null ? '-' : String(a.status_code), `${a.duration_ms} ms`, a.error ?? '']);
+          const attempts = (data.attempts ?? []).map((a) => [
+            String(a.number),
+            a.status_code === null ? '-' : String(a.status_code),
+            `${a.duration_ms} ms`,
+            a.error ?? '',
+          ]);
           print(
             args,
             `dispatch ${data.id}: ${data.event} of session ${data.session_id} to ${data.url}\nstatus ${data.status}, ${data.attempt_count} of ${data.max_attempts} attempts${data.next_attempt_at ? `, next at ${data.next_attempt_at}` : ''}\nwebhook-id ${data.webhook_id}${attempts.length ? `\n${table(['#', 'STATUS', 'DURATION', 'ERROR'], attempts)}` : ''}`,

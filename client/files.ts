@@ -119,8 +119,14 @@ export function addFileCommands(cli: Argv): void {
             }
             const name = path.basename(p);
             const prefix = args.prefix.replace(/^\/+/, '').replace(/(?<!\/)$/, args.prefix ? '/' : '');
-            const safe = name.replace(/[^\w.\-]+/g, '_');
-            return { path: p, name, size, type: TYPES[path.extname(name).toLowerCase()] ?? 'application/octet-stream', key: `${prefix}${randomUUID()}/${safe}` };
+            const safe = name.replace(/[^\w.-]+/g, '_');
+            return {
+              path: p,
+              name,
+              size,
+              type: TYPES[path.extname(name).toLowerCase()] ?? 'application/octet-stream',
+              key: `${prefix}${randomUUID()}/${safe}`,
+            };
           });
           const { s3, bucket } = await storeFor(instance, token);
           const { PutObjectCommand } = await import('@aws-sdk/client-s3');
@@ -150,10 +156,19 @@ export function addFileCommands(cli: Argv): void {
         run<FilesArgs & { search?: string; page: number; pageSize: number }>(async (args) => {
           const query = new URLSearchParams({ page: String(args.page), pageSize: String(args.pageSize) });
           if (args.search) query.set('search', args.search);
-          const result = await call<{ files: FileRecord[]; pagination: { page: number; totalPages: number; total: number } }>(instanceOf(args), 'GET', `/api/files?${query}`, { token: tokenOf(args) });
+          const result = await call<{ files: FileRecord[]; pagination: { page: number; totalPages: number; total: number } }>(
+            instanceOf(args),
+            'GET',
+            `/api/files?${query}`,
+            { token: tokenOf(args) },
+          );
           const rows = result.files.map((f) => [f.key, String(f.size), f.type, f.uploadedAt]);
           const { page, totalPages, total } = result.pagination;
-          print(args, rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${total} files)` : 'No files.', result);
+          print(
+            args,
+            rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${total} files)` : 'No files.',
+            result,
+          );
         }),
       )
       .command(
@@ -168,7 +183,10 @@ export function addFileCommands(cli: Argv): void {
       .command(
         'get <key>',
         "Download a file's bytes from the store",
-        (c) => c.positional('key', { type: 'string', demandOption: true }).option('out', { type: 'string', describe: 'Where to write it (default: its name in the current directory)' }),
+        (c) =>
+          c
+            .positional('key', { type: 'string', demandOption: true })
+            .option('out', { type: 'string', describe: 'Where to write it (default: its name in the current directory)' }),
         run<FilesArgs & { key: string; out?: string }>(async (args) => {
           const { s3, bucket } = await storeFor(instanceOf(args), tokenOf(args));
           const { GetObjectCommand } = await import('@aws-sdk/client-s3');

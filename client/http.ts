@@ -20,7 +20,12 @@ export interface ClientOptions {
 export function errorText(body: unknown, status: number): string {
   const b = body as Record<string, unknown> | null;
   const text = (typeof b?.error === 'string' && b.error) || (typeof b?.message === 'string' && b.message) || `HTTP ${status}`;
-  const fields = b?.errors && typeof b.errors === 'object' ? Object.values(b.errors as Record<string, string[]>).flat().join('; ') : '';
+  const fields =
+    b?.errors && typeof b.errors === 'object'
+      ? Object.values(b.errors as Record<string, string[]>)
+          .flat()
+          .join('; ')
+      : '';
   return fields ? `${text} (${fields})` : text;
 }
 
@@ -38,7 +43,11 @@ export async function readJson(res: Response): Promise<unknown> {
 export async function postForm(url: string, fields: Record<string, string>): Promise<{ status: number; body: Record<string, unknown> }> {
   let res: Response;
   try {
-    res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: new URLSearchParams(fields) });
+    res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+      body: new URLSearchParams(fields),
+    });
   } catch (err) {
     throw new ClientError(`cannot reach ${new URL(url).origin}: ${(err as Error).message}`);
   }

@@ -17,7 +17,12 @@ export interface Discovery {
 
 /** -1, 0, 1 comparing dotted version numbers (pre-release suffixes ignored). */
 export function compareVersions(a: string, b: string): number {
-  const parse = (v: string) => v.replace(/^v/, '').split(/[-+]/)[0]!.split('.').map((n) => Number.parseInt(n, 10) || 0);
+  const parse = (v: string) =>
+    v
+      .replace(/^v/, '')
+      .split(/[-+]/)[0]!
+      .split('.')
+      .map((n) => Number.parseInt(n, 10) || 0);
   const [x, y] = [parse(a), parse(b)];
   for (let i = 0; i < Math.max(x.length, y.length); i++) {
     const d = (x[i] ?? 0) - (y[i] ?? 0);
@@ -39,7 +44,8 @@ async function getJson(url: string): Promise<{ status: number; body: unknown }> 
 export async function discover(instance: string): Promise<Discovery> {
   const { status, body } = await getJson(`${instance}/api/cli/config`);
   const d = body as Discovery;
-  if (status !== 200 || typeof d?.instanceUrl !== 'string') throw new ClientError(`${instance} is not a Wharf instance (GET /api/cli/config answered ${status})`);
+  if (status !== 200 || typeof d?.instanceUrl !== 'string')
+    throw new ClientError(`${instance} is not a Wharf instance (GET /api/cli/config answered ${status})`);
   return d;
 }
 
@@ -65,7 +71,9 @@ export interface LoginOptions {
   minIntervalMs?: number;
 }
 
-export async function login(options: LoginOptions): Promise<{ userId: string; email: string | null; orgs: { id: string; slug: string | null; name: string }[] }> {
+export async function login(
+  options: LoginOptions,
+): Promise<{ userId: string; email: string | null; orgs: { id: string; slug: string | null; name: string }[] }> {
   const instance = normalizeInstance(options.instance);
   const discovery = await discover(instance);
   if (!discovery.configured || !discovery.oauthClientId) throw new ClientError(`${instance} has no command-line sign-in configured (oauthClientId is empty)`);
@@ -75,7 +83,14 @@ export async function login(options: LoginOptions): Promise<{ userId: string; em
   const clientId = discovery.oauthClientId;
   const urls = await endpoints(instance, discovery);
   const start = await postForm(urls.device, { client_id: clientId, scope: 'openid email profile offline_access' });
-  const grant = start.body as { device_code?: string; user_code?: string; verification_uri?: string; verification_uri_complete?: string; expires_in?: number; interval?: number };
+  const grant = start.body as {
+    device_code?: string;
+    user_code?: string;
+    verification_uri?: string;
+    verification_uri_complete?: string;
+    expires_in?: number;
+    interval?: number;
+  };
   if (start.status !== 200 || !grant.device_code || !grant.user_code || !grant.verification_uri) {
     throw new ClientError(`cannot start the sign-in: ${errorText(start.body, start.status)}`);
   }
@@ -85,7 +100,11 @@ export async function login(options: LoginOptions): Promise<{ userId: string; em
   for (;;) {
     await new Promise((r) => setTimeout(r, interval));
     if (Date.now() > deadline) throw new ClientError('the code expired before it was approved; run wharf login again');
-    const { status, body } = await postForm(urls.token, { grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: grant.device_code, client_id: clientId });
+    const { status, body } = await postForm(urls.token, {
+      grant_type: 'urn:ietf:params:oauth:grant-type:device_code',
+      device_code: grant.device_code,
+      client_id: clientId,
+    });
     if (status === 200 && typeof body.access_token === 'string') {
       const credentials: InstanceCredentials = {
         accessToken: body.access_token,
@@ -99,7 +118,11 @@ export async function login(options: LoginOptions): Promise<{ userId: string; em
       file.instances[instance] = credentials;
       file.current = instance;
       writeCredentials(file, options.credentialsFile);
-      const me = await new Client({ instance, credentialsFile: options.credentialsFile }).request<{ userId: string; email: string | null; orgs: { id: string; slug: string | null; name: string }[] }>('GET', '/api/cli/me');
+      const me = await new Client({ instance, credentialsFile: options.credentialsFile }).request<{
+        userId: string;
+        email: string | null;
+        orgs: { id: string; slug: string | null; name: string }[];
+      }>('GET', '/api/cli/me');
       file.instances[instance] = { ...credentials, user: { userId: me.userId, email: me.email } };
       writeCredentials(file, options.credentialsFile);
       return me;

@@ -49,7 +49,11 @@ function print(args: ClientArgs, text: string, json: unknown): void {
 /** Left-aligned columns, two spaces apart. */
 export function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(header), ...rows.map(line)].join('\n');
 }
 
@@ -136,7 +140,11 @@ export function addMessagingCommands(cli: Argv): void {
           run<PatCreateArgs>(async (args) => {
             const body = { name: args.name, ...(args.expiresAt ? { expires_at: args.expiresAt } : {}) };
             const { data } = await clientFor(args).request<Envelope<Token>>('POST', '/api/personal-access-tokens', { body });
-            print(args, `Created personal access token ${data.id} "${data.name}"${data.expires_at ? ` (expires ${when(data.expires_at)})` : ''}. It is shown only this once:\n${data.token}`, data);
+            print(
+              args,
+              `Created personal access token ${data.id} "${data.name}"${data.expires_at ? ` (expires ${when(data.expires_at)})` : ''}. It is shown only this once:\n${data.token}`,
+              data,
+            );
           }),
         )
         .command(
@@ -154,7 +162,10 @@ export function addMessagingCommands(cli: Argv): void {
           'Revoke a personal access token; it fails from the next request on',
           (c) => c.positional('id', { type: 'string', demandOption: true, describe: 'Token id (wharf pat list)' }),
           run<SessionArgs>(async (args) => {
-            const { data } = await clientFor(args).request<Envelope<{ id: number; revoked: boolean }>>('DELETE', `/api/personal-access-tokens/${encodeURIComponent(args.id)}`);
+            const { data } = await clientFor(args).request<Envelope<{ id: number; revoked: boolean }>>(
+              'DELETE',
+              `/api/personal-access-tokens/${encodeURIComponent(args.id)}`,
+            );
             print(args, `Revoked personal access token ${data.id}`, data);
           }),
         )
@@ -191,7 +202,9 @@ export function addMessagingCommands(cli: Argv): void {
               ...(args.accountProtection !== undefined ? { account_protection: args.accountProtection } : {}),
               ...(args.logMessages !== undefined ? { log_messages: args.logMessages } : {}),
             };
-            const { data } = await clientFor(args).request<Envelope<Session>>('POST', args.sandbox ? '/api/sandbox-sessions' : '/api/whatsapp-sessions', { body });
+            const { data } = await clientFor(args).request<Envelope<Session>>('POST', args.sandbox ? '/api/sandbox-sessions' : '/api/whatsapp-sessions', {
+              body,
+            });
             print(args, `Created ${data.type} session ${data.id} "${data.name}" (${data.phone_number}, ${data.status})\napi_key: ${data.api_key}`, data);
           }),
         )
@@ -220,8 +233,15 @@ export function addMessagingCommands(cli: Argv): void {
           (c) => c.positional('id', { type: 'string', demandOption: true }),
           run<SessionArgs>(async (args) => {
             const id = sessionId(args.id);
-            const { data } = await clientFor(args).request<Envelope<{ status: string; qrCode?: string; message?: string }>>('POST', `/api/whatsapp-sessions/${id}/connect`, { body: {} });
-            print(args, `Session ${id}: ${data.status}${data.message ? ` (${data.message})` : ''}${data.qrCode ? `\nQR code: ${data.qrCode}` : ''}`, { id: Number(id), ...data });
+            const { data } = await clientFor(args).request<Envelope<{ status: string; qrCode?: string; message?: string }>>(
+              'POST',
+              `/api/whatsapp-sessions/${id}/connect`,
+              { body: {} },
+            );
+            print(args, `Session ${id}: ${data.status}${data.message ? ` (${data.message})` : ''}${data.qrCode ? `\nQR code: ${data.qrCode}` : ''}`, {
+              id: Number(id),
+              ...data,
+            });
           }),
         )
         .command(
@@ -230,7 +250,9 @@ export function addMessagingCommands(cli: Argv): void {
           (c) => c.positional('id', { type: 'string', demandOption: true }),
           run<SessionArgs>(async (args) => {
             const id = sessionId(args.id);
-            const { data } = await clientFor(args).request<Envelope<{ status: string; message?: string }>>('POST', `/api/whatsapp-sessions/${id}/disconnect`, { body: {} });
+            const { data } = await clientFor(args).request<Envelope<{ status: string; message?: string }>>('POST', `/api/whatsapp-sessions/${id}/disconnect`, {
+              body: {},
+            });
             print(args, `Session ${id}: ${data.status}${data.message ? ` (${data.message})` : ''}`, { id: Number(id), ...data });
           }),
         )
@@ -270,8 +292,17 @@ export function addMessagingCommands(cli: Argv): void {
               ...(args.pushName !== undefined ? { pushName: args.pushName } : {}),
               ...(args.groupJid !== undefined ? { groupJid: args.groupJid } : {}),
             };
-            const { data } = await withSessionKey<Envelope<{ key: { id: string; remoteJid: string } }>>(client.instance, session.api_key, 'POST', '/api/sandbox/receive', body);
-            print(args, `Session ${id} received message ${data.key.id} from ${args.from} in a ${args.chat} chat (${data.key.remoteJid})`, { session: Number(id), key: data.key });
+            const { data } = await withSessionKey<Envelope<{ key: { id: string; remoteJid: string } }>>(
+              client.instance,
+              session.api_key,
+              'POST',
+              '/api/sandbox/receive',
+              body,
+            );
+            print(args, `Session ${id} received message ${data.key.id} from ${args.from} in a ${args.chat} chat (${data.key.remoteJid})`, {
+              session: Number(id),
+              key: data.key,
+            });
           }),
         )
         .demandCommand(1, 'name a sandbox command'),

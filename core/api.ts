@@ -192,13 +192,18 @@ export class ApiRegistry {
       const responses: Record<string, unknown> = {
         [String(spec.success?.status ?? 200)]: {
           description: spec.success?.description ?? 'Success',
-          ...(spec.success?.schema ? { content: { [successType]: { schema: toSchema(spec.success.schema, 'output') } } } : spec.success?.contentType ? { content: { [successType]: {} } } : {}),
+          ...(spec.success?.schema
+            ? { content: { [successType]: { schema: toSchema(spec.success.schema, 'output') } } }
+            : spec.success?.contentType
+              ? { content: { [successType]: {} } }
+              : {}),
         },
       };
       const shape = SHAPES[group.envelope];
       if (spec.auth !== PUBLIC) {
         responses['401'] = { description: `Missing or invalid credential: ${shape.auth}` };
-        if (spec.auth.kinds !== 'any') responses['403'] = { description: `Valid credential of another kind (this operation needs a ${spec.auth.needs}): ${shape.auth}` };
+        if (spec.auth.kinds !== 'any')
+          responses['403'] = { description: `Valid credential of another kind (this operation needs a ${spec.auth.needs}): ${shape.auth}` };
       }
       if (spec.params || spec.query || spec.body) responses[String(shape.invalid[0])] = { description: shape.invalid[1] };
       for (const [code, description] of Object.entries(spec.errors ?? {})) responses[code] = { description };
@@ -213,7 +218,12 @@ export class ApiRegistry {
         'x-error-envelope': group.envelope,
         ...(parameters.length ? { parameters } : {}),
         ...(bodySchema
-          ? { requestBody: { required: true, content: Object.fromEntries(['application/json', ...(spec.bodyTypes ?? [])].map((type) => [type, { schema: bodySchema }])) } }
+          ? {
+              requestBody: {
+                required: true,
+                content: Object.fromEntries(['application/json', ...(spec.bodyTypes ?? [])].map((type) => [type, { schema: bodySchema }])),
+              },
+            }
           : {}),
         responses,
       };

@@ -10,7 +10,7 @@ import { WharfError } from './errors.ts';
  * Kinds of principal, keyed by `kind`. Plugins add theirs by augmentation:
  * `declare module '../../core/auth.ts' { interface PrincipalKinds { session: SessionPrincipal } }`.
  */
-// biome-ignore lint: augmented by plugins.
+// biome-ignore lint/suspicious/noEmptyInterface: augmented by plugins.
 export interface PrincipalKinds {}
 
 export type PrincipalKind = keyof PrincipalKinds & string;

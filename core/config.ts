@@ -9,7 +9,7 @@ import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
 import type { ConfigProblem, Plugin } from './plugin.ts';
 
-// biome-ignore lint: plugins of every config type live in one list.
+// biome-ignore lint/suspicious/noExplicitAny: plugins of every config type live in one list.
 export type AnyPlugin = Plugin<any, any>;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -23,9 +23,7 @@ const listenAddress = z
 export const coreSchema = z.strictObject({
   server: z
     .strictObject({
-      listen: listenAddress
-        .default('127.0.0.1:8080')
-        .describe('Address and port the HTTP server listens on (HOST:PORT). Flag --listen.'),
+      listen: listenAddress.default('127.0.0.1:8080').describe('Address and port the HTTP server listens on (HOST:PORT). Flag --listen.'),
       public_url: z
         .url({ protocol: /^https?$/ })
         .optional()
@@ -39,15 +37,8 @@ export const coreSchema = z.strictObject({
         .describe(
           'Directory for the database, keys and embedded objects; created with mode 0700. Relative paths are relative to the working directory. Flag --data-dir.',
         ),
-      body_limit_bytes: z
-        .int()
-        .min(1024)
-        .default(1_048_576)
-        .describe('Largest JSON or form request body accepted, in bytes; larger bodies get 413.'),
-      trust_proxy: z
-        .boolean()
-        .default(false)
-        .describe('Trust X-Forwarded-For / X-Forwarded-Proto from a reverse proxy in front of Wharf.'),
+      body_limit_bytes: z.int().min(1024).default(1_048_576).describe('Largest JSON or form request body accepted, in bytes; larger bodies get 413.'),
+      trust_proxy: z.boolean().default(false).describe('Trust X-Forwarded-For / X-Forwarded-Proto from a reverse proxy in front of Wharf.'),
       metrics: z.boolean().default(true).describe('Serve Prometheus metrics at GET /metrics.'),
       shutdown_timeout_ms: z
         .int()
@@ -59,7 +50,7 @@ export const coreSchema = z.strictObject({
         .min(100)
         .max(600_000)
         .default(10_000)
-        .describe('How long a client may take to send a request\'s headers, in milliseconds; past it the connection gets 408 and is closed.'),
+        .describe("How long a client may take to send a request's headers, in milliseconds; past it the connection gets 408 and is closed."),
       request_timeout_ms: z
         .int()
         .min(100)
@@ -155,7 +146,7 @@ export function configSchema(plugins: readonly AnyPlugin[]) {
           .min(1)
           .optional()
           .describe(
-            'Directory of extra plugins, loaded at start without a rebuild: each entry a built JavaScript module (.js, .mjs, .cjs, or a folder with a package.json) default-exporting a plugin made with wharf-plugin\'s definePlugin. Relative to the working directory. Environment WHARF_PLUGINS__DIR.',
+            "Directory of extra plugins, loaded at start without a rebuild: each entry a built JavaScript module (.js, .mjs, .cjs, or a folder with a package.json) default-exporting a plugin made with wharf-plugin's definePlugin. Relative to the working directory. Environment WHARF_PLUGINS__DIR.",
           ),
         ...sections,
       })
@@ -209,7 +200,8 @@ export function checkPlugins(plugins: readonly AnyPlugin[]): void {
  */
 export function pluginDir(sources: ConfigSources): string | undefined {
   const fromEnv = sources.env?.WHARF_PLUGINS__DIR;
-  const raw = fromEnv ?? (sources.toml ? (readToml(sources.toml.text, sources.toml.file).plugins as Record<string, unknown> | undefined)?.[PLUGIN_DIR_KEY] : undefined);
+  const raw =
+    fromEnv ?? (sources.toml ? (readToml(sources.toml.text, sources.toml.file).plugins as Record<string, unknown> | undefined)?.[PLUGIN_DIR_KEY] : undefined);
   return typeof raw === 'string' && raw !== '' ? path.resolve(sources.cwd ?? process.cwd(), raw) : undefined;
 }
 
@@ -396,12 +388,7 @@ export function keyLines(text: string): Map<string, number> {
   return lines;
 }
 
-function describeIssue(
-  issue: z.core.$ZodIssue,
-  origins: Map<string, Origin>,
-  plugins: readonly AnyPlugin[],
-  file: string | undefined,
-): string {
+function describeIssue(issue: z.core.$ZodIssue, origins: Map<string, Origin>, plugins: readonly AnyPlugin[], file: string | undefined): string {
   const keyPath = issue.path.map(String);
   const where = (key: string[]) => locate(key, origins, file);
   if (issue.code === 'unrecognized_keys') {
@@ -457,7 +444,12 @@ function coerce(value: string, leaf: JsonSchema): unknown {
     try {
       return JSON.parse(value);
     } catch {
-      return types.includes('array') ? value.split(',').map((s) => s.trim()).filter(Boolean) : value;
+      return types.includes('array')
+        ? value
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : value;
     }
   }
   return value;

@@ -70,9 +70,7 @@ export class WharfError extends Error {
   }
 }
 
-const CODE_OF_STATUS = new Map<number, ErrorCode>(
-  (Object.entries(STATUS_OF) as [ErrorCode, number][]).reverse().map(([code, status]) => [status, code]),
-);
+const CODE_OF_STATUS = new Map<number, ErrorCode>((Object.entries(STATUS_OF) as [ErrorCode, number][]).reverse().map(([code, status]) => [status, code]));
 
 /**
  * Turns anything thrown into a WharfError. Errors from libraries that carry an HTTP status

@@ -170,11 +170,7 @@ class StartedPlugins {
 }
 
 /** Step 3: each enabled plugin's setup, dependencies first. */
-async function setUpPlugins(
-  config: ResolvedConfig,
-  shared: { db: Database; keys: Keys; log: Logger; kernel: Kernel },
-  plugins: StartedPlugins,
-): Promise<void> {
+async function setUpPlugins(config: ResolvedConfig, shared: { db: Database; keys: Keys; log: Logger; kernel: Kernel }, plugins: StartedPlugins): Promise<void> {
   const { db, keys, kernel } = shared;
   for (const plugin of config.order) {
     const deps = new Set(plugin.dependsOn ?? []);

@@ -39,10 +39,7 @@ const common = {
 };
 
 export function createLogger(level: string, destination?: DestinationStream): Logger {
-  return pino(
-    { ...common, level, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
-    destination ?? pino.destination({ dest: 1, sync: false }),
-  );
+  return pino({ ...common, level, redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, destination ?? pino.destination({ dest: 1, sync: false }));
 }
 
 /** The fields of the one line written per request. */

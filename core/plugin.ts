@@ -39,7 +39,7 @@ export interface Migration {
  * declare module '../../core/plugin.ts' { interface Services { identity: IdentityService } }
  * ```
  */
-// biome-ignore lint: an empty interface is the point, it is augmented by plugins.
+// biome-ignore lint/suspicious/noEmptyInterface: empty on purpose, augmented by plugins.
 export interface Services {}
 
 /**
@@ -124,7 +124,7 @@ export interface PluginCommand {
   describe: string;
   builder?(yargs: Argv): Argv;
   /** Returns the exit code (0 when omitted). */
-  handler(args: Record<string, unknown>, ctx: CommandContext): Promise<number | void>;
+  handler(args: Record<string, unknown>, ctx: CommandContext): Promise<number | undefined>;
 }
 
 export interface Plugin<C extends Record<string, unknown> = Record<string, unknown>, S = unknown> {
@@ -186,6 +186,6 @@ export interface ExternalPlugin {
   /** The contract version the plugin was built against (`1.0`). */
   contract: string;
   /** Called once when the plugin loads, with the core's kit; returns the declaration. */
-  // biome-ignore lint: a plugin of any config type.
+  // biome-ignore lint/suspicious/noExplicitAny: a plugin of any config type.
   define(kit: PluginKit): Plugin<any, any>;
 }

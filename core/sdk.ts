@@ -46,7 +46,7 @@ export const CONTRACT: string = PLUGIN_CONTRACT;
  * Declares a plugin for `[plugins] dir`: `define` gets the loading core's kit and returns the
  * declaration (made with the kit's `plugin`, for a config type inferred from the schema).
  */
-// biome-ignore lint: a plugin of any config type.
+// biome-ignore lint/suspicious/noExplicitAny: a plugin of any config type.
 export function definePlugin(define: (kit: PluginKit) => Plugin<any, any>): ExternalPlugin {
   return { contract: CONTRACT, define };
 }

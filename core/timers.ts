@@ -32,7 +32,8 @@ export class Timers {
   every(owner: string, log: Logger, name: string, ms: number, fn: () => unknown): void {
     if (this.#state === 'stopped') throw new Error(`timer "${name}" of plugin ${owner}: the server is closed`);
     if (!name) throw new Error(`plugin ${owner}: a timer needs a name`);
-    if (!Number.isInteger(ms) || ms < 1 || ms > MAX_INTERVAL_MS) throw new Error(`timer "${name}" of plugin ${owner}: interval must be a whole number of milliseconds from 1 to ${MAX_INTERVAL_MS}, got ${ms}`);
+    if (!Number.isInteger(ms) || ms < 1 || ms > MAX_INTERVAL_MS)
+      throw new Error(`timer "${name}" of plugin ${owner}: interval must be a whole number of milliseconds from 1 to ${MAX_INTERVAL_MS}, got ${ms}`);
     if (this.#timers.some((t) => t.owner === owner && t.name === name)) throw new Error(`plugin ${owner} declares timer "${name}" twice`);
     const timer: Timer = { owner, name, ms, fn, log };
     this.#timers.push(timer);

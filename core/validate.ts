@@ -13,7 +13,8 @@ function issueMessage(issue: z.core.$ZodIssue): string {
   // A schema's own wording ("must be given once") beats the generic one.
   if (issue.code === 'invalid_type' && !issue.message.startsWith('Invalid input')) return `${field} ${issue.message}`;
   if (issue.code === 'invalid_type') return `${field} must be ${article(issue.expected)}`;
-  if (issue.code === 'unrecognized_keys') return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `${[...issue.path, k].join('.')}`).join(', ')}`;
+  if (issue.code === 'unrecognized_keys')
+    return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `${[...issue.path, k].join('.')}`).join(', ')}`;
   return `${field}: ${issue.message.replace(/^Invalid input: /, '')}`;
 }
 
@@ -55,7 +56,13 @@ export const uuid = z.string().regex(UUID, 'must be a UUID');
 
 /** Text given at most once (a repeated parameter arrives as an array), checked with `schema`; empty = absent. */
 function single<T extends z.ZodType<unknown, string>>(schema: T) {
-  return z.preprocess((v) => (v === '' ? undefined : v), z.string({ error: (issue) => (Array.isArray(issue.input) ? 'must be given once' : undefined) }).pipe(schema).optional());
+  return z.preprocess(
+    (v) => (v === '' ? undefined : v),
+    z
+      .string({ error: (issue) => (Array.isArray(issue.input) ? 'must be given once' : undefined) })
+      .pipe(schema)
+      .optional(),
+  );
 }
 
 /**
@@ -72,7 +79,13 @@ export const queryParam = {
   /** A whole number from `min` to `max` written in decimal digits, or `fallback` when absent. */
   int(fallback: number, min: number, max: number) {
     const message = `must be an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}`;
-    return single(z.string().regex(/^\d{1,15}$/, message).transform(Number).pipe(z.int().min(min, message).max(max, message)))
+    return single(
+      z
+        .string()
+        .regex(/^\d{1,15}$/, message)
+        .transform(Number)
+        .pipe(z.int().min(min, message).max(max, message)),
+    )
       .transform((v) => v ?? fallback)
       .meta({ type: 'integer', minimum: min, ...(max === Number.MAX_SAFE_INTEGER ? {} : { maximum: max }), default: fallback });
   },

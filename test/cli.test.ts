@@ -60,10 +60,10 @@ describe('wharf command', () => {
     const env = { WHARF_PLUGINS__EXAMPLE__ENABLED: 'true' };
     const pending = wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout;
     expect(pending).toContain('pending  example/001-create-visits\n');
-    expect(pending).toMatch(/^pending  identity\/001-/);
+    expect(pending).toMatch(/^pending {2}identity\/001-/);
     expect(wharf(['migrate', 'up', '--data-dir', dataDir], { env }).stdout).toContain('applied example/001-create-visits\n');
     expect(wharf(['migrate', 'up', '--data-dir', dataDir], { env }).stdout).toBe('nothing to apply\n');
-    expect(wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout).toMatch(/^applied  example\/001-create-visits  \d{4}-/m);
+    expect(wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout).toMatch(/^applied {2}example\/001-create-visits {2}\d{4}-/m);
     expect(wharf(['example', 'visits', 'Ada', '--data-dir', dataDir], { env }).stdout).toBe('0\n');
   });
 
@@ -157,10 +157,16 @@ describe('wharf and plugins outside the binary', () => {
       status: 2,
       stderr: 'wharf: plugin name "Bad-Name": 1 to 40 lowercase letters, digits and underscores, starting with a letter\n',
     });
-    expect(wharf(['plugins', 'new', 'storage'], { cwd })).toMatchObject({ status: 2, stderr: 'wharf: plugin name "storage" is taken by a plugin this wharf already has\n' });
+    expect(wharf(['plugins', 'new', 'storage'], { cwd })).toMatchObject({
+      status: 2,
+      stderr: 'wharf: plugin name "storage" is taken by a plugin this wharf already has\n',
+    });
     fs.mkdirSync(path.join(cwd, 'busy'));
     fs.writeFileSync(path.join(cwd, 'busy/x'), '');
-    expect(wharf(['plugins', 'new', 'fine', '--dir', 'busy'], { cwd })).toMatchObject({ status: 1, stderr: `wharf: ${path.join(cwd, 'busy')} exists and is not empty\n` });
+    expect(wharf(['plugins', 'new', 'fine', '--dir', 'busy'], { cwd })).toMatchObject({
+      status: 1,
+      stderr: `wharf: ${path.join(cwd, 'busy')} exists and is not empty\n`,
+    });
     expect(fs.readdirSync(cwd)).toEqual(['busy']);
   });
 });

@@ -43,9 +43,7 @@ export default definePlugin({
       async handler(args, ctx) {
         const { db, close } = await ctx.open();
         try {
-          const row = db.prepare('SELECT count FROM example_visits WHERE name = ?').get(String(args.name)) as
-            | { count: number }
-            | undefined;
+          const row = db.prepare('SELECT count FROM example_visits WHERE name = ?').get(String(args.name)) as { count: number } | undefined;
           ctx.print(String(row?.count ?? 0), { name: args.name, visits: row?.count ?? 0 });
         } finally {
           close();
@@ -54,9 +52,7 @@ export default definePlugin({
     },
   ],
   setup({ config, db, log, api }) {
-    const record = db.prepare(
-      'INSERT INTO example_visits (name, count) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET count = count + 1 RETURNING count',
-    );
+    const record = db.prepare('INSERT INTO example_visits (name, count) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET count = count + 1 RETURNING count');
     const read = db.prepare('SELECT count FROM example_visits WHERE name = ?');
     const name = z.string().trim().min(1, 'must not be empty').max(100);
     const greeting = z.object({ message: z.string(), visits: z.int() });

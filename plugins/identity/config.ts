@@ -4,24 +4,23 @@ import type { ConfigProblem } from '../../core/plugin.ts';
 
 export const oidcConfig = z
   .strictObject({
-    issuer: z.url().optional().describe('Issuer URL of the OpenID Connect provider (required when mode = "oidc"); its discovery document is read from <issuer>/.well-known/openid-configuration.'),
-    audience: z
-      .array(z.string().min(1))
-      .default([])
-      .describe('Accepted `aud` values of bearer tokens and session cookies. Empty: the `client_id` below.'),
-    client_id: z.string().min(1).optional().describe('OAuth client id of the command-line client at the provider (public client, device flow), announced by /api/cli/config.'),
-    authorized_parties: z
-      .array(z.string().min(1))
-      .default([])
-      .describe('When not empty, tokens whose `azp` claim is not one of these are refused.'),
+    issuer: z
+      .url()
+      .optional()
+      .describe(
+        'Issuer URL of the OpenID Connect provider (required when mode = "oidc"); its discovery document is read from <issuer>/.well-known/openid-configuration.',
+      ),
+    audience: z.array(z.string().min(1)).default([]).describe('Accepted `aud` values of bearer tokens and session cookies. Empty: the `client_id` below.'),
+    client_id: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('OAuth client id of the command-line client at the provider (public client, device flow), announced by /api/cli/config.'),
+    authorized_parties: z.array(z.string().min(1)).default([]).describe('When not empty, tokens whose `azp` claim is not one of these are refused.'),
     user_claim: z.string().min(1).default('sub').describe('Claim holding the stable user id.'),
     email_claim: z.string().min(1).default('email').describe('Claim holding the email address.'),
     name_claim: z.string().min(1).default('name').describe('Claim holding the display name.'),
-    org_claim: z
-      .string()
-      .min(1)
-      .default('org_id')
-      .describe('Claim holding the organization id; a dotted path reaches nested claims (Clerk: "o.id").'),
+    org_claim: z.string().min(1).default('org_id').describe('Claim holding the organization id; a dotted path reaches nested claims (Clerk: "o.id").'),
     org_name_claim: z
       .string()
       .min(1)
@@ -36,7 +35,7 @@ export const oidcConfig = z
       .boolean()
       .default(true)
       .describe('Create users, organizations and memberships the first time a valid token names them. Off: unknown users are refused (401).'),
-    cookie: z.string().min(1).default('__session').describe('Cookie carrying the provider\'s session token for dashboard requests.'),
+    cookie: z.string().min(1).default('__session').describe("Cookie carrying the provider's session token for dashboard requests."),
     jwks_cache_seconds: z.int().min(10).default(600).describe('How long fetched signing keys are trusted before they are fetched again, in seconds.'),
   })
   .prefault({})
@@ -46,12 +45,16 @@ export const identityConfig = z.strictObject({
   mode: z
     .enum(['builtin', 'oidc'])
     .default('builtin')
-    .describe('"builtin": users, passwords and organizations kept by Wharf. "oidc": identities come from an external OpenID Connect provider ([plugins.identity.oidc]).'),
+    .describe(
+      '"builtin": users, passwords and organizations kept by Wharf. "oidc": identities come from an external OpenID Connect provider ([plugins.identity.oidc]).',
+    ),
   session_token_ttl_seconds: z
     .int()
     .min(60)
     .default(3600)
-    .describe('Lifetime of the signed __session cookie, in seconds. It is renewed once half of it has passed, so a dashboard in use stays signed in and one left idle this long signs out.'),
+    .describe(
+      'Lifetime of the signed __session cookie, in seconds. It is renewed once half of it has passed, so a dashboard in use stays signed in and one left idle this long signs out.',
+    ),
   session_max_age_days: z.int().min(1).default(30).describe('A login session ends this long after sign-in however much it is used, in days.'),
   password_min_length: z.int().min(8).default(10).describe('Shortest password accepted, in characters.'),
   scrypt_cost: z
@@ -89,7 +92,8 @@ export function validateIdentity(config: IdentityConfig): ConfigProblem[] {
   if (!issuer) {
     problems.push({
       key: 'oidc.issuer',
-      message: 'required when mode = "oidc": the URL of the OpenID Connect provider (its discovery document is read from <issuer>/.well-known/openid-configuration)',
+      message:
+        'required when mode = "oidc": the URL of the OpenID Connect provider (its discovery document is read from <issuer>/.well-known/openid-configuration)',
     });
   } else if (!/^https?:$/.test(new URL(issuer).protocol)) {
     problems.push({ key: 'oidc.issuer', message: `must be an http(s) URL, got ${JSON.stringify(issuer)}` });

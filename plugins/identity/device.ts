@@ -166,9 +166,7 @@ export class DeviceFlow {
       codeByHash: db.prepare(`SELECT ${codeColumns} FROM identity_device_codes WHERE code_hash = ?`),
       codeByUserCode: db.prepare(`SELECT ${codeColumns} FROM identity_device_codes WHERE user_code_hash = ?`),
       polled: db.prepare('UPDATE identity_device_codes SET last_polled_at = ?, interval_seconds = ? WHERE code_hash = ?'),
-      decide: db.prepare(
-        "UPDATE identity_device_codes SET status = ?, user_id = ?, org_id = ?, decided_at = ? WHERE code_hash = ? AND status = 'pending'",
-      ),
+      decide: db.prepare("UPDATE identity_device_codes SET status = ?, user_id = ?, org_id = ?, decided_at = ? WHERE code_hash = ? AND status = 'pending'"),
       redeem: db.prepare("UPDATE identity_device_codes SET status = 'redeemed', redeemed_at = ? WHERE code_hash = ? AND status = 'approved'"),
       pruneCodes: db.prepare('DELETE FROM identity_device_codes WHERE expires_at < ?'),
       insertRefresh: db.prepare(
@@ -203,7 +201,15 @@ export class DeviceFlow {
     for (let attempt = 0; ; attempt++) {
       const userCode = generateUserCode();
       try {
-        this.#s.insertCode.run(sha256Hex(deviceCode), sha256Hex(normalizeUserCode(userCode)!), input.clientId, input.scope ?? null, interval, now.toISOString(), expiresAt);
+        this.#s.insertCode.run(
+          sha256Hex(deviceCode),
+          sha256Hex(normalizeUserCode(userCode)!),
+          input.clientId,
+          input.scope ?? null,
+          interval,
+          now.toISOString(),
+          expiresAt,
+        );
       } catch (err) {
         if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && attempt < 10) continue;
         throw err;

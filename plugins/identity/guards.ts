@@ -48,8 +48,16 @@ export class LoginThrottle {
   readonly #byAddress: RateLimiterMemory;
 
   constructor(config: IdentityConfig) {
-    this.#byAccount = new RateLimiterMemory({ keyPrefix: 'login-account', points: config.login_max_failures_per_account, duration: config.login_window_seconds });
-    this.#byAddress = new RateLimiterMemory({ keyPrefix: 'login-address', points: config.login_max_failures_per_address, duration: config.login_window_seconds });
+    this.#byAccount = new RateLimiterMemory({
+      keyPrefix: 'login-account',
+      points: config.login_max_failures_per_account,
+      duration: config.login_window_seconds,
+    });
+    this.#byAddress = new RateLimiterMemory({
+      keyPrefix: 'login-address',
+      points: config.login_max_failures_per_address,
+      duration: config.login_window_seconds,
+    });
   }
 
   /** Throws 429 when the account or the address has no attempts left. */

@@ -59,7 +59,11 @@ const adminCommands: PluginCommand[] = [
           const o = typeof args.org === 'string' ? service.createOrg({ name: args.org, ownerId: u.id }) : undefined;
           return { user: u, org: o };
         });
-        ctx.print(`created user ${user.email} (${user.id})${org ? `, owner of ${org.name} (${org.slug}, ${org.id})` : ''}`, { user, org: org ?? null, instance: config.server.public_url });
+        ctx.print(`created user ${user.email} (${user.id})${org ? `, owner of ${org.name} (${org.slug}, ${org.id})` : ''}`, {
+          user,
+          org: org ?? null,
+          instance: config.server.public_url,
+        });
       } finally {
         close();
       }
@@ -95,7 +99,9 @@ async function passwordArg(args: Record<string, unknown>): Promise<string> {
   if (args.passwordStdin) {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+    return Buffer.concat(chunks)
+      .toString('utf8')
+      .replace(/\r?\n$/, '');
   }
   if (typeof args.password !== 'string') throw new WharfError('bad_request', 'give --password or --password-stdin');
   return args.password;
@@ -136,7 +142,14 @@ export default definePlugin({
         const user = claims && store.userById(claims.userId);
         if (!claims || !user) return null;
         const role = claims.orgId ? store.role(user.id, claims.orgId) : undefined;
-        const principal: OAuthPrincipal = { kind: 'oauth', userId: user.id, email: user.email, name: user.name, orgId: role ? claims.orgId : null, role: role ?? null };
+        const principal: OAuthPrincipal = {
+          kind: 'oauth',
+          userId: user.id,
+          email: user.email,
+          name: user.name,
+          orgId: role ? claims.orgId : null,
+          role: role ?? null,
+        };
         return withOrgOverride(principal, ctx, store);
       },
     });

@@ -21,7 +21,6 @@ import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, t
 import type { ApiRegistry } from '../../core/api.ts';
 import type { AuthRegistry } from '../../core/auth.ts';
 import type { CoreConfig } from '../../core/config.ts';
-import { WharfError } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { PluginInstance } from '../../core/plugin.ts';
 import { JWT_SHAPE } from './access-tokens.ts';
@@ -295,7 +294,11 @@ export class OidcAccounts {
       !!claims.org &&
       (!org || !role || (claims.org.name !== null && claims.org.name !== org.name) || (claims.org.role !== null && claims.org.role !== role));
     if (userStale || orgStale) {
-      if (emailTaken) this.#log.warn({ external_id: claims.externalId, holder_id: holder!.id }, 'the email from the OpenID provider belongs to another Wharf user; stored without it');
+      if (emailTaken)
+        this.#log.warn(
+          { external_id: claims.externalId, holder_id: holder!.id },
+          'the email from the OpenID provider belongs to another Wharf user; stored without it',
+        );
       ({ user, org, role } = store.transaction(() => this.#write(claims, email, name)));
     }
     if (claims.org) return { user: user!, orgId: org && role ? org.id : null, role: (org && role) || null };
@@ -377,7 +380,10 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
       if (err instanceof ProviderUnavailableError) {
         if (Date.now() - lastOutageLog > OUTAGE_LOG_EVERY_MS) {
           lastOutageLog = Date.now();
-          ctx.log.warn({ issuer, jwks_uri: metadata.jwksUri, reason: err.message }, 'OpenID provider unreachable: credentials cannot be verified and are refused');
+          ctx.log.warn(
+            { issuer, jwks_uri: metadata.jwksUri, reason: err.message },
+            'OpenID provider unreachable: credentials cannot be verified and are refused',
+          );
         }
       } else {
         ctx.log.debug({ kind, reason: (err as Error).message, code: (err as { code?: string }).code }, 'OpenID token refused');
@@ -410,7 +416,10 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
     resolve: (token, ctx) => resolve('session', token, ctx) as Promise<SessionPrincipal | null>,
   });
 
-  log.info({ issuer, jwks_uri: metadata.jwksUri, audience, cookie: oidc.cookie, auto_provision: oidc.auto_provision }, 'identity from an external OpenID Connect provider');
+  log.info(
+    { issuer, jwks_uri: metadata.jwksUri, audience, cookie: oidc.cookie, auto_provision: oidc.auto_provision },
+    'identity from an external OpenID Connect provider',
+  );
   declareSchemes(deps.api, oidc.cookie);
 
   return {

@@ -40,7 +40,14 @@ export interface SessionRow {
 }
 
 const toUser = (r: UserRow): User => ({ id: r.id, email: r.email, name: r.name, createdAt: r.created_at });
-const toInvitation = (r: InvitationRow): Invitation => ({ id: r.id, email: r.email, role: r.role, invitedBy: r.invited_by, invitedAt: r.invited_at, expiresAt: r.expires_at });
+const toInvitation = (r: InvitationRow): Invitation => ({
+  id: r.id,
+  email: r.email,
+  role: r.role,
+  invitedBy: r.invited_by,
+  invitedAt: r.invited_at,
+  expiresAt: r.expires_at,
+});
 const toOrg = (r: OrgRow): Org => ({ id: r.id, slug: r.slug, name: r.name, createdAt: r.created_at });
 
 export const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
@@ -196,9 +203,7 @@ export class IdentityStore {
 
   /** An organization by uuid or slug. */
   org(idOrSlug: string): Org | undefined {
-    const row = (UUID.test(idOrSlug) ? this.#s.orgById.get(idOrSlug.toLowerCase()) : this.#s.orgBySlug.get(idOrSlug)) as
-      | OrgRow
-      | undefined;
+    const row = (UUID.test(idOrSlug) ? this.#s.orgById.get(idOrSlug.toLowerCase()) : this.#s.orgBySlug.get(idOrSlug)) as OrgRow | undefined;
     return row && toOrg(row);
   }
 
@@ -249,9 +254,13 @@ export class IdentityStore {
   }
 
   members(orgId: string): { userId: string; email: string | null; name: string | null; role: Role; since: string }[] {
-    return (this.#s.members.all(orgId) as { id: string; email: string | null; name: string | null; role: Role; created_at: string }[]).map(
-      (r) => ({ userId: r.id, email: r.email, name: r.name, role: r.role, since: r.created_at }),
-    );
+    return (this.#s.members.all(orgId) as { id: string; email: string | null; name: string | null; role: Role; created_at: string }[]).map((r) => ({
+      userId: r.id,
+      email: r.email,
+      name: r.name,
+      role: r.role,
+      since: r.created_at,
+    }));
   }
 
   /** Whether the user with this email is a member of the organization. */

@@ -114,13 +114,20 @@ export const rateLimitConfig = z.strictObject({
     .enum(['memory'])
     .default('memory')
     .describe('Where counters live. "memory": in this process; they start empty after a restart and are not shared between instances.'),
-  window_seconds: z.int().min(1).max(86_400).default(60).describe('Default window length of every rule, in seconds (fixed windows, starting at a caller\'s first request).'),
+  window_seconds: z
+    .int()
+    .min(1)
+    .max(86_400)
+    .default(60)
+    .describe("Default window length of every rule, in seconds (fixed windows, starting at a caller's first request)."),
   ipv6_subnet: z
     .int()
     .min(32)
     .max(128)
     .default(64)
-    .describe('Calls without a valid credential are counted per client address; IPv6 addresses count per subnet of this many leading bits, since one host often has a whole /64.'),
+    .describe(
+      'Calls without a valid credential are counted per client address; IPv6 addresses count per subnet of this many leading bits, since one host often has a whole /64.',
+    ),
   rules,
 });
 

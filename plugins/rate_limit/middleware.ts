@@ -133,12 +133,10 @@ export function rateLimiter(options: LimiterOptions) {
     }
     const principal = auth?.principal as { kind: string } | undefined;
     const identity = principal && principalKey(principal);
-    const counter = identity
-      ? (rule.byKind.get(kindName(principal.kind) as KindName) ?? rule.credential)
-      : rule.anonymous;
+    const counter = identity ? (rule.byKind.get(kindName(principal.kind) as KindName) ?? rule.credential) : rule.anonymous;
     const key = identity ?? addressKey(ctx.ip, options.ipv6Subnet);
 
-    let decision;
+    let decision: Awaited<ReturnType<typeof counter.consume>>;
     try {
       decision = await counter.consume(key);
     } catch (err) {

@@ -39,6 +39,7 @@ export async function checkProxyUrl(value: string, options: ProxyCheckOptions): 
   if (addresses === 'timeout') return `proxy_url host ${host} did not resolve in time`;
   if (addresses === 'unresolved') return `proxy_url host ${host} does not resolve`;
   const refused = addresses.find((a) => !isPublicAddress(a.address));
-  if (refused) return `proxy_url host ${host} resolves to ${refused.address}, a private, loopback or link-local address (allow it with [plugins.sessions] allow_private_networks = true)`;
+  if (refused)
+    return `proxy_url host ${host} resolves to ${refused.address}, a private, loopback or link-local address (allow it with [plugins.sessions] allow_private_networks = true)`;
   return null;
 }

@@ -18,7 +18,9 @@ export const sessionsConfig = z.strictObject({
     .int()
     .min(1)
     .default(30)
-    .describe('Recorded session events (sessions_events) older than this many days are deleted, hourly. Subscribers copy what they need when the event is recorded.'),
+    .describe(
+      'Recorded session events (sessions_events) older than this many days are deleted, hourly. Subscribers copy what they need when the event is recorded.',
+    ),
   message_log_retention_days: z
     .int()
     .min(1)
@@ -40,7 +42,7 @@ export const sessionsConfig = z.strictObject({
     .max(2 ** 31 - 1)
     .default(52_428_800)
     .describe(
-      'Largest file POST /api/upload accepts as a raw or multipart body, in bytes (default 50 MiB, WasenderAPI\'s limit for documents); larger uploads get 413. A JSON {base64} upload is also bound by server.body_limit_bytes.',
+      "Largest file POST /api/upload accepts as a raw or multipart body, in bytes (default 50 MiB, WasenderAPI's limit for documents); larger uploads get 413. A JSON {base64} upload is also bound by server.body_limit_bytes.",
     ),
   upload_ttl_hours: z
     .int()

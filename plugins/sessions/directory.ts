@@ -7,7 +7,12 @@ import type { Contact, GroupMetadata, ParticipantResult } from './networks/types
 import type { ConnectedSession, Sessions } from './service.ts';
 
 /** What a participant change is audited as. */
-const PARTICIPANT_ACTIONS = { add: 'group.participants_added', remove: 'group.participants_removed', promote: 'group.participants_promoted', demote: 'group.participants_demoted' } as const;
+const PARTICIPANT_ACTIONS = {
+  add: 'group.participants_added',
+  remove: 'group.participants_removed',
+  promote: 'group.participants_promoted',
+  demote: 'group.participants_demoted',
+} as const;
 
 export class Directory {
   readonly #sessions: Sessions;
@@ -39,7 +44,12 @@ export class Directory {
     return jid;
   }
 
-  async changeParticipants({ session, network, actor }: ConnectedSession, jid: string, action: keyof typeof PARTICIPANT_ACTIONS, participants: string[]): Promise<ParticipantResult[]> {
+  async changeParticipants(
+    { session, network, actor }: ConnectedSession,
+    jid: string,
+    action: keyof typeof PARTICIPANT_ACTIONS,
+    participants: string[],
+  ): Promise<ParticipantResult[]> {
     const results = await network.updateParticipants(session, jid, action, participants);
     const done = results.filter((r) => r.status === 200).map((r) => r.id);
     if (done.length) this.#sessions.audit(session, actor, PARTICIPANT_ACTIONS[action], { jid, participants: done });

@@ -49,7 +49,13 @@ export default definePlugin({
     const identity = use('identity');
     const store = new SessionsStore(db, keys);
     const sessions = new Sessions(store, new EventRecorder(store, log), (self) =>
-      messagingCredentials({ auth, store, identity, lastUsedResolutionMs: config.pat_last_used_resolution_seconds * 1000, network: (session) => self.network(session) }),
+      messagingCredentials({
+        auth,
+        store,
+        identity,
+        lastUsedResolutionMs: config.pat_last_used_resolution_seconds * 1000,
+        network: (session) => self.network(session),
+      }),
     );
     sessions.registerNetwork('sandbox', (host) => new SandboxNetwork(db, host, { publicUrl: core.server.public_url }));
 
@@ -59,7 +65,11 @@ export default definePlugin({
       description:
         'A personal access token (wpat_...), for account-level operations. A signed-in user (dashboard __session cookie, or a command-line OAuth token) is accepted too.',
     });
-    api.scheme('sessionApiKey', { type: 'http', scheme: 'bearer', description: "A session's API key (wsk_...), for operations acting as that session's account." });
+    api.scheme('sessionApiKey', {
+      type: 'http',
+      scheme: 'bearer',
+      description: "A session's API key (wsk_...), for operations acting as that session's account.",
+    });
 
     const mediaStore = new MediaStore(db);
     const deps: RouteDeps = {
@@ -81,7 +91,10 @@ export default definePlugin({
 
     const day = 86_400_000;
     every('prune-events-and-message-logs', 3_600_000, () =>
-      store.prune(new Date(Date.now() - config.event_retention_days * day).toISOString(), new Date(Date.now() - config.message_log_retention_days * day).toISOString()),
+      store.prune(
+        new Date(Date.now() - config.event_retention_days * day).toISOString(),
+        new Date(Date.now() - config.message_log_retention_days * day).toISOString(),
+      ),
     );
     every('prune-expired-media-urls', 3_600_000, () => mediaStore.prune(new Date().toISOString()));
 

@@ -69,7 +69,14 @@ export class SessionAdmin {
     try {
       const created = sessions.transaction(() => {
         const id = store.insertSession(
-          { ...changesOf(input), orgId: account.orgId, type, status: 'disconnected', name: input.name, phoneNumber: input.phone_number ?? `pending:${randomUUID()}` },
+          {
+            ...changesOf(input),
+            orgId: account.orgId,
+            type,
+            status: 'disconnected',
+            name: input.name,
+            phoneNumber: input.phone_number ?? `pending:${randomUUID()}`,
+          },
           { apiKey: key.key, apiKeyHash: key.hash, webhookSecret: newWebhookSecret() },
           now,
         );
@@ -149,7 +156,9 @@ export class SessionAdmin {
     if (!pairing.includes('qr') || !network.qrCode) {
       throw new WharfError(
         'conflict',
-        pairing.length === 0 ? `A ${session.type} session is always connected and needs no QR code` : `A ${session.type} session pairs by phone code, not by QR code`,
+        pairing.length === 0
+          ? `A ${session.type} session is always connected and needs no QR code`
+          : `A ${session.type} session pairs by phone code, not by QR code`,
       );
     }
     return network.qrCode(session);

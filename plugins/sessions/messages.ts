@@ -51,7 +51,8 @@ function contentOf(b: SendRequest): OutgoingContent {
   if (b.audioUrl) return { type: 'audio', url: b.audioUrl, viewOnce: b.viewOnce };
   if (b.stickerUrl) return { type: 'sticker', url: b.stickerUrl };
   if (b.contact) return { type: 'contact', name: b.contact.name, phone: b.contact.phone };
-  if (b.location) return { type: 'location', latitude: b.location.latitude, longitude: b.location.longitude, name: b.location.name, address: b.location.address };
+  if (b.location)
+    return { type: 'location', latitude: b.location.latitude, longitude: b.location.longitude, name: b.location.name, address: b.location.address };
   if (b.poll) return { type: 'poll', question: b.poll.question, options: b.poll.options, multiSelect: b.poll.multiSelect ?? false };
   return { type: 'text', text: b.text! };
 }
@@ -146,7 +147,11 @@ export class Messages {
   }
 
   /** Reacts to a message given by key, or by msgId for one this session sent. Answers the reaction's key and its target. */
-  async react({ session, network }: ConnectedSession, target: { key?: MessageKey; msgId?: number }, emoji: string): Promise<{ key: MessageKey; target: MessageKey }> {
+  async react(
+    { session, network }: ConnectedSession,
+    target: { key?: MessageKey; msgId?: number },
+    emoji: string,
+  ): Promise<{ key: MessageKey; target: MessageKey }> {
     let key: MessageKey;
     if (target.msgId !== undefined) {
       const row = this.#row(session, String(target.msgId));
@@ -165,7 +170,9 @@ export class Messages {
   receive({ session, network, actor }: ActingSession, input: SimulatedInbound): MessageKey {
     if (!network?.capabilities.receive || !network.receive) {
       throw new WharfError('validation_failed', 'Sandbox receive works only on sandbox sessions.', {
-        fields: { session: [`session ${session.id} is a ${session.type} session; use the API key of a sandbox session (POST /api/sandbox-sessions creates one)`] },
+        fields: {
+          session: [`session ${session.id} is a ${session.type} session; use the API key of a sandbox session (POST /api/sandbox-sessions creates one)`],
+        },
       });
     }
     const receive = network.receive.bind(network);

@@ -55,7 +55,9 @@ export function networkHost(type: SessionType, store: SessionsStore, recorder: E
           store.messageStatus(row.id, status, now());
           recorder.emit(sessionId, 'messages.update', [{ key, update: { status }, msgId: row.id }]);
         }
-        recorder.emit(sessionId, 'message-receipt.update', [{ key, receipt: { userJid, status, t: Math.floor(Date.now() / 1000) }, ...(row ? { msgId: row.id } : {}) }]);
+        recorder.emit(sessionId, 'message-receipt.update', [
+          { key, receipt: { userJid, status, t: Math.floor(Date.now() / 1000) }, ...(row ? { msgId: row.id } : {}) },
+        ]);
       }),
     inbound: (sessionId, message) =>
       transaction(() => {

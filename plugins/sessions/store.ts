@@ -360,7 +360,9 @@ export class SessionsStore {
   }
 
   setWebhookSecret(id: number, secret: string, now: string): void {
-    this.db.prepare('UPDATE sessions_sessions SET webhook_secret_enc = ?, updated_at = ? WHERE id = ?').run(this.#keys.encrypt(secret, secretContext(id)), now, id);
+    this.db
+      .prepare('UPDATE sessions_sessions SET webhook_secret_enc = ?, updated_at = ? WHERE id = ?')
+      .run(this.#keys.encrypt(secret, secretContext(id)), now, id);
     this.#wrote(id);
   }
 
@@ -391,7 +393,10 @@ export class SessionsStore {
 
   // Personal access tokens
 
-  insertPat(input: { orgId: string; userId: string; name: string; hash: string; hint: string; createdBy: string; expiresAt: string | null }, now: string): PatRow {
+  insertPat(
+    input: { orgId: string; userId: string; name: string; hash: string; hint: string; createdBy: string; expiresAt: string | null },
+    now: string,
+  ): PatRow {
     const info = this.#s.insertPat.run(input.orgId, input.userId, input.name, input.hash, input.hint, input.createdBy, now, input.expiresAt);
     return this.pat(Number(info.lastInsertRowid), input.orgId)!;
   }
@@ -418,7 +423,10 @@ export class SessionsStore {
 
   // Message log
 
-  insertMessage(input: { sessionId: number; keyId: string; jid: string; recipient: string; type: string; key: unknown; request: unknown | null }, now: string): number {
+  insertMessage(
+    input: { sessionId: number; keyId: string; jid: string; recipient: string; type: string; key: unknown; request: unknown | null },
+    now: string,
+  ): number {
     const info = this.#s.insertMessage.run(
       input.sessionId,
       input.keyId,
@@ -522,7 +530,8 @@ export class SessionsStore {
   }
 
   auditLogs(sessionId: number, orgId: string, page: number, perPage: number): Page<AuditRow> {
-    const total = (this.db.prepare('SELECT COUNT(*) AS n FROM sessions_audit_logs WHERE session_id = ? AND org_id = ?').get(sessionId, orgId) as { n: number }).n;
+    const total = (this.db.prepare('SELECT COUNT(*) AS n FROM sessions_audit_logs WHERE session_id = ? AND org_id = ?').get(sessionId, orgId) as { n: number })
+      .n;
     const rows = this.db
       .prepare('SELECT * FROM sessions_audit_logs WHERE session_id = ? AND org_id = ? ORDER BY id DESC LIMIT ? OFFSET ?')
       .all(sessionId, orgId, perPage, (page - 1) * perPage) as AuditRow[];

@@ -6,7 +6,7 @@
  */
 import type { Credential } from '../../core/api.ts';
 import type { EventName } from './events.ts';
-import type { NetworkAdapter, NetworkSession, SessionStatus } from './networks/types.ts';
+import type { NetworkAdapter, NetworkSession } from './networks/types.ts';
 
 export type { EventName } from './events.ts';
 export type { SessionStatus } from './networks/types.ts';
@@ -118,7 +118,7 @@ export interface WebhookSecretRotation {
  * through the hook's own store join it). Returns until when the previous secret still signs
  * deliveries, if the hook keeps it for a grace period.
  */
-export type WebhookSecretRotationHook = (rotation: WebhookSecretRotation) => { previousValidUntil?: Date } | void;
+export type WebhookSecretRotationHook = (rotation: WebhookSecretRotation) => { previousValidUntil?: Date } | undefined;
 
 /** The caller of an account-level operation: a personal access token or a signed-in user, in one organization. */
 export interface Account {

@@ -2,12 +2,10 @@
 import { z } from 'zod';
 
 /** A store's base URL: scheme, host and port only (a path cannot be expressed in StorageConfig). */
-const storeUrl = z
-  .url({ protocol: /^https?$/ })
-  .refine((value) => {
-    const url = new URL(value);
-    return (url.pathname === '/' || url.pathname === '') && !url.search && !url.hash && !url.username && !url.password;
-  }, 'expected scheme, host and port only, for example http://127.0.0.1:9000 (no path, query or credentials)');
+const storeUrl = z.url({ protocol: /^https?$/ }).refine((value) => {
+  const url = new URL(value);
+  return (url.pathname === '/' || url.pathname === '') && !url.search && !url.hash && !url.username && !url.password;
+}, 'expected scheme, host and port only, for example http://127.0.0.1:9000 (no path, query or credentials)');
 
 export const s3Config = z
   .strictObject({
@@ -25,13 +23,17 @@ export const s3Config = z
       .string()
       .min(1)
       .default('us-east-1')
-      .describe('Region that requests and presigned URLs are signed for (SigV4). MinIO and Ceph accept us-east-1 unless configured otherwise; Garage usually wants "garage".'),
+      .describe(
+        'Region that requests and presigned URLs are signed for (SigV4). MinIO and Ceph accept us-east-1 unless configured otherwise; Garage usually wants "garage".',
+      ),
     access_key: z.string().min(1).optional().describe('Access key id the server uses for the store. Required when endpoint is set.'),
     secret_key: z
       .string()
       .min(1)
       .optional()
-      .describe('Secret key the server uses for the store. Required when endpoint is set. Prefer the variable WHARF_PLUGINS__STORAGE__S3__SECRET_KEY to writing it in a file.'),
+      .describe(
+        'Secret key the server uses for the store. Required when endpoint is set. Prefer the variable WHARF_PLUGINS__STORAGE__S3__SECRET_KEY to writing it in a file.',
+      ),
     public_access_key: z
       .string()
       .min(1)
@@ -43,9 +45,19 @@ export const s3Config = z
     force_path_style: z
       .boolean()
       .default(true)
-      .describe('Path-style addressing (http://host/bucket/key) rather than virtual-hosted (http://bucket.host/key). MinIO, Ceph and Garage need it unless their DNS serves bucket subdomains.'),
-    connect_timeout_ms: z.int().min(100).default(5000).describe('How long to wait for a TCP connection to the store before calling it unreachable, in milliseconds.'),
-    request_timeout_ms: z.int().min(1000).default(30_000).describe('How long one request to the store may stay silent before it is abandoned, in milliseconds.'),
+      .describe(
+        'Path-style addressing (http://host/bucket/key) rather than virtual-hosted (http://bucket.host/key). MinIO, Ceph and Garage need it unless their DNS serves bucket subdomains.',
+      ),
+    connect_timeout_ms: z
+      .int()
+      .min(100)
+      .default(5000)
+      .describe('How long to wait for a TCP connection to the store before calling it unreachable, in milliseconds.'),
+    request_timeout_ms: z
+      .int()
+      .min(1000)
+      .default(30_000)
+      .describe('How long one request to the store may stay silent before it is abandoned, in milliseconds.'),
     max_attempts: z.int().min(1).max(10).default(3).describe('Attempts per store request, the first included (retries use exponential backoff).'),
   })
   .superRefine((s3, ctx) => {
@@ -90,7 +102,9 @@ export const fsConfig = z
       .string()
       .min(8)
       .optional()
-      .describe('Secret of the root key; required with root_access_key. Prefer the variable WHARF_PLUGINS__STORAGE__FS__ROOT_SECRET_KEY to writing it in a file.'),
+      .describe(
+        'Secret of the root key; required with root_access_key. Prefer the variable WHARF_PLUGINS__STORAGE__FS__ROOT_SECRET_KEY to writing it in a file.',
+      ),
     request_timeout_ms: z
       .int()
       .min(1000)
@@ -142,7 +156,7 @@ export const storageConfig = z.strictObject({
     .min(1)
     .default(300)
     .describe(
-      'On the s3 driver, how often each app\'s bucket is listed (ListObjectsV2, one request per 1000 objects) to bring usage in line with what it holds: records of objects overwritten through S3 take their new size, and objects with no record count against the storage limit. In seconds. The fs driver counts usage live and does not list.',
+      "On the s3 driver, how often each app's bucket is listed (ListObjectsV2, one request per 1000 objects) to bring usage in line with what it holds: records of objects overwritten through S3 take their new size, and objects with no record count against the storage limit. In seconds. The fs driver counts usage live and does not list.",
     ),
   s3: s3Config,
   fs: fsConfig,

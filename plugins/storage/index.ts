@@ -51,7 +51,6 @@ export default definePlugin({
     const reconciler = new UsageReconciler(store, driver, log);
     if (reconciler.needed) every('usage-reconciliation', config.usage_interval_seconds * 1000, () => reconciler.run());
 
-
     const service: StorageService = {
       credentials: { dashboardSession },
       getApp(appId) {

@@ -83,7 +83,13 @@ export class AppQuotas implements QuotaPolicy {
     const reservations = this.#store.reservations(app.id, new Date().toISOString());
     if (!driver.live) {
       const { stored, reserved } = this.measure(app, driver, reservations);
-      return { ...recorded, unregisteredBytes: app.unregisteredBytes, unregisteredCount: app.unregisteredCount, usedBytes: stored + reserved, usageCheckedAt: app.usageCheckedAt };
+      return {
+        ...recorded,
+        unregisteredBytes: app.unregisteredBytes,
+        unregisteredCount: app.unregisteredCount,
+        usedBytes: stored + reserved,
+        usageCheckedAt: app.usageCheckedAt,
+      };
     }
     const usage = driver.live.usage(app.bucketName, reservations);
     // Objects of unfinished uploads are awaiting `complete`, not unregistered.

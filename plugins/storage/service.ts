@@ -134,7 +134,9 @@ export class Storage {
     try {
       return this.#store.insertApp({ id, orgId, name: input.name, bucketName, storageLimit: input.storageLimit, now: new Date().toISOString() });
     } catch (err) {
-      await this.#driver.deleteBucket(bucketName).catch((e: unknown) => this.#log.error({ err: e, bucket: bucketName }, 'could not remove the bucket of an app that failed to record'));
+      await this.#driver
+        .deleteBucket(bucketName)
+        .catch((e: unknown) => this.#log.error({ err: e, bucket: bucketName }, 'could not remove the bucket of an app that failed to record'));
       throw err;
     }
   }
@@ -205,12 +207,9 @@ export class Storage {
 
   /** Checks every object with the store: it exists and has the size the caller claims. 400 naming the first key that does not. */
   async #verifyObjects(app: AppState, files: readonly FileInput[], what: string): Promise<ObjectInfo[]> {
-    let stats;
-    try {
-      stats = await mapLimit(files, STAT_CONCURRENCY, (f) => this.#driver.statObject(app.bucketName, f.key));
-    } catch (err) {
+    const stats = await mapLimit(files, STAT_CONCURRENCY, (f) => this.#driver.statObject(app.bucketName, f.key)).catch((err: unknown) => {
       throw storeFailure(err, what);
-    }
+    });
     return files.map((f, i) => {
       checkedSize(f, stats[i]?.size);
       return stats[i]!;
@@ -235,7 +234,14 @@ export class Storage {
       adds += sizes[i]! - (previous ?? 0);
       // Written before that listing started (stores give whole seconds): the listing counted it.
       const modified = stats[i]!.lastModified;
-      if (!live && previous === undefined && !taken.has(f.key) && app.usageCheckedAt !== null && modified !== undefined && modified + 1000 <= Date.parse(app.usageCheckedAt)) {
+      if (
+        !live &&
+        previous === undefined &&
+        !taken.has(f.key) &&
+        app.usageCheckedAt !== null &&
+        modified !== undefined &&
+        modified + 1000 <= Date.parse(app.usageCheckedAt)
+      ) {
         seen = { bytes: seen.bytes + sizes[i]!, count: seen.count + 1 };
       }
     });
@@ -246,7 +252,10 @@ export class Storage {
       // Live: the objects are in the bucket already, so the bucket's usage is the usage after.
       const after = live ? stored + reserved : stored + reserved + adds - Math.min(seen.bytes, app.unregisteredBytes);
       if (after > app.storageLimit) {
-        throw new WharfError('payload_too_large', `Storage limit exceeded: recording these files would bring the app to ${after} bytes, over its limit of ${app.storageLimit}; nothing was recorded`);
+        throw new WharfError(
+          'payload_too_large',
+          `Storage limit exceeded: recording these files would bring the app to ${after} bytes, over its limit of ${app.storageLimit}; nothing was recorded`,
+        );
       }
     }
     if (seen.count) this.#store.lessUnregistered(app.id, seen.bytes, seen.count);
@@ -284,12 +293,9 @@ export class Storage {
   /** Deletes objects, then the records of the ones the store removed. */
   async deleteFiles(app: AppState, keys: readonly string[]): Promise<void> {
     const unique = [...new Set(keys)];
-    let outcome;
-    try {
-      outcome = await this.#driver.deleteObjects(app.bucketName, unique);
-    } catch (err) {
+    const outcome = await this.#driver.deleteObjects(app.bucketName, unique).catch((err: unknown) => {
       throw storeFailure(err, 'nothing was deleted');
-    }
+    });
     if (outcome.deleted.length) this.#store.deleteFilesByKeys(app.id, outcome.deleted);
     if (outcome.failed.length) {
       const first = outcome.failed[0]!;
@@ -341,7 +347,10 @@ export class Storage {
         })),
       );
     } catch (err) {
-      this.#store.deleteUploads(app.id, planned.map((f) => f.key));
+      this.#store.deleteUploads(
+        app.id,
+        planned.map((f) => f.key),
+      );
       throw storeFailure(err, 'no upload was started');
     }
   }
@@ -353,8 +362,11 @@ export class Storage {
     const checkReservations = (now: string) => {
       for (const f of files) {
         const upload = this.#store.upload(app.id, f.key);
-        if (!upload || upload.state !== 'pending' || upload.expires_at <= now) {
-          throw new WharfError('bad_request', `Key "${f.key}" is not an unfinished upload of this app (never issued, already completed, or expired); nothing was recorded`);
+        if (upload?.state !== 'pending' || upload.expires_at <= now) {
+          throw new WharfError(
+            'bad_request',
+            `Key "${f.key}" is not an unfinished upload of this app (never issued, already completed, or expired); nothing was recorded`,
+          );
         }
         if (upload.size !== f.size) {
           throw new WharfError('bad_request', `Size of "${f.key}" is ${f.size}, but the upload was issued for ${upload.size} bytes; nothing was recorded`);

@@ -147,9 +147,7 @@ export class StorageStore {
         `INSERT INTO storage_apps (id, seq, org_id, name, bucket_name, storage_limit, created_at, updated_at)
          VALUES (@id, (SELECT coalesce(max(seq), 0) + 1 FROM storage_apps), @orgId, @name, @bucketName, @storageLimit, @now, @now)`,
       ),
-      updateApp: db.prepare(
-        'UPDATE storage_apps SET name = @name, storage_limit = @storageLimit, updated_at = @now WHERE id = @id AND deleting = 0',
-      ),
+      updateApp: db.prepare('UPDATE storage_apps SET name = @name, storage_limit = @storageLimit, updated_at = @now WHERE id = @id AND deleting = 0'),
       setDeleting: db.prepare('UPDATE storage_apps SET deleting = ? WHERE id = ?'),
       deleteApp: db.prepare('DELETE FROM storage_apps WHERE id = ?'),
 
@@ -184,12 +182,10 @@ export class StorageStore {
       ),
       deleteUpload: db.prepare('DELETE FROM storage_uploads WHERE app_id = ? AND key = ?'),
       reservations: db.prepare("SELECT key, size FROM storage_uploads WHERE app_id = ? AND state = 'pending' AND expires_at > ?").raw(),
-      reservedOfKeys: db.prepare(
-        "SELECT u.key FROM json_each(?) j JOIN storage_uploads u ON u.app_id = ? AND u.key = j.value WHERE u.state = 'pending' AND u.expires_at > ?",
-      ).pluck(),
-      expiredUploads: db.prepare(
-        "SELECT app_id, key FROM storage_uploads WHERE expires_at <= ? OR state = 'reaping' ORDER BY expires_at LIMIT ?",
-      ),
+      reservedOfKeys: db
+        .prepare("SELECT u.key FROM json_each(?) j JOIN storage_uploads u ON u.app_id = ? AND u.key = j.value WHERE u.state = 'pending' AND u.expires_at > ?")
+        .pluck(),
+      expiredUploads: db.prepare("SELECT app_id, key FROM storage_uploads WHERE expires_at <= ? OR state = 'reaping' ORDER BY expires_at LIMIT ?"),
       markReaping: db.prepare("UPDATE storage_uploads SET state = 'reaping' WHERE app_id = ? AND key = ?"),
     };
   }

@@ -70,7 +70,14 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     handler(ctx, { body, auth: orgId }) {
       const app = appOf(body.appId, orgId);
       const token = newToken();
-      store.insert({ id: randomUUID(), appId: app.id, name: body.name, hash: sha256Hex(token), prefix: token.slice(0, DISPLAY_LENGTH), now: new Date().toISOString() });
+      store.insert({
+        id: randomUUID(),
+        appId: app.id,
+        name: body.name,
+        hash: sha256Hex(token),
+        prefix: token.slice(0, DISPLAY_LENGTH),
+        now: new Date().toISOString(),
+      });
       ctx.status = 201;
       ctx.body = { token };
     },

@@ -41,7 +41,9 @@ export const webhooksConfig = z.strictObject({
     .min(1)
     .max(5)
     .default(5)
-    .describe('Attempts per delivery, the first included (at most 5, as the spec says); after the last failure the delivery is abandoned and never retried by itself.'),
+    .describe(
+      'Attempts per delivery, the first included (at most 5, as the spec says); after the last failure the delivery is abandoned and never retried by itself.',
+    ),
   retry_schedule_seconds: z
     .array(z.number().positive().max(86_400))
     .min(1)
@@ -55,13 +57,10 @@ export const webhooksConfig = z.strictObject({
     .min(0)
     .max(1)
     .default(0.2)
-    .describe('Random spread of each retry delay, as a fraction: 0.2 waits between 0.8 and 1.2 times the scheduled delay, so receivers that fail together are not retried together.'),
-  concurrency: z
-    .int()
-    .min(1)
-    .max(4096)
-    .default(64)
-    .describe('Deliveries in flight at once, over all sessions, in requests.'),
+    .describe(
+      'Random spread of each retry delay, as a fraction: 0.2 waits between 0.8 and 1.2 times the scheduled delay, so receivers that fail together are not retried together.',
+    ),
+  concurrency: z.int().min(1).max(4096).default(64).describe('Deliveries in flight at once, over all sessions, in requests.'),
   concurrency_per_session: z
     .int()
     .min(1)
@@ -88,18 +87,24 @@ export const webhooksConfig = z.strictObject({
     .array(cidr)
     .max(256)
     .default([])
-    .describe('Non-public networks webhook URLs may resolve to even when allow_private_networks is off, as CIDR (for example ["192.168.10.0/24", "fd12:3456::/48"]) or single addresses.'),
+    .describe(
+      'Non-public networks webhook URLs may resolve to even when allow_private_networks is off, as CIDR (for example ["192.168.10.0/24", "fd12:3456::/48"]) or single addresses.',
+    ),
   dns_timeout_ms: z
     .int()
     .min(100)
     .max(60_000)
     .default(3000)
-    .describe('How long resolving a webhook host name may take when its URL is saved, in milliseconds. A name that resolves to a refused address is refused; one that does not resolve (in time) is accepted, and the address it resolves to is checked again at every delivery.'),
+    .describe(
+      'How long resolving a webhook host name may take when its URL is saved, in milliseconds. A name that resolves to a refused address is refused; one that does not resolve (in time) is accepted, and the address it resolves to is checked again at every delivery.',
+    ),
   retention_days: z
     .number()
     .positive()
     .default(30)
-    .describe('Finished dispatch records (delivered or abandoned) older than this many days are deleted with their attempts, hourly. Pending ones are never deleted.'),
+    .describe(
+      'Finished dispatch records (delivered or abandoned) older than this many days are deleted with their attempts, hourly. Pending ones are never deleted.',
+    ),
   secret_rotation_grace_seconds: z
     .int()
     .min(0)

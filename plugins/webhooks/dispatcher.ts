@@ -473,10 +473,7 @@ export class WebhookDispatcher {
   }
 }
 
-type AttemptResult =
-  | { kind: 'attempted'; outcome: Outcome; url?: string }
-  | { kind: 'dropped'; reason: string }
-  | { kind: 'interrupted' };
+type AttemptResult = { kind: 'attempted'; outcome: Outcome; url?: string } | { kind: 'dropped'; reason: string } | { kind: 'interrupted' };
 
 class AttemptTimeout extends Error {
   constructor(ms: number) {

@@ -183,7 +183,10 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
     handler(ctx, { auth }) {
       const row = dispatchOf(ctx, auth);
       const body = store.body(row.id);
-      ctx.body = { success: true, data: { ...view(row), attempts: store.attempts(row.id).map(attemptView), payload: body === undefined ? null : JSON.parse(body) } };
+      ctx.body = {
+        success: true,
+        data: { ...view(row), attempts: store.attempts(row.id).map(attemptView), payload: body === undefined ? null : JSON.parse(body) },
+      };
     },
   });
 
@@ -192,7 +195,8 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
     path: '/api/dispatches/:id/redeliver',
     tag,
     auth: account,
-    summary: "Deliver a finished dispatch's event again: a new dispatch (a new series of attempts) with the same event id and webhook-id, to the session's current webhook URL",
+    summary:
+      "Deliver a finished dispatch's event again: a new dispatch (a new series of attempts) with the same event id and webhook-id, to the session's current webhook URL",
     body: emptyBody,
     success: { status: 202, schema: z.object({ success: z.literal(true), data: dispatchSchema }) },
     errors: {
@@ -201,14 +205,27 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
     },
     handler(ctx, { auth }) {
       const row = dispatchOf(ctx, auth);
-      if (row.status === 'pending') throw new WharfError('conflict', `Dispatch ${row.id} is still pending (attempt ${row.attempt_count} of ${maxAttempts} made); redeliver it once it is delivered or abandoned`);
+      if (row.status === 'pending')
+        throw new WharfError(
+          'conflict',
+          `Dispatch ${row.id} is still pending (attempt ${row.attempt_count} of ${maxAttempts} made); redeliver it once it is delivered or abandoned`,
+        );
       const session = sessions.get(row.session_id);
       if (!session || session.orgId !== row.org_id) throw new WharfError('conflict', `Session ${row.session_id} was deleted: nothing to deliver to`);
       if (!session.webhookUrl) throw new WharfError('conflict', `Session ${session.id} has no webhook_url`);
       if (!session.webhookEnabled) throw new WharfError('conflict', `Session ${session.id} has its webhook disabled (webhook_enabled is false)`);
       const body = store.body(row.id)!;
       const id = store.enqueue(
-        { orgId: row.org_id, sessionId: row.session_id, eventId: row.event_id, webhookId: row.webhook_id, event: row.event, url: session.webhookUrl, body, redeliveryOf: row.id },
+        {
+          orgId: row.org_id,
+          sessionId: row.session_id,
+          eventId: row.event_id,
+          webhookId: row.webhook_id,
+          event: row.event,
+          url: session.webhookUrl,
+          body,
+          redeliveryOf: row.id,
+        },
         Date.now(),
       );
       dispatcher.markDue(row.session_id, Date.now());

@@ -92,9 +92,7 @@ export class WebhooksStore {
         `SELECT id, session_id, webhook_id, url, body, attempt_count FROM webhooks_dispatches
          WHERE session_id = ? AND status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`,
       ),
-      nextDue: db.prepare(
-        "SELECT MIN(next_attempt_at) AS due FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND next_attempt_at > ?",
-      ),
+      nextDue: db.prepare("SELECT MIN(next_attempt_at) AS due FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND next_attempt_at > ?"),
       dueBySession: db.prepare("SELECT session_id, MIN(next_attempt_at) AS due FROM webhooks_dispatches WHERE status = 'pending' GROUP BY session_id"),
       attempt: db.prepare(
         'INSERT INTO webhooks_attempts (dispatch_id, number, started_at, duration_ms, status_code, error, response) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -119,8 +117,23 @@ export class WebhooksStore {
     };
   }
 
-  enqueue(input: { orgId: string; sessionId: number; eventId: number; webhookId: string; event: string; url: string; body: string; redeliveryOf?: number }, now: number): number {
-    const info = this.#s.insert.run(input.orgId, input.sessionId, input.eventId, input.webhookId, input.event, input.url, input.body, now, input.redeliveryOf ?? null, now, now);
+  enqueue(
+    input: { orgId: string; sessionId: number; eventId: number; webhookId: string; event: string; url: string; body: string; redeliveryOf?: number },
+    now: number,
+  ): number {
+    const info = this.#s.insert.run(
+      input.orgId,
+      input.sessionId,
+      input.eventId,
+      input.webhookId,
+      input.event,
+      input.url,
+      input.body,
+      now,
+      input.redeliveryOf ?? null,
+      now,
+      now,
+    );
     return Number(info.lastInsertRowid);
   }
 

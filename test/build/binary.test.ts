@@ -101,7 +101,7 @@ describe('the single executable and a plugin built outside the tree', () => {
     });
     expect(run('migrate', 'status').stdout).toContain('pending  hello/001-create-greetings\n');
     expect(run('hello', 'count', 'Ada')).toMatchObject({ status: 0, stdout: '0\n' });
-    expect(run('migrate', 'status').stdout).toMatch(/^applied  hello\/001-create-greetings  \d{4}-/m);
+    expect(run('migrate', 'status').stdout).toMatch(/^applied {2}hello\/001-create-greetings {2}\d{4}-/m);
 
     const server = await serve(['--config', 'w.toml'], { bin, cwd, env: env() });
     try {

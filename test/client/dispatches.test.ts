@@ -35,9 +35,15 @@ describe('wharf dispatches', () => {
     expect(subscribed.status).toBe(0);
     const key = JSON.parse(subscribed.stdout).api_key as string;
     const pat = (await app.request('POST', '/api/personal-access-tokens', { body: { name: 'setup' }, headers: user.headers })).body.data.token as string;
-    const put = await app.request('PUT', `/api/whatsapp-sessions/${session.id}`, { body: { webhook_enabled: true, webhook_events: ['messages.received'] }, headers: { authorization: `Bearer ${pat}` } });
+    const put = await app.request('PUT', `/api/whatsapp-sessions/${session.id}`, {
+      body: { webhook_enabled: true, webhook_events: ['messages.received'] },
+      headers: { authorization: `Bearer ${pat}` },
+    });
     expect(put.status, put.text).toBe(200);
-    const got = await app.request('POST', '/api/sandbox/receive', { body: { from: '+14155550123', text: 'hello hook' }, headers: { authorization: `Bearer ${key}` } });
+    const got = await app.request('POST', '/api/sandbox/receive', {
+      body: { from: '+14155550123', text: 'hello hook' },
+      headers: { authorization: `Bearer ${key}` },
+    });
     expect(got.status, got.text).toBe(200);
     await receiver.waitFor(1);
 
@@ -57,7 +63,11 @@ describe('wharf dispatches', () => {
 
     const shown = await wharf(['dispatches', 'get', String(dispatch.id)]);
     expect(shown.status, shown.stderr).toBe(0);
-    expect(shown.stdout).toMatch(new RegExp(`^dispatch ${dispatch.id}: messages.received of session ${session.id} to ${receiver.url().replace(/[/.]/g, '\\$&')}\\nstatus delivered, 1 of 5 attempts\\nwebhook-id msg_`));
+    expect(shown.stdout).toMatch(
+      new RegExp(
+        `^dispatch ${dispatch.id}: messages.received of session ${session.id} to ${receiver.url().replace(/[/.]/g, '\\$&')}\\nstatus delivered, 1 of 5 attempts\\nwebhook-id msg_`,
+      ),
+    );
     expect(shown.stdout).toMatch(/\n1\s+200\s+\d+ ms/);
 
     const again = await wharf(['dispatches', 'redeliver', String(dispatch.id), '--json']);

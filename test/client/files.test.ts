@@ -65,7 +65,10 @@ describe('wharf files', () => {
 
   it('answers bad input in one line', async () => {
     expect(await wharf(['files', 'ls'])).toMatchObject({ status: 1, stderr: 'wharf: give the app API token with --token (or WHARF_APP_TOKEN)\n' });
-    expect(await wharf(['files', 'ls', '--token', 'svc_live_nope'])).toMatchObject({ status: 1, stderr: expect.stringMatching(/^wharf: .*(invalid|Invalid).*\n$/) });
+    expect(await wharf(['files', 'ls', '--token', 'svc_live_nope'])).toMatchObject({
+      status: 1,
+      stderr: expect.stringMatching(/^wharf: .*(invalid|Invalid).*\n$/),
+    });
     expect(await wharf(['files', 'upload', 'missing.bin', '--token', token])).toMatchObject({ status: 1, stderr: 'wharf: missing.bin: no such file\n' });
   });
 });

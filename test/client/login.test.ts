@@ -26,7 +26,11 @@ describe('wharf login', () => {
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
     const saved = JSON.parse(fs.readFileSync(file, 'utf8'));
     expect(saved.current).toBe(app.url);
-    expect(saved.instances[app.url]).toMatchObject({ accessToken: expect.stringMatching(/^eyJ/), refreshToken: expect.any(String), user: { userId: user.userId } });
+    expect(saved.instances[app.url]).toMatchObject({
+      accessToken: expect.stringMatching(/^eyJ/),
+      refreshToken: expect.any(String),
+      user: { userId: user.userId },
+    });
 
     const env = { XDG_CONFIG_HOME: home };
     const me = await wharf(['whoami', '--json'], { env });

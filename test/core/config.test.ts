@@ -96,16 +96,20 @@ describe('config: each problem is one line naming the key and where it is', () =
     ['a number out of range', '[plugins.alpha]\nsize = 0\n', ['wharf.toml:2: "plugins.alpha.size": Too small: expected number to be >=1']],
     ['a bad listen address', '[server]\nlisten = "localhost"\n', ['wharf.toml:2: "server.listen": expected HOST:PORT, for example 127.0.0.1:8080']],
     ['a bad enum', '[log]\nlevel = "loud"\n', ['wharf.toml:2: "log.level": expected one of "fatal"|"error"|"warn"|"info"|"debug"|"trace"|"silent"']],
-    ['a missing dependency', '[plugins.alpha]\nenabled = false\n', ['plugins.beta: depends on plugin "alpha", which is disabled (set plugins.alpha.enabled = true or disable beta)']],
+    [
+      'a missing dependency',
+      '[plugins.alpha]\nenabled = false\n',
+      ['plugins.beta: depends on plugin "alpha", which is disabled (set plugins.alpha.enabled = true or disable beta)'],
+    ],
   ])('%s', (_name, toml, expected) => {
     const lines = errorsOf(toml);
     expect(lines).toHaveLength(expected.length);
-    expected.forEach((prefix, i) => expect(lines[i]!.startsWith(prefix), `${lines[i]} should start with ${prefix}`).toBe(true));
+    for (const [i, prefix] of expected.entries()) expect(lines[i]!.startsWith(prefix), `${lines[i]} should start with ${prefix}`).toBe(true);
   });
 
   it('names the variable for a bad environment override, and an unknown one', () => {
     expect(errorsOf('', { WHARF_SERVER__BODY_LIMIT_BYTES: 'lots' })).toEqual([
-      'WHARF_SERVER__BODY_LIMIT_BYTES: "server.body_limit_bytes": expected number, got string \"lots\"',
+      'WHARF_SERVER__BODY_LIMIT_BYTES: "server.body_limit_bytes": expected number, got string "lots"',
     ]);
     expect(errorsOf('', { WHARF_SERVER__PORT: '80' })).toEqual(['WHARF_SERVER__PORT: unknown key "server.port"']);
   });
@@ -131,13 +135,20 @@ describe('config: a plugin checks what its schema cannot say (validate)', () => 
 
   it('turns each problem into one line naming the key and where it is set', () => {
     expect(errorsOf('[plugins.ranged]\nhigh = 5\nlow = 7\n', {}, [ranged])).toEqual(['wharf.toml:3: "plugins.ranged.low": must not be above high (5)']);
-    expect(errorsOf('', { WHARF_PLUGINS__RANGED__LOW: '11' }, [ranged])).toEqual(['WHARF_PLUGINS__RANGED__LOW: "plugins.ranged.low": must not be above high (10)']);
+    expect(errorsOf('', { WHARF_PLUGINS__RANGED__LOW: '11' }, [ranged])).toEqual([
+      'WHARF_PLUGINS__RANGED__LOW: "plugins.ranged.low": must not be above high (10)',
+    ]);
     expect(resolveConfig([ranged], { toml: { text: '[plugins.ranged]\nlow = 2\n', file: 'w.toml' } }).plugins.ranged).toEqual({ low: 2, high: 10 });
   });
 
   it('runs only for an enabled plugin, and reports a throwing validate as a problem', () => {
     expect(resolveConfig([ranged], { toml: { text: '[plugins.ranged]\nenabled = false\nlow = 70\n', file: 'w.toml' } }).order).toEqual([]);
-    const broken = { ...ranged, validate: () => { throw new Error('oops'); } };
+    const broken = {
+      ...ranged,
+      validate: () => {
+        throw new Error('oops');
+      },
+    };
     expect(errorsOf('', {}, [broken])).toEqual(['wharf.toml: "plugins.ranged": the plugin\'s validate failed: oops']);
   });
 
@@ -160,7 +171,9 @@ describe('config: plugin declarations are checked when they load', () => {
 
   it('refuses bad and duplicate names, and the name of the plugins directory key', () => {
     const named = (name: string) => ({ ...journalPlugin('x', journal), name });
-    expect(errorsOf('', {}, [named('Caps')])).toEqual(['plugin "Caps": a plugin name is 1 to 40 lowercase letters, digits and underscores, starting with a letter']);
+    expect(errorsOf('', {}, [named('Caps')])).toEqual([
+      'plugin "Caps": a plugin name is 1 to 40 lowercase letters, digits and underscores, starting with a letter',
+    ]);
     expect(errorsOf('', {}, [named('dir')])).toEqual(['plugin "dir": "dir" is the key of the extra plugins\' directory, not a plugin name']);
     expect(errorsOf('', {}, [named('same'), named('same')])).toEqual(['plugin "same": declared twice']);
   });

@@ -144,7 +144,10 @@ describe('plugins from [plugins] dir', () => {
     const app = await startApp(`[plugins]\ndir = "${dir}"\n[plugins.rows]\nlimit = 5\n`, { plugins: all });
     try {
       expect(await app.request('POST', '/rows/rows', { body: { n: 4 } })).toMatchObject({ status: 201, body: { n: 4 } });
-      expect(await app.request('POST', '/rows/rows', { body: { n: 6 } })).toMatchObject({ status: 400, body: { error: 'n: Too big: expected number to be <=5' } });
+      expect(await app.request('POST', '/rows/rows', { body: { n: 6 } })).toMatchObject({
+        status: 400,
+        body: { error: 'n: Too big: expected number to be <=5' },
+      });
       expect(await app.request('POST', '/rows/rows', { body: { n: 'x' } })).toMatchObject({ status: 400 });
       expect(await app.request('POST', '/rows/rows', { body: { n: 0 } })).toMatchObject({ status: 409, body: { error: 'zero is taken' } });
       expect(await app.request('GET', '/rows/rows')).toMatchObject({ status: 405 });

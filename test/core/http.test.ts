@@ -61,7 +61,11 @@ describe('errors answer in the route group envelope', () => {
     expect(res.body).toEqual({ error: `Internal server error (request id ${id})` });
     expect(res.text).not.toContain('hunter2');
     const msg = await app.request('GET', '/msg/boom');
-    expect(msg.body).toEqual({ success: false, error: `Internal server error (request id ${msg.headers.get('x-request-id')})`, message: `Internal server error (request id ${msg.headers.get('x-request-id')})` });
+    expect(msg.body).toEqual({
+      success: false,
+      error: `Internal server error (request id ${msg.headers.get('x-request-id')})`,
+      message: `Internal server error (request id ${msg.headers.get('x-request-id')})`,
+    });
     const failure = app.logs.find((l) => l.msg === 'request failed' && l.request_id === id);
     expect(failure).toBeDefined();
     expect(JSON.stringify(failure)).toContain('hunter2'); // the operator sees the cause, the caller does not

@@ -17,11 +17,7 @@ const quiet = createLogger('silent');
 describe('lifecycle', () => {
   it('sets plugins up in dependency order and closes them last-in-first-out after HTTP', async () => {
     const journal: string[] = [];
-    const plugins = [
-      journalPlugin('c', journal, { dependsOn: ['b'] }),
-      journalPlugin('a', journal),
-      journalPlugin('b', journal, { dependsOn: ['a'] }),
-    ];
+    const plugins = [journalPlugin('c', journal, { dependsOn: ['b'] }), journalPlugin('a', journal), journalPlugin('b', journal, { dependsOn: ['a'] })];
     const app = await startApp('', { plugins });
     expect(journal).toEqual(['setup a', 'setup b', 'setup c']);
     const tables = app.running.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%_things' ORDER BY name").all();
@@ -33,7 +29,11 @@ describe('lifecycle', () => {
 
   it('on a failing setup closes the ones already set up, in reverse, and names the plugin', async () => {
     const journal: string[] = [];
-    const plugins = [journalPlugin('a', journal), journalPlugin('b', journal, { dependsOn: ['a'] }), journalPlugin('c', journal, { dependsOn: ['b'], failSetup: true })];
+    const plugins = [
+      journalPlugin('a', journal),
+      journalPlugin('b', journal, { dependsOn: ['a'] }),
+      journalPlugin('c', journal, { dependsOn: ['b'], failSetup: true }),
+    ];
     const dataDir = tempDir();
     const config = resolveConfig(plugins, { flags: { dataDir, listen: '127.0.0.1:0' } });
     const boot = start(config, { listen: true, log: quiet });

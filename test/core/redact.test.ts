@@ -9,7 +9,10 @@ describe('redactUrl', () => {
       'http://127.0.0.1:3900/b/k%20x?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=[redacted]&X-Amz-Date=20260101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature=[redacted]',
     ],
     // A request target (no scheme or host), SigV2 query and a session token.
-    ['/b/k?AWSAccessKeyId=AKIA&Expires=1&Signature=abc%3D&x-amz-security-token=tok', '/b/k?AWSAccessKeyId=[redacted]&Expires=1&Signature=[redacted]&x-amz-security-token=[redacted]'],
+    [
+      '/b/k?AWSAccessKeyId=AKIA&Expires=1&Signature=abc%3D&x-amz-security-token=tok',
+      '/b/k?AWSAccessKeyId=[redacted]&Expires=1&Signature=[redacted]&x-amz-security-token=[redacted]',
+    ],
     // Names compared case-insensitively, also when percent-encoded; a fragment is kept.
     ['/k?x-amz-signature=1&X%2DAmz%2DSignature=2&partNumber=3#frag', '/k?x-amz-signature=[redacted]&X%2DAmz%2DSignature=[redacted]&partNumber=3#frag'],
     // A parameter without a value, and URLs with no query at all.

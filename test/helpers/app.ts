@@ -77,7 +77,7 @@ export async function startApp(toml = '', options: StartOptions = {}): Promise<T
       }
       const res = await doFetch(pathname, { method, headers, body });
       const text = await res.text();
-      let parsed: unknown = undefined;
+      let parsed: unknown;
       try {
         parsed = text ? JSON.parse(text) : undefined;
       } catch {

@@ -40,7 +40,10 @@ export const probePlugin: AnyPlugin = definePlugin({
   setup({ api }) {
     const plain = api.group({ prefixes: ['/plain'], envelope: 'plain' });
     const messaging = api.group({ prefixes: ['/msg'], envelope: 'messaging' });
-    for (const [group, base] of [[plain, '/plain'], [messaging, '/msg']] as const) {
+    for (const [group, base] of [
+      [plain, '/plain'],
+      [messaging, '/msg'],
+    ] as const) {
       const route = (method: 'GET' | 'POST', path: string, handler: Parameters<typeof group.route>[0]['handler']) =>
         group.route({ method, path: `${base}${path}`, summary: path, tag: 'Probe', auth: PUBLIC, handler });
       route('POST', '/echo', (ctx) => {

@@ -84,9 +84,7 @@ function runScript(args: string[], extraEnv: Record<string, string>): Promise<Ou
       (err, stdout, stderr) => {
         const out = { stdout, stderr };
         if (!err) return resolve(out);
-        const how = err.killed
-          ? `was killed after ${UP_TIMEOUT_MS / 1000}s`
-          : `failed (exit ${String(err.code ?? err.signal)})`;
+        const how = err.killed ? `was killed after ${UP_TIMEOUT_MS / 1000}s` : `failed (exit ${String(err.code ?? err.signal)})`;
         reject(
           new Error(
             `ensureS3: could not start the test S3 server: \`bash ${SCRIPT} ${args.join(' ')}\` ${how}. ` +
@@ -144,5 +142,12 @@ async function embeddedTarget(): Promise<S3Target> {
   const keys = loadKeys(dataDir);
   const root = { accessKey: 'test', secretKey: 'testsecret' };
   const store = await startStandaloneStore({ objectsDir, listen: '127.0.0.1:0', region: 'us-east-1', root, keys, log: createLogger('silent') });
-  return { endpoint: store.url, region: 'us-east-1', accessKeyId: root.accessKey, secretAccessKey: root.secretKey, forcePathStyle: true, embedded: { objectsDir, dataDir } };
+  return {
+    endpoint: store.url,
+    region: 'us-east-1',
+    accessKeyId: root.accessKey,
+    secretAccessKey: root.secretKey,
+    forcePathStyle: true,
+    embedded: { objectsDir, dataDir },
+  };
 }

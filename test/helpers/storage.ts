@@ -36,7 +36,13 @@ export function storageToml(target: S3Target, options: StorageAppOptions): strin
     ...(embedded ? ['driver = "fs"'] : []),
     options.storage ?? '',
     ...(embedded
-      ? ['[plugins.storage.fs]', `objects_dir = "${target.embedded!.objectsDir}"`, `public_url = "${target.endpoint}"`, `root_access_key = "${target.accessKeyId}"`, `root_secret_key = "${target.secretAccessKey}"`]
+      ? [
+          '[plugins.storage.fs]',
+          `objects_dir = "${target.embedded!.objectsDir}"`,
+          `public_url = "${target.endpoint}"`,
+          `root_access_key = "${target.accessKeyId}"`,
+          `root_secret_key = "${target.secretAccessKey}"`,
+        ]
       : []),
     '[plugins.storage.s3]',
     `endpoint = "${options.endpoint ?? target.endpoint}"`,

@@ -1,13 +1,5 @@
-/**
- * The rate_limit plugin through real HTTP: X-RateLimit-* headers on every response of a limited
- * path (successes, 401, 403, 404, 413, 429), the 429 body and Retry-After, one counter per
- * credential and one per client address for calls without a valid credential, windows, exempt
- * health routes, and the config's error messages.
- */
-import Router from '@koa/router';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { authenticate } from '../../core/auth.ts';
 import { ConfigError, resolveConfig, type AnyPlugin } from '../../core/config.ts';
 import { WharfError } from '../../core/errors.ts';
 import { definePlugin } from '../../core/plugin.ts';
@@ -183,7 +175,10 @@ describe('X-RateLimit-* headers on every response of a limited path', () => {
     expect([missing.status, limits(missing).remaining]).toEqual([404, '2']);
     const method = await app.request('DELETE', '/msg/echo', { headers: address });
     expect([method.status, limits(method).remaining]).toEqual([405, '1']);
-    const big = await app.request('POST', '/plain/echo', { raw: JSON.stringify({ pad: 'x'.repeat(4096) }), headers: { ...address, 'content-type': 'application/json' } });
+    const big = await app.request('POST', '/plain/echo', {
+      raw: JSON.stringify({ pad: 'x'.repeat(4096) }),
+      headers: { ...address, 'content-type': 'application/json' },
+    });
     expect([big.status, limits(big).limit]).toEqual([413, '3']);
     const user = await signIn(app);
     const crossSite = await app.request('POST', '/api/orgs', { body: { name: 'Evil' }, headers: { cookie: user.cookie, origin: 'https://evil.example' } });
@@ -230,7 +225,10 @@ describe('429', () => {
   it('refuses a flooding caller before its body is read (429, not 413)', async () => {
     const address = newAddress();
     for (let i = 0; i < 3; i++) await app.request('GET', '/plain/missing', { headers: address });
-    const big = await app.request('POST', '/plain/echo', { raw: JSON.stringify({ pad: 'x'.repeat(4096) }), headers: { ...address, 'content-type': 'application/json' } });
+    const big = await app.request('POST', '/plain/echo', {
+      raw: JSON.stringify({ pad: 'x'.repeat(4096) }),
+      headers: { ...address, 'content-type': 'application/json' },
+    });
     expect(big.status).toBe(429);
   });
 
@@ -243,7 +241,10 @@ describe('429', () => {
     expect(refused.status).toBe(429);
     const retryAfter = Number(refused.headers.get('retry-after'));
     expect([1, 2]).toContain(retryAfter);
-    expect(refused.body).toStrictEqual({ message: `Too many requests; try again in ${retryAfter} second${retryAfter === 1 ? '' : 's'}`, retry_after: retryAfter });
+    expect(refused.body).toStrictEqual({
+      message: `Too many requests; try again in ${retryAfter} second${retryAfter === 1 ? '' : 's'}`,
+      retry_after: retryAfter,
+    });
     await new Promise((r) => setTimeout(r, Number(limits(refused).reset) * 1000 - Date.now() + 50));
     const back = await app.request('GET', '/example/hello?name=Ada', { headers: address });
     expect([back.status, limits(back).remaining]).toEqual([200, '1']);
@@ -259,7 +260,7 @@ describe('one counter per caller', () => {
     expect(runB).toEqual([{ status: 200, limit: '5', remaining: '4' }]);
   });
 
-  it('a command-line token counts apart from the cookie, with its kind\'s own limit, and its tokens share one counter', async () => {
+  it("a command-line token counts apart from the cookie, with its kind's own limit, and its tokens share one counter", async () => {
     const user = await signIn(app);
     const [one, two] = [await oauthBearer(user.userId, user.orgId), await oauthBearer(user.userId, user.orgId)];
     expect(await remainingOf('GET', '/api/cli/me', { authorization: one }, 2)).toEqual([
@@ -430,18 +431,17 @@ describe('config errors are one line each', () => {
       '[plugins.rate_limit.rules.probes]\nprefixes = ["/metrics"]\nlimit = 5\n',
       'test.toml:2: "plugins.rate_limit.rules.probes.prefixes.0": health, readiness and metrics routes (/healthz, /readyz, /metrics) are never limited',
     ],
-    [
-      'a misspelt key',
-      '[plugins.rate_limit.rules.login]\nlimits = 5\n',
-      'test.toml:2: unknown key "plugins.rate_limit.rules.login.limits"',
-    ],
+    ['a misspelt key', '[plugins.rate_limit.rules.login]\nlimits = 5\n', 'test.toml:2: unknown key "plugins.rate_limit.rules.login.limits"'],
   ])('%s', (_name, toml, line) => {
     expect(problem(toml)).toEqual([line]);
   });
 
   it('accepts rules of its own and per-kind limits', () => {
     const config = resolveConfig(builtinPlugins, {
-      toml: { text: '[plugins.rate_limit.rules.groups]\nprefixes = ["/api/groups"]\nlimit = 30\nkinds = { session_key = 10 }\nwindow_seconds = 10\n', file: 'test.toml' },
+      toml: {
+        text: '[plugins.rate_limit.rules.groups]\nprefixes = ["/api/groups"]\nlimit = 30\nkinds = { session_key = 10 }\nwindow_seconds = 10\n',
+        file: 'test.toml',
+      },
     });
     expect((config.plugins.rate_limit as { rules: Record<string, unknown> }).rules.groups).toEqual({
       prefixes: ['/api/groups'],

@@ -2,14 +2,7 @@
 // presigned PUT/GET through plain fetch, SDK reads, and signature checking.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CreateBucketCommand,
-  DeleteBucketCommand,
-  DeleteObjectCommand,
-  GetObjectCommand,
-  PutObjectCommand,
-  type S3Client,
-} from '@aws-sdk/client-s3';
+import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { ensureS3, s3Client, type S3Target } from '../helpers/s3.ts';
 
@@ -51,11 +44,7 @@ describe('S3 test server (Ceph RGW)', () => {
   });
 
   it('accepts a presigned PUT from fetch and serves the bytes back via GetObject', async () => {
-    const url = await getSignedUrl(
-      s3,
-      new PutObjectCommand({ Bucket: BUCKET, Key: KEY, ContentType: CONTENT_TYPE }),
-      { expiresIn: 300 },
-    );
+    const url = await getSignedUrl(s3, new PutObjectCommand({ Bucket: BUCKET, Key: KEY, ContentType: CONTENT_TYPE }), { expiresIn: 300 });
     const put = await fetch(url, { method: 'PUT', headers: { 'content-type': CONTENT_TYPE }, body: BODY });
     expect(put.status, await put.clone().text()).toBe(200);
     objectPut = true;
@@ -84,11 +73,7 @@ describe('S3 test server (Ceph RGW)', () => {
     expect(badGet.status, getBody).toBe(403);
     expect(getBody).toContain('SignatureDoesNotMatch');
 
-    const putUrl = await getSignedUrl(
-      s3,
-      new PutObjectCommand({ Bucket: BUCKET, Key: KEY, ContentType: CONTENT_TYPE }),
-      { expiresIn: 300 },
-    );
+    const putUrl = await getSignedUrl(s3, new PutObjectCommand({ Bucket: BUCKET, Key: KEY, ContentType: CONTENT_TYPE }), { expiresIn: 300 });
     const badPut = await fetch(tamper(putUrl), {
       method: 'PUT',
       headers: { 'content-type': CONTENT_TYPE },

@@ -90,7 +90,14 @@ async function makeFixture(): Promise<Fixture> {
   const h = user.headers;
   const code = await json('POST', '/oauth/device/code', { client_id: 'wharf-cli' }, {});
   await json('POST', '/oauth/device/approve', { user_code: code.user_code, orgId: user.orgId, approve: true }, h);
-  const cliToken = (await json('POST', '/oauth/token', { grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: code.device_code, client_id: 'wharf-cli' }, {})).access_token;
+  const cliToken = (
+    await json(
+      'POST',
+      '/oauth/token',
+      { grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: code.device_code, client_id: 'wharf-cli' },
+      {},
+    )
+  ).access_token;
   const pat = (await json('POST', '/api/personal-access-tokens', { name: 'fuzz' }, h)).data.token;
   const patToRevoke = String((await json('POST', '/api/personal-access-tokens', { name: 'victim' }, h)).data.id);
   const bearer = { authorization: `Bearer ${pat}` };
@@ -106,7 +113,12 @@ async function makeFixture(): Promise<Fixture> {
   const phase1 = await json('POST', '/api/files/upload', { appId: created.id, files: [{ name: 'a.txt', size: 2, type: 'text/plain' }] }, h);
   const put = await fetch(phase1.uploads[0].presignedUrl, { method: 'PUT', body: 'hi', headers: { 'content-type': 'text/plain' } });
   if (put.status !== 200) throw new Error(`fixture PUT: ${put.status}`);
-  const done = await json('POST', '/api/files/upload', { appId: created.id, action: 'complete', files: [{ key: phase1.uploads[0].key, name: 'a.txt', size: 2, type: 'text/plain' }] }, h);
+  const done = await json(
+    'POST',
+    '/api/files/upload',
+    { appId: created.id, action: 'complete', files: [{ key: phase1.uploads[0].key, name: 'a.txt', size: 2, type: 'text/plain' }] },
+    h,
+  );
   const invitation = await json('POST', `/api/orgs/${user.orgId}/invitations`, { email: 'invitee@example.test' }, h);
   return {
     user,
@@ -235,11 +247,32 @@ const nested = (levels: number) => `${'['.repeat(levels)}1${']'.repeat(levels)}`
 const HUGE = JSON.stringify('x'.repeat(200_000));
 
 /** Replacements for one field, as JSON text (so unpaired surrogates and -0 survive). */
-const FIELD_MUTATIONS = ['null', '"text"', '123', '-1', '-0', '1e308', '9007199254740993', '1.5', 'true', '[]', '{}', '[1,"a",null]', HUGE, '"a\\u0000b"', '"\\ud800"', '"x\\udfffy"', nested(50)];
+const FIELD_MUTATIONS = [
+  'null',
+  '"text"',
+  '123',
+  '-1',
+  '-0',
+  '1e308',
+  '9007199254740993',
+  '1.5',
+  'true',
+  '[]',
+  '{}',
+  '[1,"a",null]',
+  HUGE,
+  '"a\\u0000b"',
+  '"\\ud800"',
+  '"x\\udfffy"',
+  nested(50),
+];
 /** Whole bodies, as JSON text. */
 function bodyMutations(baseline: Json): string[] {
   const base = JSON.stringify(baseline);
-  const withKeys = (keys: string[]) => (typeof baseline === 'object' && baseline && !Array.isArray(baseline) ? `${base.slice(0, -1)}${Object.keys(baseline).length ? ',' : ''}${keys.map((k) => `"${k}":1`).join(',')}}` : `{${keys.map((k) => `"${k}":1`).join(',')}}`);
+  const withKeys = (keys: string[]) =>
+    typeof baseline === 'object' && baseline && !Array.isArray(baseline)
+      ? `${base.slice(0, -1)}${Object.keys(baseline).length ? ',' : ''}${keys.map((k) => `"${k}":1`).join(',')}}`
+      : `{${keys.map((k) => `"${k}":1`).join(',')}}`;
   return [
     base,
     '{}',
@@ -293,7 +326,20 @@ function fieldPaths(schema: Schema | undefined, baseline: Json): (string | numbe
 }
 
 const QUERY_VALUES = ['', 'abc', '-1', '0', '1.5', '1e999', '99999999999999999999', 'x'.repeat(5000), '%00', '%ED%A0%80', '%ZZ', 'true', '[]', '{}'];
-const PATH_VALUES = ['0', '-1', '99999999999999999999', 'abc', '%00', '%ED%A0%80', 'constructor', '__proto__', 'toString', '..%2f..%2fetc', 'a'.repeat(3000), '%F0%9F%92%A9'];
+const PATH_VALUES = [
+  '0',
+  '-1',
+  '99999999999999999999',
+  'abc',
+  '%00',
+  '%ED%A0%80',
+  'constructor',
+  '__proto__',
+  'toString',
+  '..%2f..%2fetc',
+  'a'.repeat(3000),
+  '%F0%9F%92%A9',
+];
 const PROTO_QUERY = 'constructor=1&__proto__=1&toString=1&hasOwnProperty=1&valueOf=1';
 
 // ---------------------------------------------------------------------------------------------
@@ -368,7 +414,9 @@ function operations(doc: any): Operation[] {
 }
 
 function pathOf(op: Operation, override?: { name: string; value: string }): string {
-  return op.path.replace(/\{([A-Za-z0-9_]+)\}/g, (_m, name: string) => (override?.name === name ? override.value : encodeURIComponent(paramValue(op.path, name))));
+  return op.path.replace(/\{([A-Za-z0-9_]+)\}/g, (_m, name: string) =>
+    override?.name === name ? override.value : encodeURIComponent(paramValue(op.path, name)),
+  );
 }
 
 async function fuzz(op: Operation): Promise<void> {
@@ -391,9 +439,15 @@ async function fuzz(op: Operation): Promise<void> {
     const baseline = op.body ? sample(op.body) : {};
     for (const [i, body] of bodyMutations(baseline).entries()) await send(op, path, { body, headers: credential }, `body ${i}`);
     for (const field of fieldPaths(op.body, baseline)) {
-      for (const mutation of FIELD_MUTATIONS) await send(op, path, { body: withField(baseline, field, mutation), headers: credential }, `${field.join('.')} = ${mutation.slice(0, 20)}`);
+      for (const mutation of FIELD_MUTATIONS)
+        await send(op, path, { body: withField(baseline, field, mutation), headers: credential }, `${field.join('.')} = ${mutation.slice(0, 20)}`);
     }
-    const form = new URLSearchParams(Object.entries(baseline && typeof baseline === 'object' ? baseline : {}).map(([k, v]): [string, string] => [k, typeof v === 'string' ? v : JSON.stringify(v)]));
+    const form = new URLSearchParams(
+      Object.entries(baseline && typeof baseline === 'object' ? baseline : {}).map(([k, v]): [string, string] => [
+        k,
+        typeof v === 'string' ? v : JSON.stringify(v),
+      ]),
+    );
     await send(op, path, { body: form.toString(), type: 'application/x-www-form-urlencoded', headers: credential }, 'form');
     await send(op, path, { body: `${form.toString()}&${PROTO_QUERY}&%ZZ=%ZZ&&=`, type: 'application/x-www-form-urlencoded', headers: credential }, 'form, odd');
     await send(op, path, { body: 'x'.repeat(1_100_000), type: 'application/json', headers: credential }, 'over the body limit');
@@ -408,13 +462,19 @@ async function fuzz(op: Operation): Promise<void> {
 
   // Path parameters.
   for (const name of op.params) {
-    for (const value of PATH_VALUES) await send(op, pathOf(op, { name, value }), { headers: credential, ...(sendBody ? { body: JSON.stringify(op.body ? sample(op.body) : {}) } : {}) }, `{${name}} = ${value.slice(0, 20)}`);
+    for (const value of PATH_VALUES)
+      await send(
+        op,
+        pathOf(op, { name, value }),
+        { headers: credential, ...(sendBody ? { body: JSON.stringify(op.body ? sample(op.body) : {}) } : {}) },
+        `{${name}} = ${value.slice(0, 20)}`,
+      );
   }
   tally.operations++;
 }
 
 describe('fuzzing every operation of the OpenAPI document', () => {
-  it('answers every request below 500, in the operation\'s envelope, and stays healthy', async () => {
+  it("answers every request below 500, in the operation's envelope, and stays healthy", async () => {
     const doc = (await app.request('GET', '/api/openapi.json')).body;
     const ops = operations(doc);
     expect(ops.length).toBeGreaterThan(100);

@@ -25,7 +25,10 @@ function keep(name: string, value: unknown): string {
 
 beforeAll(async () => {
   receiver = await Receiver.start(answer(200));
-  app = await startApp('[plugins.identity]\nscrypt_cost = 1024\ndevice_poll_interval_seconds = 1\n[plugins.webhooks]\nallow_private_networks = true\nretry_jitter = 0\n', { logLevel: 'trace' });
+  app = await startApp(
+    '[plugins.identity]\nscrypt_cost = 1024\ndevice_poll_interval_seconds = 1\n[plugins.webhooks]\nallow_private_networks = true\nretry_jitter = 0\n',
+    { logLevel: 'trace' },
+  );
 });
 afterAll(async () => {
   await app?.close();
@@ -38,12 +41,24 @@ describe('a session of typical use, logged at trace level', () => {
     keep('password', user.password);
     keep('session cookie', user.cookie.split('=')[1]);
     // A wrong password, and a body whose JSON is broken right after a secret.
-    expect((await app.request('POST', '/auth/login', { body: { email: user.email, password: 'wrong-horse-battery-staple' }, headers: { origin: app.url } })).status).toBe(401);
+    expect(
+      (await app.request('POST', '/auth/login', { body: { email: user.email, password: 'wrong-horse-battery-staple' }, headers: { origin: app.url } })).status,
+    ).toBe(401);
     keep('wrong password', 'wrong-horse-battery-staple');
-    expect((await app.request('POST', '/auth/login', { raw: '{"email":"a@b.c","password":"broken-json-password-123"', headers: { 'content-type': 'application/json', origin: app.url } })).status).toBe(400);
+    expect(
+      (
+        await app.request('POST', '/auth/login', {
+          raw: '{"email":"a@b.c","password":"broken-json-password-123"',
+          headers: { 'content-type': 'application/json', origin: app.url },
+        })
+      ).status,
+    ).toBe(400);
     keep('password in malformed JSON', 'broken-json-password-123');
     // V8 quotes the text around a parse error in its message: that text must not come back.
-    const quoted = await app.request('POST', '/auth/login', { raw: '{"email":"a@b.c","password":quoted-json-password-456}', headers: { 'content-type': 'application/json', origin: app.url } });
+    const quoted = await app.request('POST', '/auth/login', {
+      raw: '{"email":"a@b.c","password":quoted-json-password-456}',
+      headers: { 'content-type': 'application/json', origin: app.url },
+    });
     expect(quoted.status).toBe(400);
     expect(quoted.text).not.toContain('quoted');
     keep('password quoted by the JSON parser', 'quoted-json-password-456');
@@ -56,11 +71,17 @@ describe('a session of typical use, logged at trace level', () => {
     const validated = await app.request('POST', '/api/tokens/validate', { body: { token } });
     expect(validated.status).toBe(200);
     keep('S3 secret key', validated.body.storage.secretKey);
-    const phase1 = await app.request('POST', '/api/files/upload', { body: { appId, files: [{ name: 'a.txt', size: 5, type: 'text/plain' }] }, headers: user.headers });
+    const phase1 = await app.request('POST', '/api/files/upload', {
+      body: { appId, files: [{ name: 'a.txt', size: 5, type: 'text/plain' }] },
+      headers: user.headers,
+    });
     const upload = phase1.body.uploads[0];
     keep('upload signature', new URL(upload.presignedUrl).searchParams.get('X-Amz-Signature'));
     expect((await fetch(upload.presignedUrl, { method: 'PUT', body: 'hello', headers: { 'content-type': 'text/plain' } })).status).toBe(200);
-    const completed = await app.request('POST', '/api/files/upload', { body: { appId, action: 'complete', files: [{ key: upload.key, name: 'a.txt', size: 5, type: 'text/plain' }] }, headers: user.headers });
+    const completed = await app.request('POST', '/api/files/upload', {
+      body: { appId, action: 'complete', files: [{ key: upload.key, name: 'a.txt', size: 5, type: 'text/plain' }] },
+      headers: user.headers,
+    });
     expect(completed.status).toBe(200);
     const download = await app.request('GET', `/api/files/download?fileId=${completed.body.files[0].id}`, { headers: user.headers });
     keep('download signature', new URL(download.body.url).searchParams.get('X-Amz-Signature'));
@@ -68,23 +89,42 @@ describe('a session of typical use, logged at trace level', () => {
     expect((await app.request('GET', '/api/files', { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
 
     // A client that aborts a presigned PUT half way.
-    const aborted = (await app.request('POST', '/api/files/upload', { body: { appId, files: [{ name: 'big.bin', size: 1_000_000, type: 'application/octet-stream' }] }, headers: user.headers })).body.uploads[0];
+    const aborted = (
+      await app.request('POST', '/api/files/upload', {
+        body: { appId, files: [{ name: 'big.bin', size: 1_000_000, type: 'application/octet-stream' }] },
+        headers: user.headers,
+      })
+    ).body.uploads[0];
     keep('aborted upload signature', new URL(aborted.presignedUrl).searchParams.get('X-Amz-Signature'));
     await abortedPut(aborted.presignedUrl, 1_000_000, 'application/octet-stream');
 
     // The device flow, with a refresh.
     const code = await app.request('POST', '/oauth/device/code', { body: { client_id: 'wharf-cli' } });
     keep('device code', code.body.device_code);
-    expect((await app.request('POST', '/oauth/device/approve', { body: { user_code: code.body.user_code, orgId: user.orgId, approve: true }, headers: user.headers })).status).toBe(200);
-    const tokens = await app.request('POST', '/oauth/token', { body: { grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: code.body.device_code, client_id: 'wharf-cli' } });
+    expect(
+      (
+        await app.request('POST', '/oauth/device/approve', {
+          body: { user_code: code.body.user_code, orgId: user.orgId, approve: true },
+          headers: user.headers,
+        })
+      ).status,
+    ).toBe(200);
+    const tokens = await app.request('POST', '/oauth/token', {
+      body: { grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: code.body.device_code, client_id: 'wharf-cli' },
+    });
     keep('access token', tokens.body.access_token);
     keep('refresh token', tokens.body.refresh_token);
-    const refreshed = await app.request('POST', '/oauth/token', { body: { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token, client_id: 'wharf-cli' } });
+    const refreshed = await app.request('POST', '/oauth/token', {
+      body: { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token, client_id: 'wharf-cli' },
+    });
     keep('rotated refresh token', refreshed.body.refresh_token);
     expect((await app.request('GET', '/api/cli/me', { headers: { authorization: `Bearer ${refreshed.body.access_token}` } })).status).toBe(200);
 
     // Messaging: a PAT, a sandbox session with a webhook, a signed delivery, a rotated secret.
-    const pat = keep('personal access token', (await app.request('POST', '/api/personal-access-tokens', { body: { name: 'logs' }, headers: user.headers })).body.data.token);
+    const pat = keep(
+      'personal access token',
+      (await app.request('POST', '/api/personal-access-tokens', { body: { name: 'logs' }, headers: user.headers })).body.data.token,
+    );
     const session = await hookedSession(app, pat, `http://127.0.0.1:${receiver.port}/hook`);
     keep('session API key', session.apiKey);
     keep('webhook secret', session.body.webhook_secret);
@@ -107,7 +147,10 @@ describe('a session of typical use, logged at trace level', () => {
     expect(leaked, `secrets in the log: ${leaked.join(', ')}\n${log.filter((l) => [...secrets.values()].some((v) => l.includes(v))).join('\n')}`).toEqual([]);
     // The log did see this session: its requests, the upload and the delivery.
     for (const seen of ['/api/files/upload', '/oauth/token', '/api/personal-access-tokens']) {
-      expect(log.some((l) => l.includes(seen)), seen).toBe(true);
+      expect(
+        log.some((l) => l.includes(seen)),
+        seen,
+      ).toBe(true);
     }
   });
 });

@@ -29,7 +29,10 @@ describe('Object.prototype names in user input', () => {
   it.each(NAMES)('an unknown body field %s on a strict messaging route is a 422 naming it', async (name) => {
     // JSON.parse makes `__proto__` an own property, as a client's JSON does.
     const raw = `{"to":"+15550001002","text":"hi",${JSON.stringify(name)}:1}`;
-    const res = await app.request('POST', '/api/send-message', { raw, headers: { authorization: `Bearer ${session.apiKey}`, 'content-type': 'application/json' } });
+    const res = await app.request('POST', '/api/send-message', {
+      raw,
+      headers: { authorization: `Bearer ${session.apiKey}`, 'content-type': 'application/json' },
+    });
     expect(res.status).toBe(422);
     expect(res.body.success).toBe(false);
     expect(res.body.errors[name]).toEqual([`unknown field ${name}`]);

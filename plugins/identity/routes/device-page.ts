@@ -197,8 +197,11 @@ export function devicePageRoutes(deps: DevicePageDeps): RouteGroup {
               html`<p class="ok">Approved: the device is signed in as ${user.email ?? user.name ?? user.userId} in ${decision.org.name}.</p>
 <p>You can close this window and return to your terminal.</p>`,
             )
-          : page('Request denied', html`<p class="ok">Denied: the device was not signed in.</p>
-<p>You can close this window.</p>`);
+          : page(
+              'Request denied',
+              html`<p class="ok">Denied: the device was not signed in.</p>
+<p>You can close this window.</p>`,
+            );
     } catch (err) {
       refused(ctx, err, (message) => approveForm(user, orgs, code, message, orgId));
     }

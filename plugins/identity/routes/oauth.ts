@@ -29,7 +29,9 @@ const approveBody = z.object({
   approve: z.boolean(),
 });
 const FORM = ['application/x-www-form-urlencoded'];
-const OAUTH_ERRORS = { 400: 'RFC 6749 §5.2: `{error, error_description?}` (`invalid_request`, `invalid_client`, `invalid_grant`, `unsupported_grant_type`, `authorization_pending`, `slow_down`, `access_denied`, `expired_token`)' };
+const OAUTH_ERRORS = {
+  400: 'RFC 6749 §5.2: `{error, error_description?}` (`invalid_request`, `invalid_client`, `invalid_grant`, `unsupported_grant_type`, `authorization_pending`, `slow_down`, `access_denied`, `expired_token`)',
+};
 
 export function oauthRoutes(api: ApiRegistry, flow: DeviceFlow): RouteGroup[] {
   const rfc = api.group({ prefixes: ['/oauth'], envelope: 'plain' });
@@ -41,7 +43,10 @@ export function oauthRoutes(api: ApiRegistry, flow: DeviceFlow): RouteGroup[] {
     try {
       await next();
     } catch (thrown) {
-      const err = thrown instanceof WharfError && (thrown.code === 'bad_request' || thrown.code === 'invalid_json') && !(thrown instanceof OAuthError) ? new OAuthError('invalid_request', thrown.message) : thrown;
+      const err =
+        thrown instanceof WharfError && (thrown.code === 'bad_request' || thrown.code === 'invalid_json') && !(thrown instanceof OAuthError)
+          ? new OAuthError('invalid_request', thrown.message)
+          : thrown;
       if (!(err instanceof OAuthError)) throw err;
       ctx.log.debug({ code: err.message, description: err.description }, 'oauth request refused');
       ctx.status = err.status;

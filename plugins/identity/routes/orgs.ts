@@ -20,7 +20,14 @@ export const inviteBody = z.object({ email: z.string().min(3).max(320), role: z.
 export const roleBody = z.object({ role: z.enum(ROLES) });
 
 const orgSchema = z.object({ id: z.string(), slug: z.string(), name: z.string(), role: z.enum(ROLES) });
-const invitationSchema = z.object({ id: z.string(), email: z.string(), role: z.enum(ROLES), invitedBy: z.string().optional(), invitedAt: z.string(), expiresAt: z.string() });
+const invitationSchema = z.object({
+  id: z.string(),
+  email: z.string(),
+  role: z.enum(ROLES),
+  invitedBy: z.string().optional(),
+  invitedAt: z.string(),
+  expiresAt: z.string(),
+});
 const NOT_FOUND = { 404: 'Not a member of that organization, or it does not exist (never told apart): `{error}`' };
 
 /** An invitation as `POST` and `GET /api/orgs/{org}/invitations` show it. */
@@ -147,7 +154,11 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
  * (OIDC mode, where the provider says who belongs) every invitation path answers 404 saying why,
  * before anything else is judged.
  */
-function invitationRoutes(group: RouteGroup, options: OrgRouteOptions, orgOf: (p: UserPrincipal, ref: string) => { org: Org; role: Role; userId: string }): void {
+function invitationRoutes(
+  group: RouteGroup,
+  options: OrgRouteOptions,
+  orgOf: (p: UserPrincipal, ref: string) => { org: Org; role: Role; userId: string },
+): void {
   const service = options.invitations;
   const auth: Credential<UserPrincipal> | typeof PUBLIC = service ? signedInUser : PUBLIC;
   const available = (): Invitations => {

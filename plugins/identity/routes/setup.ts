@@ -7,7 +7,6 @@ import { sha256Hex } from '../../../core/tokens.ts';
 import { formField, html, page } from '../html.ts';
 import { type AuthDeps, TAG as tag } from './auth.ts';
 
-
 const setupQuery = z.object({ token: formField });
 const setupForm = z.object({ token: formField, email: formField, name: formField, password: formField, org: formField });
 
@@ -27,7 +26,11 @@ ${error ? html`<p class="error">${error}</p>` : ''}
 <button type="submit">Create account</button>
 </form>`,
     );
-  const invalid = () => page('Set up Wharf', html`<p class="error">This setup link is invalid, used or expired. Restart <code>wharf serve</code> with no users for a new one, or use <code>wharf admin create-user</code>.</p>`);
+  const invalid = () =>
+    page(
+      'Set up Wharf',
+      html`<p class="error">This setup link is invalid, used or expired. Restart <code>wharf serve</code> with no users for a new one, or use <code>wharf admin create-user</code>.</p>`,
+    );
   const usable = (token: string) => token !== '' && deps.store.setupTokenValid(sha256Hex(token)) && deps.store.countUsers() === 0;
 
   group.route({
@@ -79,7 +82,10 @@ ${error ? html`<p class="error">${error}</p>` : ''}
           return { user: created, org: deps.identity.createOrg({ name: values.org, ownerId: created.id }) };
         });
         await deps.sessions.start(ctx, user.id, org.id);
-        ctx.body = page('Wharf is ready', html`<p class="ok">Signed in as ${user.email}, owner of ${org.name}.</p><p>Sign in from the command line with <code>wharf login --instance ${deps.core.server.public_url}</code>.</p>`);
+        ctx.body = page(
+          'Wharf is ready',
+          html`<p class="ok">Signed in as ${user.email}, owner of ${org.name}.</p><p>Sign in from the command line with <code>wharf login --instance ${deps.core.server.public_url}</code>.</p>`,
+        );
       } catch (err) {
         if (!(err instanceof WharfError) || err.status >= 500) throw err;
         ctx.status = err.status;

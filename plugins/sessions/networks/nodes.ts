@@ -39,30 +39,32 @@ export function participantJid(value: string): string | null {
   return phone ? phoneJid(digitsOf(phone)) : null;
 }
 
-const MIME_BY_EXT: ReadonlyMap<string, string> = new Map(Object.entries({
-  '.jpg': 'image/jpeg',
-  '.jpeg': 'image/jpeg',
-  '.png': 'image/png',
-  '.gif': 'image/gif',
-  '.webp': 'image/webp',
-  '.mp4': 'video/mp4',
-  '.3gp': 'video/3gpp',
-  '.mov': 'video/quicktime',
-  '.mp3': 'audio/mpeg',
-  '.ogg': 'audio/ogg; codecs=opus',
-  '.opus': 'audio/ogg; codecs=opus',
-  '.aac': 'audio/aac',
-  '.m4a': 'audio/mp4',
-  '.amr': 'audio/amr',
-  '.pdf': 'application/pdf',
-  '.txt': 'text/plain',
-  '.csv': 'text/csv',
-  '.doc': 'application/msword',
-  '.docx': 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
-  '.xls': 'application/vnd.ms-excel',
-  '.xlsx': 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
-  '.zip': 'application/zip',
-}));
+const MIME_BY_EXT: ReadonlyMap<string, string> = new Map(
+  Object.entries({
+    '.jpg': 'image/jpeg',
+    '.jpeg': 'image/jpeg',
+    '.png': 'image/png',
+    '.gif': 'image/gif',
+    '.webp': 'image/webp',
+    '.mp4': 'video/mp4',
+    '.3gp': 'video/3gpp',
+    '.mov': 'video/quicktime',
+    '.mp3': 'audio/mpeg',
+    '.ogg': 'audio/ogg; codecs=opus',
+    '.opus': 'audio/ogg; codecs=opus',
+    '.aac': 'audio/aac',
+    '.m4a': 'audio/mp4',
+    '.amr': 'audio/amr',
+    '.pdf': 'application/pdf',
+    '.txt': 'text/plain',
+    '.csv': 'text/csv',
+    '.doc': 'application/msword',
+    '.docx': 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+    '.xls': 'application/vnd.ms-excel',
+    '.xlsx': 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+    '.zip': 'application/zip',
+  }),
+);
 
 const DEFAULT_MIME: Readonly<Record<MediaType, string>> = {
   image: 'image/jpeg',
@@ -97,7 +99,10 @@ export const MEDIA_FIELD: Readonly<Record<MediaType, string>> = {
 
 /** The media part of a message node (unwrapping view-once), with its type; undefined when it has none. */
 export function mediaOf(node: MessageNode): { type: MediaType; media: Record<string, unknown> } | undefined {
-  const inner = (node.viewOnceMessage as { message?: MessageNode } | undefined)?.message ?? (node.viewOnceMessageV2 as { message?: MessageNode } | undefined)?.message ?? node;
+  const inner =
+    (node.viewOnceMessage as { message?: MessageNode } | undefined)?.message ??
+    (node.viewOnceMessageV2 as { message?: MessageNode } | undefined)?.message ??
+    node;
   for (const [type, field] of Object.entries(MEDIA_FIELD) as [MediaType, string][]) {
     const media = inner[field];
     if (media && typeof media === 'object') return { type, media: media as Record<string, unknown> };

@@ -179,7 +179,13 @@ export class SandboxStore {
   /** Changes the given settings of a group; undefined ones stay. */
   updateGroup(jid: string, settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean }): void {
     const flag = (v: boolean | undefined) => (v === undefined ? null : v ? 1 : 0);
-    this.#s.updateGroup.run({ jid, subject: settings.subject ?? null, description: settings.description ?? null, announce: flag(settings.announce), restrict: flag(settings.restrict) });
+    this.#s.updateGroup.run({
+      jid,
+      subject: settings.subject ?? null,
+      description: settings.description ?? null,
+      announce: flag(settings.announce),
+      restrict: flag(settings.restrict),
+    });
   }
 
   deleteGroup(jid: string): void {

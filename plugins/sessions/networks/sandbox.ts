@@ -149,11 +149,23 @@ export class SandboxNetwork implements NetworkAdapter {
         this.#host.failed(session.id, out.msgId, 'Recipient unreachable (+999 numbers are unreachable on the sandbox network)');
         return;
       }
-      const media = out.content.type in MEDIA_FIELD && 'url' in out.content ? this.#mediaFields(session.orgId, out.content.url, out.content.type as MediaType) : undefined;
+      const media =
+        out.content.type in MEDIA_FIELD && 'url' in out.content ? this.#mediaFields(session.orgId, out.content.url, out.content.type as MediaType) : undefined;
       const node = messageNode(out.content, { mentions: out.mentions, quoted: out.quoted, media });
       const ts = seconds();
       const key: MessageKey = { id: out.id, remoteJid: target.jid, fromMe: true };
-      this.#store.insertMessage({ session_id: session.id, key_id: out.id, from_me: 1, chat: target.chat, remote_key: JSON.stringify(key), message: JSON.stringify(node), origin_session_id: null }, now());
+      this.#store.insertMessage(
+        {
+          session_id: session.id,
+          key_id: out.id,
+          from_me: 1,
+          chat: target.chat,
+          remote_key: JSON.stringify(key),
+          message: JSON.stringify(node),
+          origin_session_id: null,
+        },
+        now(),
+      );
       this.#host.sent(session.id, out.msgId, key, node, ts);
       if (target.chat === 'personal' && targetDigits) {
         const recipient = this.#sessionByDigits(session.orgId, targetDigits);
@@ -171,7 +183,11 @@ export class SandboxNetwork implements NetworkAdapter {
   #mediaFields(orgId: string, url: string, type: MediaType): Record<string, unknown> | undefined {
     let segment: string;
     try {
-      segment = new URL(url).pathname.split('/').pop()?.replace(/\.[A-Za-z0-9]+$/, '') ?? '';
+      segment =
+        new URL(url).pathname
+          .split('/')
+          .pop()
+          ?.replace(/\.[A-Za-z0-9]+$/, '') ?? '';
     } catch {
       return undefined;
     }
@@ -217,7 +233,18 @@ export class SandboxNetwork implements NetworkAdapter {
     const blocked = this.#store.contact(recipient.id, phoneJid(senderDigits));
     if (blocked?.blocked) return;
     const key = this.#inboundKey(senderKey.id, senderDigits, chat, chat === 'group' ? senderKey.remoteJid : null);
-    this.#store.insertMessage({ session_id: recipient.id, key_id: key.id, from_me: 0, chat, remote_key: JSON.stringify(key), message: JSON.stringify(node), origin_session_id: sender.id }, now());
+    this.#store.insertMessage(
+      {
+        session_id: recipient.id,
+        key_id: key.id,
+        from_me: 0,
+        chat,
+        remote_key: JSON.stringify(key),
+        message: JSON.stringify(node),
+        origin_session_id: sender.id,
+      },
+      now(),
+    );
     this.#sawContact(recipient, senderDigits, sender.name);
     const accepted = this.#host.inbound(recipient.id, { key, message: node, pushName: sender.name, messageTimestamp: ts, chat });
     const recipientJid = this.#selfJid(recipient);
@@ -254,7 +281,18 @@ export class SandboxNetwork implements NetworkAdapter {
     const node: MessageNode = { conversation: input.text };
     const pushName = input.pushName ?? (input.chat === 'newsletter' ? null : phone);
     this.#host.transaction(() => {
-      this.#store.insertMessage({ session_id: session.id, key_id: id, from_me: 0, chat: input.chat, remote_key: JSON.stringify(key), message: JSON.stringify(node), origin_session_id: null }, now());
+      this.#store.insertMessage(
+        {
+          session_id: session.id,
+          key_id: id,
+          from_me: 0,
+          chat: input.chat,
+          remote_key: JSON.stringify(key),
+          message: JSON.stringify(node),
+          origin_session_id: null,
+        },
+        now(),
+      );
       if (input.chat !== 'newsletter') this.#sawContact(session, digits, pushName);
       const accepted = this.#host.inbound(session.id, { key, message: node, pushName, messageTimestamp: seconds(), chat: input.chat });
       if (accepted && session.readIncomingMessages) this.#store.markRead(session.id, id, now());
@@ -300,7 +338,14 @@ export class SandboxNetwork implements NetworkAdapter {
     this.#host.transaction(() => {
       for (const copy of this.#copies(row)) {
         const mine = copy.session_id === session.id;
-        const seenKey = mine ? reactionKey : this.#inboundKey(reactionKey.id, digits, copy.chat === 'group' ? 'group' : 'personal', copy.chat === 'group' ? (JSON.parse(copy.remote_key) as MessageKey).remoteJid : null);
+        const seenKey = mine
+          ? reactionKey
+          : this.#inboundKey(
+              reactionKey.id,
+              digits,
+              copy.chat === 'group' ? 'group' : 'personal',
+              copy.chat === 'group' ? (JSON.parse(copy.remote_key) as MessageKey).remoteJid : null,
+            );
         this.#host.emit(copy.session_id, 'messages.reaction', [
           { key: JSON.parse(copy.remote_key), reaction: { text: emoji, key: seenKey, senderTimestampMs: String(Date.now()) } },
         ]);
@@ -311,7 +356,8 @@ export class SandboxNetwork implements NetworkAdapter {
 
   async editMessage(session: NetworkSession, key: MessageKey, text: string): Promise<MessageNode> {
     const row = this.#row(session, key.id);
-    if (!row.from_me) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { msgId: ['only messages this session sent can be edited'] } });
+    if (!row.from_me)
+      throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { msgId: ['only messages this session sent can be edited'] } });
     const old = JSON.parse(row.message) as MessageNode;
     const ext = old.extendedTextMessage as { contextInfo?: unknown } | undefined;
     if (typeof old.conversation !== 'string' && !ext) {
@@ -321,9 +367,7 @@ export class SandboxNetwork implements NetworkAdapter {
     this.#host.transaction(() => {
       this.#store.setNode(key.id, session.id, JSON.stringify(node));
       for (const copy of this.#copies(row)) {
-        this.#host.emit(copy.session_id, 'messages.update', [
-          { key: JSON.parse(copy.remote_key), update: { message: { editedMessage: { message: node } } } },
-        ]);
+        this.#host.emit(copy.session_id, 'messages.update', [{ key: JSON.parse(copy.remote_key), update: { message: { editedMessage: { message: node } } } }]);
       }
     });
     return node;
@@ -354,7 +398,10 @@ export class SandboxNetwork implements NetworkAdapter {
 
   #contactJid(value: string): string {
     const digits = this.#digitsOfJid(value);
-    if (!digits) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { jid: ['jid must be a phone number (E.164), a phone JID or a known LID'] } });
+    if (!digits)
+      throw new WharfError('validation_failed', 'The given data was invalid.', {
+        fields: { jid: ['jid must be a phone number (E.164), a phone JID or a known LID'] },
+      });
     return phoneJid(digits);
   }
 
@@ -442,7 +489,10 @@ export class SandboxNetwork implements NetworkAdapter {
   #participants(list: string[]): string[] {
     const jids = list.map((p) => participantJid(p));
     const bad = list.filter((_, i) => !jids[i]);
-    if (bad.length) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { participants: bad.map((b) => `${b} is not a phone number or phone JID`) } });
+    if (bad.length)
+      throw new WharfError('validation_failed', 'The given data was invalid.', {
+        fields: { participants: bad.map((b) => `${b} is not a phone number or phone JID`) },
+      });
     return [...new Set(jids as string[])];
   }
 
@@ -471,7 +521,12 @@ export class SandboxNetwork implements NetworkAdapter {
     return this.#metadata(this.#memberGroup(session, jid).group);
   }
 
-  async updateParticipants(session: NetworkSession, jid: string, action: 'add' | 'remove' | 'promote' | 'demote', participants: string[]): Promise<ParticipantResult[]> {
+  async updateParticipants(
+    session: NetworkSession,
+    jid: string,
+    action: 'add' | 'remove' | 'promote' | 'demote',
+    participants: string[],
+  ): Promise<ParticipantResult[]> {
     const { group, admin } = this.#memberGroup(session, jid);
     const list = this.#participants(participants);
     if (!admin) return list.map((id) => ({ id, status: 403, message: 'not-authorized' }));
@@ -507,7 +562,11 @@ export class SandboxNetwork implements NetworkAdapter {
     });
   }
 
-  async updateGroupSettings(session: NetworkSession, jid: string, settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean }): Promise<GroupMetadata> {
+  async updateGroupSettings(
+    session: NetworkSession,
+    jid: string,
+    settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean },
+  ): Promise<GroupMetadata> {
     const { group, admin } = this.#memberGroup(session, jid);
     if (!admin && (group.restrict_info === 1 || settings.announce !== undefined || settings.restrict !== undefined)) {
       throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { settings: ['only group admins can change these settings'] } });
@@ -532,7 +591,8 @@ export class SandboxNetwork implements NetworkAdapter {
 
   async groupInviteCode(session: NetworkSession, jid: string): Promise<string> {
     const { group, admin } = this.#memberGroup(session, jid);
-    if (!admin) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { groupJid: ['only group admins can read the invite link'] } });
+    if (!admin)
+      throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { groupJid: ['only group admins can read the invite link'] } });
     return group.invite_code;
   }
 
@@ -563,7 +623,10 @@ export class SandboxNetwork implements NetworkAdapter {
 
   async uploadMedia(session: NetworkSession, media: { bytes: Buffer; mimetype: string; fileName?: string }): Promise<{ id: string }> {
     const id = randomToken(18);
-    this.#store.insertMedia({ id, orgId: session.orgId, kind: 'upload', mimetype: media.mimetype, fileName: media.fileName ?? null, bytes: media.bytes }, now());
+    this.#store.insertMedia(
+      { id, orgId: session.orgId, kind: 'upload', mimetype: media.mimetype, fileName: media.fileName ?? null, bytes: media.bytes },
+      now(),
+    );
     return { id };
   }
 
@@ -574,7 +637,10 @@ export class SandboxNetwork implements NetworkAdapter {
 
   async decryptMedia(session: NetworkSession, message: MessageNode): Promise<StoredMedia> {
     const found = mediaOf(message);
-    if (!found) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { message: ['the message has no image, video, audio, document or sticker'] } });
+    if (!found)
+      throw new WharfError('validation_failed', 'The given data was invalid.', {
+        fields: { message: ['the message has no image, video, audio, document or sticker'] },
+      });
     const { type, media } = found;
     const where = String(media.directPath ?? media.url ?? '');
     const cdnId = CDN_PATH.exec(where.split('?')[0] ?? '')?.[1];
@@ -586,4 +652,3 @@ export class SandboxNetwork implements NetworkAdapter {
     return { bytes: plain, mimetype: String(media.mimetype ?? row.mimetype), fileName: typeof media.fileName === 'string' ? media.fileName : row.file_name };
   }
 }
-

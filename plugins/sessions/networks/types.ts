@@ -298,8 +298,17 @@ export interface NetworkAdapter {
   groups(session: NetworkSession): Promise<GroupMetadata[]>;
   createGroup(session: NetworkSession, subject: string, participants: string[]): Promise<GroupMetadata>;
   groupMetadata(session: NetworkSession, jid: string): Promise<GroupMetadata>;
-  updateParticipants(session: NetworkSession, jid: string, action: 'add' | 'remove' | 'promote' | 'demote', participants: string[]): Promise<ParticipantResult[]>;
-  updateGroupSettings(session: NetworkSession, jid: string, settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean }): Promise<GroupMetadata>;
+  updateParticipants(
+    session: NetworkSession,
+    jid: string,
+    action: 'add' | 'remove' | 'promote' | 'demote',
+    participants: string[],
+  ): Promise<ParticipantResult[]>;
+  updateGroupSettings(
+    session: NetworkSession,
+    jid: string,
+    settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean },
+  ): Promise<GroupMetadata>;
   leaveGroup(session: NetworkSession, jid: string): Promise<void>;
   groupInviteCode(session: NetworkSession, jid: string): Promise<string>;
   groupInviteInfo(session: NetworkSession, code: string): Promise<GroupMetadata>;

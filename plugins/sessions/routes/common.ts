@@ -92,7 +92,10 @@ export const sessionSettings = {
 
 /** `?paginated=true&page&limit`: absent means the whole list. */
 export const listQuery = z.strictObject({
-  paginated: z.enum(['true', 'false', '1', '0']).optional().describe('true: answer a page (Laravel paginator) instead of the whole list. Implied by page or limit.'),
+  paginated: z
+    .enum(['true', 'false', '1', '0'])
+    .optional()
+    .describe('true: answer a page (Laravel paginator) instead of the whole list. Implied by page or limit.'),
   page: z.coerce.number().int().min(1).max(1_000_000).optional().describe('Page number, from 1 (default 1).'),
   limit: z.coerce.number().int().min(1).max(1000).optional().describe('Rows per page (default 100, at most 1000).'),
 });

@@ -20,7 +20,17 @@ function contactParam(value: string | undefined, field = 'jid'): string {
 
 /** A contact as WasenderAPI and Baileys show one. */
 function contactView(c: Contact) {
-  return { id: c.id, lid: c.lid, phoneNumber: c.id, name: c.name, notify: c.notify, verifiedName: null, imgUrl: c.imgUrl, status: c.status, blocked: c.blocked };
+  return {
+    id: c.id,
+    lid: c.lid,
+    phoneNumber: c.id,
+    name: c.name,
+    notify: c.notify,
+    verifiedName: null,
+    imgUrl: c.imgUrl,
+    status: c.status,
+    blocked: c.blocked,
+  };
 }
 
 const contactSchema = z.object({

@@ -47,7 +47,10 @@ const createBody = z.strictObject({
   participants: participantList.optional().describe('Members besides this account: phone numbers (E.164) or phone JIDs.'),
 });
 const participantsBody = z.strictObject({ participants: participantList });
-const updateParticipantsBody = z.strictObject({ action: z.enum(['promote', 'demote']).describe('Make admins, or plain members again.'), participants: participantList });
+const updateParticipantsBody = z.strictObject({
+  action: z.enum(['promote', 'demote']).describe('Make admins, or plain members again.'),
+  participants: participantList,
+});
 const settingsBody = z
   .strictObject({
     subject: z.string().trim().min(1).max(100).optional().describe('New subject.'),
@@ -83,7 +86,13 @@ function groupView(g: GroupMetadata) {
   };
 }
 
-const participantSchema = z.object({ id: z.string(), lid: z.string().nullable(), admin: z.enum(['admin', 'superadmin']).nullable(), isAdmin: z.boolean(), isSuperAdmin: z.boolean() });
+const participantSchema = z.object({
+  id: z.string(),
+  lid: z.string().nullable(),
+  admin: z.enum(['admin', 'superadmin']).nullable(),
+  isAdmin: z.boolean(),
+  isSuperAdmin: z.boolean(),
+});
 const groupSchema = z.object({
   id: z.string(),
   subject: z.string(),

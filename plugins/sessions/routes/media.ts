@@ -53,16 +53,27 @@ const decryptBody = z.strictObject({
     })
     .superRefine((d, ctx) => {
       if (d.messages === undefined && d.message === undefined) {
-        ctx.addIssue({ code: 'custom', path: ['messages'], message: 'is required: {messages: {key, message}} as WasenderAPI documents it, or the {key, message} of a webhook' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['messages'],
+          message: 'is required: {messages: {key, message}} as WasenderAPI documents it, or the {key, message} of a webhook',
+        });
       }
     })
-    .describe('The received message: `{messages: {key, message}}` (WasenderAPI), or a webhook\'s `data` (`{key, message, ...}`).'),
+    .describe("The received message: `{messages: {key, message}}` (WasenderAPI), or a webhook's `data` (`{key, message, ...}`)."),
 });
 
 const urlResult = z.object({
   success: z.literal(true),
   publicUrl: z.string(),
-  data: z.object({ id: z.string().optional(), publicUrl: z.string(), mimetype: z.string(), size: z.int(), fileName: z.string().nullable(), expiresAt: z.string() }),
+  data: z.object({
+    id: z.string().optional(),
+    publicUrl: z.string(),
+    mimetype: z.string(),
+    size: z.int(),
+    fileName: z.string().nullable(),
+    expiresAt: z.string(),
+  }),
 });
 
 function tooLarge(limit: number): WharfError {
@@ -212,13 +223,18 @@ export function mediaRoutes(deps: RouteDeps): RouteGroup {
       const envelope = Array.isArray(messages) ? messages[0] : messages;
       const node = (envelope?.message ?? body.data.message) as MessageNode;
       if (!mediaOf(node)) {
-        throw invalid(envelope ? 'data.messages.message' : 'data.message', 'the message has no imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage');
+        throw invalid(
+          envelope ? 'data.messages.message' : 'data.message',
+          'the message has no imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage',
+        );
       }
       ctx.body = urlAnswer(await media.decrypt(connected, node), false);
     },
   });
 
-  publicFile('/api/decrypted-media/:id', 'Decrypted media, by the public URL POST /api/decrypt-media gave', 'The plaintext bytes', (params) => media.decrypted(params.id));
+  publicFile('/api/decrypted-media/:id', 'Decrypted media, by the public URL POST /api/decrypt-media gave', 'The plaintext bytes', (params) =>
+    media.decrypted(params.id),
+  );
 
   return group;
 }

@@ -10,11 +10,7 @@ import { type RouteDeps, success } from './common.ts';
 
 const createBody = z.strictObject({
   name: z.string().trim().min(1).max(100).describe('What the token is for.'),
-  expires_at: z.iso
-    .datetime({ offset: true })
-    .nullable()
-    .optional()
-    .describe('When the token stops working (ISO 8601, in the future); absent or null: never.'),
+  expires_at: z.iso.datetime({ offset: true }).nullable().optional().describe('When the token stops working (ISO 8601, in the future); absent or null: never.'),
 });
 
 const tokenSchema = z.object({

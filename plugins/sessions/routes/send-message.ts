@@ -32,7 +32,12 @@ export const sendBody = z
       .optional()
       .describe('Send a contact card.'),
     location: z
-      .strictObject({ latitude: coordinate(-90, 90), longitude: coordinate(-180, 180), name: z.string().max(256).optional(), address: z.string().max(512).optional() })
+      .strictObject({
+        latitude: coordinate(-90, 90),
+        longitude: coordinate(-180, 180),
+        name: z.string().max(256).optional(),
+        address: z.string().max(512).optional(),
+      })
       .optional()
       .describe('Send a location pin.'),
     poll: z
@@ -48,16 +53,21 @@ export const sendBody = z
     viewOnce: z.boolean().optional().describe('View-once image, video or audio.'),
   })
   .superRefine((b, ctx) => {
-    if (!recipientOf(b.to)) ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be a phone number in E.164 format, a group JID (…@g.us) or a channel JID (…@newsletter)' });
+    if (!recipientOf(b.to))
+      ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be a phone number in E.164 format, a group JID (…@g.us) or a channel JID (…@newsletter)' });
     const kinds = KIND_FIELDS.filter((k) => b[k] !== undefined);
-    for (const extra of kinds.slice(1)) ctx.addIssue({ code: 'custom', path: [extra], message: `cannot be combined with ${kinds[0]}: one message carries one kind of content` });
-    if (kinds.length === 0 && b.text === undefined) ctx.addIssue({ code: 'custom', path: ['text'], message: 'is required when no media, contact, location or poll is given' });
+    for (const extra of kinds.slice(1))
+      ctx.addIssue({ code: 'custom', path: [extra], message: `cannot be combined with ${kinds[0]}: one message carries one kind of content` });
+    if (kinds.length === 0 && b.text === undefined)
+      ctx.addIssue({ code: 'custom', path: ['text'], message: 'is required when no media, contact, location or poll is given' });
     if (b.text !== undefined && (b.stickerUrl || b.audioUrl || b.contact || b.location || b.poll)) {
       ctx.addIssue({ code: 'custom', path: ['text'], message: `cannot be combined with ${kinds[0]} (no caption)` });
     }
     if (b.fileName !== undefined && !b.documentUrl) ctx.addIssue({ code: 'custom', path: ['fileName'], message: 'only goes with documentUrl' });
-    if (b.viewOnce && !(b.imageUrl || b.videoUrl || b.audioUrl)) ctx.addIssue({ code: 'custom', path: ['viewOnce'], message: 'only goes with imageUrl, videoUrl or audioUrl' });
-    if (b.contact && !participantJid(b.contact.phone)) ctx.addIssue({ code: 'custom', path: ['contact', 'phone'], message: 'must be a phone number in E.164 format' });
+    if (b.viewOnce && !(b.imageUrl || b.videoUrl || b.audioUrl))
+      ctx.addIssue({ code: 'custom', path: ['viewOnce'], message: 'only goes with imageUrl, videoUrl or audioUrl' });
+    if (b.contact && !participantJid(b.contact.phone))
+      ctx.addIssue({ code: 'custom', path: ['contact', 'phone'], message: 'must be a phone number in E.164 format' });
     b.mentions?.forEach((m, i) => {
       if (!participantJid(m)) ctx.addIssue({ code: 'custom', path: ['mentions', i], message: 'must be a phone number or a phone JID' });
     });

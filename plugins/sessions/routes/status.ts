@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { RouteGroup } from '../../../core/api.ts';
-import { NOT_CONNECTED, type RouteDeps, success } from './common.ts';
+import { NOT_CONNECTED, type RouteDeps } from './common.ts';
 
 export function statusRoutes(deps: RouteDeps): RouteGroup[] {
   const { sessions } = deps;

@@ -23,7 +23,9 @@ const connectBody = z.strictObject({
 });
 const proxyBody = z.strictObject({ proxy_url: sessionSettings.proxy_url });
 const signingMode = z.object({ mode: z.enum(['secret', 'hmac']) });
-const signingBody = z.strictObject({ mode: signingMode.shape.mode.describe('secret: X-Webhook-Signature carries the secret; hmac: the hex HMAC-SHA256 of the body.') });
+const signingBody = z.strictObject({
+  mode: signingMode.shape.mode.describe('secret: X-Webhook-Signature carries the secret; hmac: the hex HMAC-SHA256 of the body.'),
+});
 const messageLogQuery = z.strictObject({
   ...pageQuery,
   status: z.enum(['in_progress', 'sent', 'delivered', 'read', 'played', 'failed']).optional().describe('Only messages in this status.'),
@@ -226,7 +228,14 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     errors: { 404: NO_SESSION },
     handler(ctx, { auth, params, query }) {
       const logs = admin.statusLogs(sessions.sessionOf(auth, params.id), query.page, query.per_page);
-      ctx.body = page(query, logs, (r) => ({ id: r.id, whatsapp_session_id: r.session_id, event_type: r.event_type, status: r.status, reason: r.reason, occurred_at: r.occurred_at }));
+      ctx.body = page(query, logs, (r) => ({
+        id: r.id,
+        whatsapp_session_id: r.session_id,
+        event_type: r.event_type,
+        status: r.status,
+        reason: r.reason,
+        occurred_at: r.occurred_at,
+      }));
     },
   });
 
@@ -304,7 +313,10 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
       schema: success(
         z.object({
           webhook_secret: z.string(),
-          previous_secret_valid_until: z.string().nullable().describe('ISO 8601: until when deliveries also carry the old signature; null when it is dropped at once.'),
+          previous_secret_valid_until: z
+            .string()
+            .nullable()
+            .describe('ISO 8601: until when deliveries also carry the old signature; null when it is dropped at once.'),
         }),
       ),
     },

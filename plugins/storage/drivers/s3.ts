@@ -180,7 +180,10 @@ export function createS3Driver(s3: S3Config): StorageDriver {
             if (outcome.deleted.length) onDeleted(outcome.deleted);
             if (outcome.failed.length) {
               const first = outcome.failed[0]!;
-              throw new StoreError(first.failure, `the store refused to delete ${outcome.failed.length} object(s) of ${bucket}, first "${first.key}" (${first.reason})`);
+              throw new StoreError(
+                first.failure,
+                `the store refused to delete ${outcome.failed.length} object(s) of ${bucket}, first "${first.key}" (${first.reason})`,
+              );
             }
           }
           if (!page.IsTruncated || !page.NextContinuationToken) return;

@@ -95,7 +95,15 @@ export class SigV4Presigner {
     const headers: Record<string, string> = { host, 'X-Amz-Content-Sha256': 'UNSIGNED-PAYLOAD' };
     for (const [name, value] of Object.entries(request.headers ?? {})) headers[name.toLowerCase()] = String(value);
     const signed = await this.#signer.presign(
-      { method: request.method, protocol: endpoint.protocol, hostname, port: endpoint.port ? Number(endpoint.port) : undefined, path, query: { ...request.query }, headers },
+      {
+        method: request.method,
+        protocol: endpoint.protocol,
+        hostname,
+        port: endpoint.port ? Number(endpoint.port) : undefined,
+        path,
+        query: { ...request.query },
+        headers,
+      },
       { expiresIn: request.expiresInSeconds, signingDate: request.date ?? new Date() },
     );
     const query = Object.entries(signed.query as Record<string, string>)

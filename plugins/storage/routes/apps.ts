@@ -21,13 +21,16 @@ export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): Rout
   group.route({
     method: 'GET',
     path: '/api/apps',
-    summary: "The active organization's apps (newest first), or one with appId, each with its usage (storedBytes, fileCount, unregisteredBytes, unregisteredCount, usedBytes, usageCheckedAt)",
+    summary:
+      "The active organization's apps (newest first), or one with appId, each with its usage (storedBytes, fileCount, unregisteredBytes, unregisteredCount, usedBytes, usageCheckedAt)",
     tag,
     auth,
     query: getQuery,
     errors: { 404: 'App not found: `{error}`' },
     handler(ctx, { query, auth: orgId }) {
-      ctx.body = query.appId ? { app: storage.appView(appInOrg(store, query.appId, orgId)) } : { apps: store.appsOfOrg(orgId).map((app) => storage.appView(app)) };
+      ctx.body = query.appId
+        ? { app: storage.appView(appInOrg(store, query.appId, orgId)) }
+        : { apps: store.appsOfOrg(orgId).map((app) => storage.appView(app)) };
     },
   });
 

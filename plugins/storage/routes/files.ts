@@ -138,7 +138,10 @@ export function fileRoutes(api: ApiRegistry, { store, storage }: RouteDeps, auth
     errors: { 404: 'App not found: `{error}`', 413: 'Over the storage limit: `{error}`' },
     async handler(ctx, { body, auth: orgId }) {
       const app = appInOrg(store, body.appId, orgId);
-      ctx.body = body.action === 'complete' ? { files: await storage.completeUploads(app, body.files) } : { uploads: await storage.reserveUploads(app, body.prefix, body.files) };
+      ctx.body =
+        body.action === 'complete'
+          ? { files: await storage.completeUploads(app, body.files) }
+          : { uploads: await storage.reserveUploads(app, body.prefix, body.files) };
     },
   });
 

@@ -10,7 +10,24 @@ const fast = { WHARF_PLUGINS__IDENTITY__SCRYPT_COST: '1024' };
 describe('wharf admin', () => {
   it('create-user makes a user (and with --org an organization it owns) that can sign in', async () => {
     const dataDir = tempDir();
-    const r = wharf(['admin', 'create-user', '--email', 'Ada@Example.test', '--password', 'analytical engine', '--name', 'Ada', '--org', 'Babbage & Co', '--data-dir', dataDir, '--json'], { env: fast });
+    const r = wharf(
+      [
+        'admin',
+        'create-user',
+        '--email',
+        'Ada@Example.test',
+        '--password',
+        'analytical engine',
+        '--name',
+        'Ada',
+        '--org',
+        'Babbage & Co',
+        '--data-dir',
+        dataDir,
+        '--json',
+      ],
+      { env: fast },
+    );
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     const out = JSON.parse(r.stdout);
@@ -47,11 +64,15 @@ describe('wharf admin', () => {
     const app = await startApp('[plugins.identity]\nscrypt_cost = 1024\n', { dataDir });
     try {
       const cookie = await login(app, 'eve@example.test', 'first password');
-      const r = spawnSync(process.execPath, [path.join(root, 'bin/wharf.ts'), 'admin', 'reset-password', '--email', 'EVE@example.test', '--password-stdin', '--data-dir', dataDir], {
-        input: 'second password\n',
-        encoding: 'utf8',
-        env: { ...process.env, ...fast },
-      });
+      const r = spawnSync(
+        process.execPath,
+        [path.join(root, 'bin/wharf.ts'), 'admin', 'reset-password', '--email', 'EVE@example.test', '--password-stdin', '--data-dir', dataDir],
+        {
+          input: 'second password\n',
+          encoding: 'utf8',
+          env: { ...process.env, ...fast },
+        },
+      );
       expect(r.stderr).toBe('');
       expect(r.stdout).toBe('password of eve@example.test changed; its sessions are ended\n');
       expect((await app.request('GET', '/api/cli/me', { headers: { cookie } })).status).toBe(401);
@@ -111,7 +132,10 @@ describe('first start', () => {
       const html = await done.text();
       expect(html).toContain('owner of Root Org');
       expect(html).not.toContain('<b>');
-      const cookie = done.headers.getSetCookie().find((c) => c.startsWith('__session='))!.split(';')[0]!;
+      const cookie = done.headers
+        .getSetCookie()
+        .find((c) => c.startsWith('__session='))!
+        .split(';')[0]!;
       const me = await (await fetch(`${server.url}/api/cli/me`, { headers: { cookie } })).json();
       expect(me).toMatchObject({ kind: 'session', email: 'root@example.test', orgs: [{ name: 'Root Org' }] });
 

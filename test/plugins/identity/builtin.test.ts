@@ -43,7 +43,10 @@ describe('sign-in', () => {
   });
 
   it('gives the same 401 for an unknown email and a wrong password', async () => {
-    const unknown = await app.request('POST', '/auth/login', { body: { email: 'nobody@example.test', password: 'whatever-it-is' }, headers: { origin: app.url } });
+    const unknown = await app.request('POST', '/auth/login', {
+      body: { email: 'nobody@example.test', password: 'whatever-it-is' },
+      headers: { origin: app.url },
+    });
     const wrong = await app.request('POST', '/auth/login', { body: { email: owner.email, password: 'not the password' }, headers: { origin: app.url } });
     expect(unknown.status).toBe(401);
     expect(wrong.status).toBe(401);
@@ -60,8 +63,23 @@ describe('sign-in', () => {
       const known: number[] = [];
       const unknownTimes: number[] = [];
       for (let i = 0; i < 7; i++) {
-        known.push(await (async () => { const t = performance.now(); await timing.request('POST', '/auth/login', { body: { email: user.email, password: 'nope-nope-nope' }, headers: { origin: timing.url } }); return performance.now() - t; })());
-        unknownTimes.push(await (async () => { const t = performance.now(); await timing.request('POST', '/auth/login', { body: { email: `ghost${i}@example.test`, password: 'nope-nope-nope' }, headers: { origin: timing.url } }); return performance.now() - t; })());
+        known.push(
+          await (async () => {
+            const t = performance.now();
+            await timing.request('POST', '/auth/login', { body: { email: user.email, password: 'nope-nope-nope' }, headers: { origin: timing.url } });
+            return performance.now() - t;
+          })(),
+        );
+        unknownTimes.push(
+          await (async () => {
+            const t = performance.now();
+            await timing.request('POST', '/auth/login', {
+              body: { email: `ghost${i}@example.test`, password: 'nope-nope-nope' },
+              headers: { origin: timing.url },
+            });
+            return performance.now() - t;
+          })(),
+        );
       }
       const ratio = median(unknownTimes) / median(known);
       // Both pay one scrypt (tens of ms); without the decoy hash the unknown email would be ~50x faster.
@@ -103,7 +121,13 @@ describe('dashboard session', () => {
     const user = await signIn(app);
     const me = await app.request('GET', '/api/cli/me', { headers: user.headers });
     expect(me.status).toBe(200);
-    expect(me.body).toEqual({ kind: 'session', userId: user.userId, email: user.email, name: expect.any(String), orgs: [{ id: user.orgId, slug: expect.any(String), name: expect.any(String) }] });
+    expect(me.body).toEqual({
+      kind: 'session',
+      userId: user.userId,
+      email: user.email,
+      name: expect.any(String),
+      orgs: [{ id: user.orgId, slug: expect.any(String), name: expect.any(String) }],
+    });
     const out = await app.request('POST', '/auth/logout', { headers: user.headers });
     expect(out.status).toBe(200);
     expect(out.body).toEqual({ success: true });
@@ -117,7 +141,11 @@ describe('dashboard session', () => {
   it.each([
     ['missing', {}, 'Authentication required'],
     ['malformed', { cookie: '__session=not-a-jwt' }, 'Invalid or expired credential'],
-    ['forged', { cookie: `__session=${Buffer.from('{"alg":"EdDSA"}').toString('base64url')}.${Buffer.from('{"sid":"x","sub":"y"}').toString('base64url')}.AAAA` }, 'Invalid or expired credential'],
+    [
+      'forged',
+      { cookie: `__session=${Buffer.from('{"alg":"EdDSA"}').toString('base64url')}.${Buffer.from('{"sid":"x","sub":"y"}').toString('base64url')}.AAAA` },
+      'Invalid or expired credential',
+    ],
     ['bearer garbage', { authorization: 'Bearer garbage' }, 'Invalid or expired credential'],
     ['not bearer', { authorization: 'Basic dXNlcjpwYXNz' }, 'Invalid or expired credential'],
   ])('answers 401 {error} for a %s credential', async (_name, headers, error) => {
@@ -211,7 +239,10 @@ describe('cross-site request forgery', () => {
   });
 
   it('refuses a cross-site sign-in form post (login CSRF) but allows safe methods cross-site', async () => {
-    const res = await app.request('POST', '/auth/login', { body: { email: owner.email, password: owner.password }, headers: { origin: 'https://evil.example' } });
+    const res = await app.request('POST', '/auth/login', {
+      body: { email: owner.email, password: owner.password },
+      headers: { origin: 'https://evil.example' },
+    });
     expect(res.status).toBe(403);
     const read = await app.request('GET', '/api/orgs', { headers: { cookie: owner.cookie, origin: 'https://evil.example' } });
     expect(read.status).toBe(200);
@@ -235,7 +266,11 @@ describe('organizations', () => {
     const noName = await app.request('POST', '/api/orgs', { body: { name: '   ' }, headers: user.headers });
     expect(noName.status).toBe(400);
     const list = await app.request('GET', '/api/orgs', { headers: user.headers });
-    expect(list.body.orgs.map((o: { slug: string; role: string }) => `${o.slug}:${o.role}`)).toEqual(['zeta-works:owner', 'unicode-cafe-co:owner', 'my-team:owner']);
+    expect(list.body.orgs.map((o: { slug: string; role: string }) => `${o.slug}:${o.role}`)).toEqual([
+      'zeta-works:owner',
+      'unicode-cafe-co:owner',
+      'my-team:owner',
+    ]);
     expect(Object.keys(list.body.orgs[0])).toEqual(['id', 'slug', 'name', 'role']);
   });
 
@@ -301,7 +336,7 @@ describe('X-Service-Org', () => {
   it('overrides the organization after a membership check, by id or slug', async () => {
     const user = await signIn(app, { orgName: 'Header Home' });
     const other = (await app.request('POST', '/api/orgs', { body: { name: 'Header Other' }, headers: user.headers })).body;
-    const session = async (headers: Record<string, string>) => (await app.request('GET', '/auth/session', { headers: { ...user.headers, ...headers } }));
+    const session = async (headers: Record<string, string>) => await app.request('GET', '/auth/session', { headers: { ...user.headers, ...headers } });
     expect((await session({})).body.activeOrgId).toBe(user.orgId);
     expect((await session({ 'x-service-org': other.id })).body.activeOrgId).toBe(other.id);
     expect((await session({ 'x-service-org': other.slug })).body.activeOrgId).toBe(other.id);

@@ -291,7 +291,10 @@ describe('bad requests get the RFC error codes, never a 500', () => {
     expectOAuthError(numbers, 'invalid_request');
     expect(numbers.body.error_description).toMatch(/device_code/);
     expectOAuthError(await app.request('POST', '/oauth/token', { body: ['grant_type'] }), 'invalid_request');
-    expectOAuthError(await app.request('POST', '/oauth/device/code', { raw: 'client_id=wharf-cli', headers: { 'content-type': 'text/plain' } }), 'invalid_request');
+    expectOAuthError(
+      await app.request('POST', '/oauth/device/code', { raw: 'client_id=wharf-cli', headers: { 'content-type': 'text/plain' } }),
+      'invalid_request',
+    );
     expectOAuthError(await app.request('POST', '/oauth/token'), 'invalid_request');
   });
 
@@ -320,7 +323,10 @@ describe('POST /oauth/device/approve', () => {
 
   it('refuses a cross-site request carrying the cookie', async () => {
     const code = await newDeviceCode();
-    const res = await approve({ ...alice, headers: { cookie: alice.cookie, origin: 'https://evil.example' } }, { user_code: code.user_code, orgId: alice.orgId, approve: true });
+    const res = await approve(
+      { ...alice, headers: { cookie: alice.cookie, origin: 'https://evil.example' } },
+      { user_code: code.user_code, orgId: alice.orgId, approve: true },
+    );
     expect(res.status).toBe(403);
     expectOAuthError(await poll(code.device_code), 'authorization_pending');
   });

@@ -37,7 +37,10 @@ async function deviceCode(): Promise<Record<string, any>> {
 }
 
 function poll(code: string) {
-  return app.request('POST', '/oauth/token', { raw: new URLSearchParams({ grant_type: DEVICE_GRANT, device_code: code, client_id: 'wharf-cli' }).toString(), headers: FORM });
+  return app.request('POST', '/oauth/token', {
+    raw: new URLSearchParams({ grant_type: DEVICE_GRANT, device_code: code, client_id: 'wharf-cli' }).toString(),
+    headers: FORM,
+  });
 }
 
 /**
@@ -61,6 +64,8 @@ async function newPage(): Promise<Page> {
 }
 
 async function text(page: Page): Promise<string> {
+  // Playwright's innerText (what a reader sees), not a DOM node's property.
+  // biome-ignore lint/performance/useDomNodeTextContent: a Playwright locator method, not the DOM property.
   return page.locator('body').innerText();
 }
 

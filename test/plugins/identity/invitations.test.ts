@@ -42,7 +42,14 @@ async function invite(by: SignedIn, email: string, role?: string, path = invitat
 async function pending(user: SignedIn) {
   const res = await app.request('GET', '/api/orgs/invitations', { headers: user.headers });
   expect(res.status).toBe(200);
-  return res.body.invitations as { id: string; org: { id: string; slug: string; name: string }; role: string; invitedBy: unknown; invitedAt: string; expiresAt: string }[];
+  return res.body.invitations as {
+    id: string;
+    org: { id: string; slug: string; name: string };
+    role: string;
+    invitedBy: unknown;
+    invitedAt: string;
+    expiresAt: string;
+  }[];
 }
 
 describe('inviting answers the same whether or not the email has an account', () => {
@@ -311,7 +318,7 @@ describe('managing invitations', () => {
       [{}, 'email is required'],
       [{ email: 5 }, 'email must be a string'],
       [{ email: 'not-an-address' }, 'email is not a valid address'],
-      [{ email: 'x'.repeat(320) + '@example.test' }, expect.stringMatching(/^email/)],
+      [{ email: `${'x'.repeat(320)}@example.test` }, expect.stringMatching(/^email/)],
       [{ email: 'king@example.test', role: 'king' }, expect.stringMatching(/^role/)],
     ] as const) {
       const res = await app.request('POST', path, { body, headers: owner.headers });

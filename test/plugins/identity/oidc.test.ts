@@ -15,7 +15,6 @@ import Provider, { errors as providerErrors } from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ConfigError } from '../../../core/config.ts';
-import { requirePrincipal } from '../../../core/auth.ts';
 import { definePlugin } from '../../../core/plugin.ts';
 import { builtinPlugins } from '../../../plugins/index.ts';
 import { claimAt, roleFromClaim } from '../../../plugins/identity/oidc.ts';
@@ -202,11 +201,7 @@ async function deviceLogin(provider: TestProvider, login: string): Promise<Token
 }
 
 /** A token signed with `key` (by default the provider's own), with the claims a good one has unless overridden. */
-async function signToken(
-  provider: TestProvider,
-  claims: JWTPayload,
-  options: { key?: CryptoKey; kid?: string; omit?: string[] } = {},
-): Promise<string> {
+async function signToken(provider: TestProvider, claims: JWTPayload, options: { key?: CryptoKey; kid?: string; omit?: string[] } = {}): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
   const payload: JWTPayload = { iss: provider.issuer, aud: API, iat: now, exp: now + 600, client_id: CLIENT_ID, ...claims };
   for (const name of options.omit ?? []) delete payload[name];
@@ -375,7 +370,7 @@ describe('external OIDC mode: the command-line loop against a real provider', ()
     expect(restored.body.orgs[0]).toMatchObject({ name: 'acme', role: 'admin' });
   });
 
-  it('applies X-Service-Org after a membership check: 403 alike for a stranger\'s and a missing organization', async () => {
+  it("applies X-Service-Org after a membership check: 403 alike for a stranger's and a missing organization", async () => {
     const own = await app.request('GET', '/api/cli/me', { headers: { ...bearer(alice.access_token), 'x-service-org': 'acme' } });
     expect(own.status).toBe(200);
     // Carol, a member of no provider organization, switches to the one she created.
@@ -435,19 +430,28 @@ describe('external OIDC mode: organization invitations are off', () => {
 
 describe('external OIDC mode: tokens that must be refused (401, never 500)', () => {
   it.each([
-    ['signed by another key under the provider key id', async () => signToken(provider, { sub: 'alice' }, { key: (await generateKeyPair('RS256')).privateKey })],
-    ['signed by a key the provider does not publish', async () => signToken(provider, { sub: 'alice' }, { key: (await generateKeyPair('RS256')).privateKey, kid: 'stranger' })],
+    [
+      'signed by another key under the provider key id',
+      async () => signToken(provider, { sub: 'alice' }, { key: (await generateKeyPair('RS256')).privateKey }),
+    ],
+    [
+      'signed by a key the provider does not publish',
+      async () => signToken(provider, { sub: 'alice' }, { key: (await generateKeyPair('RS256')).privateKey, kid: 'stranger' }),
+    ],
     ['for another audience', () => signToken(provider, { sub: 'alice', aud: 'https://elsewhere.example/api' })],
     ['from another issuer', () => signToken(provider, { sub: 'alice', iss: 'https://evil.example' })],
     ['expired', () => signToken(provider, { sub: 'alice', iat: Math.floor(Date.now() / 1000) - 7200, exp: Math.floor(Date.now() / 1000) - 3600 })],
     ['not valid yet', () => signToken(provider, { sub: 'alice', nbf: Math.floor(Date.now() / 1000) + 3600 })],
     ['without an expiry', () => signToken(provider, { sub: 'alice' }, { omit: ['exp'] })],
     ['without a user claim', () => signToken(provider, { email: 'nobody@example.test' })],
-    ['tampered with', async () => {
-      const [header, , signature] = alice.access_token.split('.');
-      const payload = Buffer.from(JSON.stringify({ sub: 'alice', iss: provider.issuer, aud: API, exp: 4102444800 })).toString('base64url');
-      return `${header}.${payload}.${signature}`;
-    }],
+    [
+      'tampered with',
+      async () => {
+        const [header, , signature] = alice.access_token.split('.');
+        const payload = Buffer.from(JSON.stringify({ sub: 'alice', iss: provider.issuer, aud: API, exp: 4102444800 })).toString('base64url');
+        return `${header}.${payload}.${signature}`;
+      },
+    ],
     ['malformed', async () => 'eyJhbGciOiJSUzI1NiJ9.not-json.c2ln'],
   ])('a token %s', async (_label, make) => {
     const token = await make();
@@ -562,13 +566,20 @@ describe('external OIDC mode: start-up errors', () => {
     const { server, url } = await listen((_req, res) => res.end());
     await closeServer(server);
     await expect(startApp(oidcToml(url))).rejects.toThrow(
-      new RegExp(`^plugin "identity" failed to start: OpenID provider ${url}: unreachable, GET ${url}/\\.well-known/openid-configuration failed \\(ECONNREFUSED\\)`),
+      new RegExp(
+        `^plugin "identity" failed to start: OpenID provider ${url}: unreachable, GET ${url}/\\.well-known/openid-configuration failed \\(ECONNREFUSED\\)`,
+      ),
     );
   });
 
   it.each([
     ['not JSON', 200, '<html>hello</html>', /is not JSON/],
-    ['for another issuer', 200, JSON.stringify({ issuer: 'https://other.example', jwks_uri: 'https://other.example/jwks' }), /names issuer "https:\/\/other.example", not the configured one/],
+    [
+      'for another issuer',
+      200,
+      JSON.stringify({ issuer: 'https://other.example', jwks_uri: 'https://other.example/jwks' }),
+      /names issuer "https:\/\/other.example", not the configured one/,
+    ],
     ['without jwks_uri', 200, 'ISSUER', /has no http\(s\) jwks_uri/],
     ['missing', 404, 'not found', /answered HTTP 404/],
   ])('names the issuer when the discovery document is %s', async (_label, status, body, message) => {

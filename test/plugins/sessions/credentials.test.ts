@@ -40,13 +40,20 @@ describe('personal access tokens', () => {
     const fromCookie = await app.request('POST', '/api/personal-access-tokens', { body: { name: 'from dashboard' }, headers: alice.headers });
     const oauth = await cliToken(alice, alice.orgId);
     const fromCli = await call(app, oauth, 'POST', '/api/personal-access-tokens', { name: 'from cli' });
-    const fromPat = await call(app, alice.pat, 'POST', '/api/personal-access-tokens', { name: 'from pat', expires_at: new Date(Date.now() + 86_400_000).toISOString() });
+    const fromPat = await call(app, alice.pat, 'POST', '/api/personal-access-tokens', {
+      name: 'from pat',
+      expires_at: new Date(Date.now() + 86_400_000).toISOString(),
+    });
     for (const res of [fromCookie, fromCli, fromPat]) {
       expect(res.status).toBe(201);
       expect(res.body.data).toMatchObject({ token: expect.stringMatching(/^wpat_[A-Za-z0-9_-]{43}$/), user_id: alice.userId, last_used_at: null });
       expect(res.body.data.hint).toBe(`…${res.body.data.token.slice(-4)}`);
     }
-    expect([fromCookie, fromCli, fromPat].map((r) => r.body.data.created_by)).toEqual(['session', 'oauth', `pat:${(await listed(alice.pat)).find((t) => t.name === 'tests')!.id}`]);
+    expect([fromCookie, fromCli, fromPat].map((r) => r.body.data.created_by)).toEqual([
+      'session',
+      'oauth',
+      `pat:${(await listed(alice.pat)).find((t) => t.name === 'tests')!.id}`,
+    ]);
 
     const list = await call(app, alice.pat, 'GET', '/api/personal-access-tokens');
     expect(list.status).toBe(200);
@@ -93,7 +100,9 @@ describe('personal access tokens', () => {
   });
 
   it('an expired token fails', async () => {
-    const minted = (await call(app, alice.pat, 'POST', '/api/personal-access-tokens', { name: 'expiring', expires_at: new Date(Date.now() + 60_000).toISOString() })).body.data;
+    const minted = (
+      await call(app, alice.pat, 'POST', '/api/personal-access-tokens', { name: 'expiring', expires_at: new Date(Date.now() + 60_000).toISOString() })
+    ).body.data;
     expect((await call(app, minted.token, 'GET', '/api/personal-access-tokens')).status).toBe(200);
     app.running.db.prepare('UPDATE sessions_pats SET expires_at = ? WHERE id = ?').run(new Date(Date.now() - 1000).toISOString(), minted.id);
     expect((await call(app, minted.token, 'GET', '/api/personal-access-tokens')).status).toBe(401);
@@ -117,7 +126,10 @@ describe('personal access tokens', () => {
     const memberList = await call(app, memberPat.token, 'GET', '/api/personal-access-tokens');
     expect(memberList.body.data.map((t: { name: string }) => t.name)).toEqual(['member token']);
     const ownerTokenId = (await listed(alice.pat)).find((t) => t.name === 'tests')!.id;
-    expect(await call(app, memberPat.token, 'DELETE', `/api/personal-access-tokens/${ownerTokenId}`)).toMatchObject({ status: 404, body: { success: false, error: 'Token not found', message: 'Token not found' } });
+    expect(await call(app, memberPat.token, 'DELETE', `/api/personal-access-tokens/${ownerTokenId}`)).toMatchObject({
+      status: 404,
+      body: { success: false, error: 'Token not found', message: 'Token not found' },
+    });
     expect((await listed(alice.pat)).map((t) => t.name)).toContain('member token');
     expect((await call(app, alice.pat, 'DELETE', `/api/personal-access-tokens/${memberPat.id}`)).status).toBe(200);
     expect((await call(app, memberPat.token, 'GET', '/api/personal-access-tokens')).status).toBe(401);
@@ -175,7 +187,10 @@ describe('session API keys', () => {
 
   it('are stored encrypted and looked up by hash', async () => {
     const s = await sandboxSession(app, alice.pat);
-    const row = app.running.db.prepare('SELECT api_key_enc, api_key_hash, webhook_secret_enc FROM sessions_sessions WHERE id = ?').get(s.id) as Record<string, string>;
+    const row = app.running.db.prepare('SELECT api_key_enc, api_key_hash, webhook_secret_enc FROM sessions_sessions WHERE id = ?').get(s.id) as Record<
+      string,
+      string
+    >;
     expect(row.api_key_hash).toBe(sha256Hex(s.apiKey));
     expect(row.api_key_enc).toMatch(/^v1\./);
     expect(row.webhook_secret_enc).toMatch(/^v1\./);

@@ -59,7 +59,14 @@ describe('upload, send, decrypt-media', () => {
     expect(up.body).toStrictEqual({
       success: true,
       publicUrl: expect.stringMatching(new RegExp(`^${app.url}/api/media/[A-Za-z0-9_-]{24}\\.pdf$`)),
-      data: { id: expect.any(String), publicUrl: up.body.publicUrl, mimetype: 'application/pdf', size: PDF.length, fileName: 'contract été.pdf', expiresAt: expect.any(String) },
+      data: {
+        id: expect.any(String),
+        publicUrl: up.body.publicUrl,
+        mimetype: 'application/pdf',
+        size: PDF.length,
+        fileName: 'contract été.pdf',
+        expiresAt: expect.any(String),
+      },
     });
     const hours = (Date.parse(up.body.data.expiresAt) - Date.now()) / 3_600_000;
     expect(hours).toBeGreaterThan(23.9);
@@ -79,7 +86,12 @@ describe('upload, send, decrypt-media', () => {
     expect(sent.body.data.status).toBe('delivered');
     const [event] = received(b, bFrom);
     const data = event!.payload.data as { key: Record<string, unknown>; message: { documentMessage: Record<string, unknown> }; pushName: string };
-    expect(data.message.documentMessage).toMatchObject({ mimetype: 'application/pdf', fileName: 'contract été.pdf', fileLength: PDF.length, caption: 'the contract' });
+    expect(data.message.documentMessage).toMatchObject({
+      mimetype: 'application/pdf',
+      fileName: 'contract été.pdf',
+      fileLength: PDF.length,
+      caption: 'the contract',
+    });
     expect(data.message.documentMessage.url).not.toBe(up.body.publicUrl);
 
     // WasenderAPI's documented body: {data: {messages: {key, message}}}.
@@ -156,7 +168,9 @@ describe('upload, send, decrypt-media', () => {
     expect(fields(await call(app, k, 'POST', '/api/upload', { base64: 'not base64!', mimetype: 'image/png' }))).toHaveProperty('base64');
     expect(fields(await call(app, k, 'POST', '/api/upload', { base64: PNG.toString('base64') }))).toHaveProperty('mimetype');
     expect(fields(await call(app, k, 'POST', '/api/upload', { base64: 42 }))).toStrictEqual({ base64: ['base64 must be a string'] });
-    expect(fields(await call(app, k, 'POST', '/api/upload', { base64: 'AAAA', mimetype: 'image/png', extra: 1 }))).toStrictEqual({ extra: ['unknown field extra'] });
+    expect(fields(await call(app, k, 'POST', '/api/upload', { base64: 'AAAA', mimetype: 'image/png', extra: 1 }))).toStrictEqual({
+      extra: ['unknown field extra'],
+    });
     const noFile = new FormData();
     noFile.append('note', 'no file here');
     const multi = await app.fetch('/api/upload', { method: 'POST', headers: { authorization: `Bearer ${k}` }, body: noFile });
@@ -171,8 +185,14 @@ describe('upload, send, decrypt-media', () => {
     expect(tooBigJson.status).toBe(413);
     expect((await raw(k, '/api/upload', Buffer.alloc(UPLOAD_LIMIT, 7), { 'content-type': 'application/octet-stream' })).status).toBe(200);
 
-    expect(await raw(undefined, '/api/upload', big, { 'content-type': 'application/octet-stream' })).toMatchObject({ status: 401, body: { success: false, message: 'Authentication required' } });
-    expect(await raw(t.pat, '/api/upload', big, { 'content-type': 'application/octet-stream' })).toMatchObject({ status: 403, body: { success: false, message: 'This operation requires a session API key' } });
+    expect(await raw(undefined, '/api/upload', big, { 'content-type': 'application/octet-stream' })).toMatchObject({
+      status: 401,
+      body: { success: false, message: 'Authentication required' },
+    });
+    expect(await raw(t.pat, '/api/upload', big, { 'content-type': 'application/octet-stream' })).toMatchObject({
+      status: 403,
+      body: { success: false, message: 'This operation requires a session API key' },
+    });
   });
 
   it('decrypt-media refuses a node without media, a wrong key, unknown media; public URLs expire', async () => {
@@ -185,14 +205,22 @@ describe('upload, send, decrypt-media', () => {
 
     const noMedia = await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: { messages: { key: { id: 'x' }, message: { conversation: 'hi' } } } });
     expect(noMedia.status).toBe(422);
-    expect(noMedia.body.errors).toStrictEqual({ 'data.messages.message': ['the message has no imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage'] });
+    expect(noMedia.body.errors).toStrictEqual({
+      'data.messages.message': ['the message has no imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage'],
+    });
     const wrongKey = await call(app, b.apiKey, 'POST', '/api/decrypt-media', {
       data: { message: { documentMessage: { ...message.documentMessage, mediaKey: Buffer.alloc(32, 1).toString('base64') } } },
     });
     expect(wrongKey).toMatchObject({ status: 422, body: { errors: { mediaKey: ['mediaKey does not decrypt this media'] } } });
-    const unknown = await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: { message: { imageMessage: { url: 'https://mmg.whatsapp.net/x.enc', mediaKey: 'AAAA' } } } });
+    const unknown = await call(app, b.apiKey, 'POST', '/api/decrypt-media', {
+      data: { message: { imageMessage: { url: 'https://mmg.whatsapp.net/x.enc', mediaKey: 'AAAA' } } },
+    });
     expect(unknown.status).toBe(404);
-    expect(unknown.body).toMatchObject({ success: false, error: expect.stringMatching(/^Media not found/), message: expect.stringMatching(/^Media not found/) });
+    expect(unknown.body).toMatchObject({
+      success: false,
+      error: expect.stringMatching(/^Media not found/),
+      message: expect.stringMatching(/^Media not found/),
+    });
     expect((await call(app, b.apiKey, 'POST', '/api/decrypt-media', {})).body.errors).toStrictEqual({ data: ['data is required'] });
     expect((await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: {} })).body.errors).toHaveProperty('data.messages');
     expect((await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: { messages: 'x' } })).status).toBe(422);
@@ -252,8 +280,14 @@ describe('groups', () => {
 
     expect((await call(app, b.apiKey, 'GET', '/api/groups')).body).toStrictEqual({ success: true, data: [{ id: jid, name: 'Crew', imgUrl: null }] });
     expect((await call(app, b.apiKey, 'GET', `/api/groups/${encodeURIComponent(jid)}/metadata`)).body.data.id).toBe(jid);
-    expect((await call(app, b.apiKey, 'GET', `/api/groups/${jid}/participants`)).body.data.map((p: { id: string }) => p.id)).toEqual([pn(a.phone), pn(b.phone)]);
-    expect(await call(app, c.apiKey, 'GET', `/api/groups/${jid}/metadata`)).toMatchObject({ status: 404, body: { success: false, error: 'Group not found', message: 'Group not found' } });
+    expect((await call(app, b.apiKey, 'GET', `/api/groups/${jid}/participants`)).body.data.map((p: { id: string }) => p.id)).toEqual([
+      pn(a.phone),
+      pn(b.phone),
+    ]);
+    expect(await call(app, c.apiKey, 'GET', `/api/groups/${jid}/metadata`)).toMatchObject({
+      status: 404,
+      body: { success: false, error: 'Group not found', message: 'Group not found' },
+    });
     expect((await call(app, c.apiKey, 'GET', '/api/groups')).body.data).toEqual([]);
 
     // A non-admin's participant changes are refused per participant, as WhatsApp answers them.
@@ -269,34 +303,56 @@ describe('groups', () => {
     ]);
     for (const s of [a, b, c]) {
       const after = s === a ? fromAdd.a : s === b ? fromAdd.b : from.c;
-      expect(eventsOf(app, s.id, after).map((e) => [e.event, e.payload.data])).toEqual([['group-participants.update', { id: jid, participants: [pn(c.phone)], action: 'add' }]]);
+      expect(eventsOf(app, s.id, after).map((e) => [e.event, e.payload.data])).toEqual([
+        ['group-participants.update', { id: jid, participants: [pn(c.phone)], action: 'add' }],
+      ]);
     }
 
     const promoted = await call(app, a.apiKey, 'PUT', `/api/groups/${jid}/participants/update`, { action: 'promote', participants: [b.phone] });
     expect(promoted.body.data).toEqual([{ id: pn(b.phone), status: 200, message: 'promoted' }]);
-    expect((await call(app, a.apiKey, 'GET', `/api/groups/${jid}/participants`)).body.data[1]).toMatchObject({ id: pn(b.phone), admin: 'admin', isAdmin: true });
+    expect((await call(app, a.apiKey, 'GET', `/api/groups/${jid}/participants`)).body.data[1]).toMatchObject({
+      id: pn(b.phone),
+      admin: 'admin',
+      isAdmin: true,
+    });
 
     const fromSettings = lastEventId(app, c.id);
     const settings = await call(app, b.apiKey, 'PUT', `/api/groups/${jid}/settings`, { subject: 'Crew 2', description: 'ship it', announce: true });
     expect(settings.body).toStrictEqual({ success: true, data: { subject: 'Crew 2', description: 'ship it', announce: true, restrict: false } });
-    expect(eventsOf(app, c.id, fromSettings).map((e) => [e.event, e.payload.data])).toEqual([['groups.update', [{ id: jid, subject: 'Crew 2', description: 'ship it', announce: true }]]]);
+    expect(eventsOf(app, c.id, fromSettings).map((e) => [e.event, e.payload.data])).toEqual([
+      ['groups.update', [{ id: jid, subject: 'Crew 2', description: 'ship it', announce: true }]],
+    ]);
     // announce: only admins send; Carol is not one.
     expect((await call(app, c.apiKey, 'POST', '/api/send-message', { to: jid, text: 'me too?' })).status).toBe(422);
     expect((await call(app, b.apiKey, 'POST', '/api/send-message', { to: jid, text: 'admins only' })).body.data.status).toBe('delivered');
-    expect(await call(app, c.apiKey, 'PUT', `/api/groups/${jid}/settings`, { restrict: true })).toMatchObject({ status: 422, body: { errors: { settings: ['only group admins can change these settings'] } } });
+    expect(await call(app, c.apiKey, 'PUT', `/api/groups/${jid}/settings`, { restrict: true })).toMatchObject({
+      status: 422,
+      body: { errors: { settings: ['only group admins can change these settings'] } },
+    });
 
     // Invites: admins read the link; anyone in the organization can look the code up and join.
     expect((await call(app, c.apiKey, 'GET', `/api/groups/${jid}/invite-link`)).status).toBe(422);
     const link = await call(app, a.apiKey, 'GET', `/api/groups/${jid}/invite-link`);
-    expect(link.body.data).toStrictEqual({ inviteCode: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/), inviteLink: `https://chat.whatsapp.com/${link.body.data.inviteCode}` });
+    expect(link.body.data).toStrictEqual({
+      inviteCode: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/),
+      inviteLink: `https://chat.whatsapp.com/${link.body.data.inviteCode}`,
+    });
     const info = await call(app, d.apiKey, 'GET', `/api/groups/invite/${link.body.data.inviteCode}`);
-    expect(info.body).toStrictEqual({ success: true, data: { id: jid, subject: 'Crew 2', desc: 'ship it', owner: pn(a.phone), creation: expect.any(Number), announce: true, restrict: false, size: 3 } });
+    expect(info.body).toStrictEqual({
+      success: true,
+      data: { id: jid, subject: 'Crew 2', desc: 'ship it', owner: pn(a.phone), creation: expect.any(Number), announce: true, restrict: false, size: 3 },
+    });
     const fromJoin = lastEventId(app, a.id);
     const joined = await call(app, d.apiKey, 'POST', '/api/groups/invite/accept', { code: link.body.data.inviteLink });
     expect(joined.body).toStrictEqual({ success: true, data: { groupJid: jid } });
-    expect(eventsOf(app, a.id, fromJoin).map((e) => [e.event, e.payload.data])).toEqual([['group-participants.update', { id: jid, participants: [pn(d.phone)], action: 'add' }]]);
+    expect(eventsOf(app, a.id, fromJoin).map((e) => [e.event, e.payload.data])).toEqual([
+      ['group-participants.update', { id: jid, participants: [pn(d.phone)], action: 'add' }],
+    ]);
     expect((await call(app, d.apiKey, 'GET', `/api/groups/${jid}/metadata`)).body.data.size).toBe(4);
-    expect(await call(app, d.apiKey, 'GET', '/api/groups/invite/NoSuchCode1')).toMatchObject({ status: 404, body: { success: false, error: 'Invite not found', message: 'Invite not found' } });
+    expect(await call(app, d.apiKey, 'GET', '/api/groups/invite/NoSuchCode1')).toMatchObject({
+      status: 404,
+      body: { success: false, error: 'Invite not found', message: 'Invite not found' },
+    });
 
     expect((await call(app, a.apiKey, 'GET', `/api/groups/${jid}/picture`)).body).toStrictEqual({ success: true, data: { imgUrl: null } });
 
@@ -322,7 +378,10 @@ describe('groups', () => {
       'group.participants_promoted',
       'group.participants_removed',
     ]);
-    expect(audit.body.data.data[0]).toMatchObject({ actor: { kind: 'sessionKey', id: String(a.id), user_id: null }, details: { jid, participants: [pn(c.phone)] } });
+    expect(audit.body.data.data[0]).toMatchObject({
+      actor: { kind: 'sessionKey', id: String(a.id), user_id: null },
+      details: { jid, participants: [pn(c.phone)] },
+    });
   });
 
   it('another organization cannot see or join the groups of this one', async () => {
@@ -350,11 +409,20 @@ describe('groups', () => {
       message: 'The given data was invalid.',
       errors: { jid: ['jid must be a group JID such as 120363012345678901@g.us'] },
     });
-    expect(await call(app, k, 'GET', '/api/groups/120363000000000001@g.us/metadata')).toMatchObject({ status: 404, body: { success: false, error: 'Group not found', message: 'Group not found' } });
+    expect(await call(app, k, 'GET', '/api/groups/120363000000000001@g.us/metadata')).toMatchObject({
+      status: 404,
+      body: { success: false, error: 'Group not found', message: 'Group not found' },
+    });
     expect((await call(app, k, 'POST', '/api/groups/120363000000000001@g.us/participants/add', { participants: [] })).status).toBe(422);
-    expect((await call(app, k, 'PUT', '/api/groups/120363000000000001@g.us/participants/update', { action: 'kick', participants: ['+14155550100'] })).body.errors).toHaveProperty('action');
-    expect((await call(app, k, 'PUT', '/api/groups/120363000000000001@g.us/settings', {})).body.errors).toStrictEqual({ body: ['body: send at least one of subject, description, announce, restrict'] });
-    expect((await call(app, k, 'PUT', '/api/groups/120363000000000001@g.us/settings', { announce: 'yes' })).body.errors).toStrictEqual({ announce: ['announce must be a boolean'] });
+    expect(
+      (await call(app, k, 'PUT', '/api/groups/120363000000000001@g.us/participants/update', { action: 'kick', participants: ['+14155550100'] })).body.errors,
+    ).toHaveProperty('action');
+    expect((await call(app, k, 'PUT', '/api/groups/120363000000000001@g.us/settings', {})).body.errors).toStrictEqual({
+      body: ['body: send at least one of subject, description, announce, restrict'],
+    });
+    expect((await call(app, k, 'PUT', '/api/groups/120363000000000001@g.us/settings', { announce: 'yes' })).body.errors).toStrictEqual({
+      announce: ['announce must be a boolean'],
+    });
     expect((await call(app, k, 'POST', '/api/groups/invite/accept', { code: 'has spaces' })).status).toBe(422);
     expect((await call(app, k, 'GET', '/api/groups?page=0')).status).toBe(422);
   });
@@ -367,7 +435,17 @@ describe('contacts', () => {
     const saved = await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: '+14155550177', fullName: 'Erin', saveOnPrimaryAddressbook: true });
     expect(saved.body).toStrictEqual({
       success: true,
-      data: { id: '14155550177@s.whatsapp.net', lid: expect.stringMatching(/^\d{15}@lid$/), phoneNumber: '14155550177@s.whatsapp.net', name: 'Erin', notify: null, verifiedName: null, imgUrl: null, status: null, blocked: false },
+      data: {
+        id: '14155550177@s.whatsapp.net',
+        lid: expect.stringMatching(/^\d{15}@lid$/),
+        phoneNumber: '14155550177@s.whatsapp.net',
+        name: 'Erin',
+        notify: null,
+        verifiedName: null,
+        imgUrl: null,
+        status: null,
+        blocked: false,
+      },
     });
     const lid = saved.body.data.lid;
     await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: '14155550177@s.whatsapp.net', fullName: 'Erin B.' });
@@ -380,8 +458,13 @@ describe('contacts', () => {
       expect(one.status, ref).toBe(200);
       expect(one.body.data).toMatchObject({ id: '14155550177@s.whatsapp.net', name: 'Erin B.' });
     }
-    expect(await call(app, s.apiKey, 'GET', '/api/contacts/+14155550000')).toMatchObject({ status: 404, body: { success: false, error: 'Contact not found', message: 'Contact not found' } });
-    expect((await call(app, s.apiKey, 'GET', '/api/contacts/bob')).body.errors).toStrictEqual({ jid: ['jid must be a phone number in E.164 format, a phone JID (…@s.whatsapp.net) or a LID (…@lid)'] });
+    expect(await call(app, s.apiKey, 'GET', '/api/contacts/+14155550000')).toMatchObject({
+      status: 404,
+      body: { success: false, error: 'Contact not found', message: 'Contact not found' },
+    });
+    expect((await call(app, s.apiKey, 'GET', '/api/contacts/bob')).body.errors).toStrictEqual({
+      jid: ['jid must be a phone number in E.164 format, a phone JID (…@s.whatsapp.net) or a LID (…@lid)'],
+    });
 
     for (const n of [1, 2, 3]) await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: `+1415555020${n}`, fullName: `C${n}` });
     const all = await call(app, s.apiKey, 'GET', '/api/contacts');
@@ -397,9 +480,13 @@ describe('contacts', () => {
     for (const path of ['picture', 'profile-picture']) {
       expect((await call(app, s.apiKey, 'GET', `/api/contacts/+14155550177/${path}`)).body).toStrictEqual({ success: true, data: { imgUrl: null } });
     }
-    expect((await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: 'bob', fullName: 'x' })).body.errors).toStrictEqual({ jid: ['jid: must be a phone number in E.164 format or a phone JID (…@s.whatsapp.net)'] });
+    expect((await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: 'bob', fullName: 'x' })).body.errors).toStrictEqual({
+      jid: ['jid: must be a phone number in E.164 format or a phone JID (…@s.whatsapp.net)'],
+    });
     expect((await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: '+14155550177', fullName: '' })).body.errors).toHaveProperty('fullName');
-    expect((await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: '+14155550177', fullName: 'x', saveOnPrimaryAddressbook: 'yes' })).body.errors).toStrictEqual({
+    expect(
+      (await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: '+14155550177', fullName: 'x', saveOnPrimaryAddressbook: 'yes' })).body.errors,
+    ).toStrictEqual({
       saveOnPrimaryAddressbook: ['saveOnPrimaryAddressbook must be a boolean'],
     });
   });
@@ -425,7 +512,9 @@ describe('contacts', () => {
 
     const actions = (await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${b.id}/audit-logs`)).body.data.data.map((r: { action: string }) => r.action);
     expect(actions.slice(0, 2)).toEqual(['contact.unblocked', 'contact.blocked']);
-    expect((await call(app, b.apiKey, 'POST', `/api/contacts/${a.phone}/block`, { please: true })).body.errors).toStrictEqual({ please: ['unknown field please'] });
+    expect((await call(app, b.apiKey, 'POST', `/api/contacts/${a.phone}/block`, { please: true })).body.errors).toStrictEqual({
+      please: ['unknown field please'],
+    });
   });
 });
 
@@ -436,7 +525,9 @@ describe('presence and lookups', () => {
       const res = await call(app, s.apiKey, 'POST', '/api/send-presence-update', { jid: '+14155550100', type });
       expect(res.body).toStrictEqual({ success: true, data: { jid: '14155550100@s.whatsapp.net', type } });
     }
-    expect((await call(app, s.apiKey, 'POST', '/api/send-presence-update', { jid: '120363000000000001@g.us', type: 'composing', delayMs: 1500 })).body.data).toStrictEqual({
+    expect(
+      (await call(app, s.apiKey, 'POST', '/api/send-presence-update', { jid: '120363000000000001@g.us', type: 'composing', delayMs: 1500 })).body.data,
+    ).toStrictEqual({
       jid: '120363000000000001@g.us',
       type: 'composing',
       delayMs: 1500,
@@ -453,12 +544,23 @@ describe('presence and lookups', () => {
     const on = await call(app, a.apiKey, 'GET', `/api/on-whatsapp/${encodeURIComponent(b.phone)}`);
     expect(on.body).toStrictEqual({ success: true, data: { phone: b.phone, exists: true, jid: pn(b.phone), lid: user.lid } });
     expect((await call(app, a.apiKey, 'GET', `/api/on-whatsapp/${digits(b.phone)}`)).body.data.phone).toBe(b.phone);
-    expect((await call(app, a.apiKey, 'GET', `/api/lid-from-pn/${encodeURIComponent(b.phone)}`)).body).toStrictEqual({ success: true, data: { pn: pn(b.phone), lid: user.lid } });
+    expect((await call(app, a.apiKey, 'GET', `/api/lid-from-pn/${encodeURIComponent(b.phone)}`)).body).toStrictEqual({
+      success: true,
+      data: { pn: pn(b.phone), lid: user.lid },
+    });
     expect((await call(app, a.apiKey, 'GET', `/api/lid-from-pn/${pn(b.phone)}`)).body.data.lid).toBe(user.lid);
-    expect((await call(app, a.apiKey, 'GET', `/api/pn-from-lid/${user.lid}`)).body).toStrictEqual({ success: true, data: { lid: user.lid, pn: pn(b.phone), phone: b.phone } });
+    expect((await call(app, a.apiKey, 'GET', `/api/pn-from-lid/${user.lid}`)).body).toStrictEqual({
+      success: true,
+      data: { lid: user.lid, pn: pn(b.phone), phone: b.phone },
+    });
     expect((await call(app, a.apiKey, 'GET', `/api/pn-from-lid/${user.lid.replace('@lid', '')}`)).body.data.pn).toBe(pn(b.phone));
-    expect(await call(app, a.apiKey, 'GET', '/api/pn-from-lid/999999999999999@lid')).toMatchObject({ status: 404, body: { success: false, error: 'No phone number is known for this LID', message: 'No phone number is known for this LID' } });
-    expect((await call(app, a.apiKey, 'GET', '/api/on-whatsapp/call-me')).body.errors).toStrictEqual({ phone: ['phone must be a phone number in E.164 format, for example +14155550123'] });
+    expect(await call(app, a.apiKey, 'GET', '/api/pn-from-lid/999999999999999@lid')).toMatchObject({
+      status: 404,
+      body: { success: false, error: 'No phone number is known for this LID', message: 'No phone number is known for this LID' },
+    });
+    expect((await call(app, a.apiKey, 'GET', '/api/on-whatsapp/call-me')).body.errors).toStrictEqual({
+      phone: ['phone must be a phone number in E.164 format, for example +14155550123'],
+    });
     expect((await call(app, a.apiKey, 'GET', '/api/lid-from-pn/nope')).body.errors).toHaveProperty('pn');
     expect((await call(app, a.apiKey, 'GET', '/api/pn-from-lid/abc@lid')).body.errors).toHaveProperty('lid');
   });

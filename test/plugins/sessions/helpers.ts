@@ -28,7 +28,14 @@ export async function tenant(app: TestApp, options: Parameters<typeof signIn>[1]
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 /** Calls with a bearer token. */
-export function call(app: TestApp, token: string | undefined, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> {
+export function call(
+  app: TestApp,
+  token: string | undefined,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Res> {
   return app.request(method, path, { ...(body === undefined ? {} : { body }), headers: { ...(token ? bearer(token) : {}), ...headers } });
 }
 
@@ -47,7 +54,13 @@ export async function sandboxSession(app: TestApp, pat: string, body: Record<str
 
 export async function whatsappSession(app: TestApp, pat: string, body: Record<string, unknown> = {}): Promise<SessionInfo> {
   const phone = body.phone_number ?? `+4420${String(Math.floor(Math.random() * 1e8)).padStart(8, '0')}`;
-  const res = await call(app, pat, 'POST', '/api/whatsapp-sessions', { name: 'WhatsApp', phone_number: phone, account_protection: false, log_messages: true, ...body });
+  const res = await call(app, pat, 'POST', '/api/whatsapp-sessions', {
+    name: 'WhatsApp',
+    phone_number: phone,
+    account_protection: false,
+    log_messages: true,
+    ...body,
+  });
   if (res.status !== 201) throw new Error(`whatsapp session failed: ${res.status} ${res.text}`);
   return { id: res.body.data.id, apiKey: res.body.data.api_key, phone: res.body.data.phone_number, body: res.body.data };
 }

@@ -82,21 +82,60 @@ function sessionRoutes(prefix: string): Route[] {
       body: () => ({ name: 'New', phone_number: `+4930${String(++phoneCounter).padStart(8, '0')}`, account_protection: false, log_messages: true }),
       ok: { status: 201, body: { success: true, data: { type: 'whatsapp', status: 'disconnected' } } },
     },
-    { method: 'GET', path: id, credential: 'account', ok: { status: 200, body: { success: true, data: { api_key: expect.stringMatching(/^wsk_/) } } }, foreign: NOT_FOUND_SESSION },
-    { method: 'PUT', path: id, credential: 'account', body: () => ({ name: 'Renamed' }), ok: { status: 200, body: { success: true, data: { name: 'Renamed' } } }, foreign: NOT_FOUND_SESSION },
+    {
+      method: 'GET',
+      path: id,
+      credential: 'account',
+      ok: { status: 200, body: { success: true, data: { api_key: expect.stringMatching(/^wsk_/) } } },
+      foreign: NOT_FOUND_SESSION,
+    },
+    {
+      method: 'PUT',
+      path: id,
+      credential: 'account',
+      body: () => ({ name: 'Renamed' }),
+      ok: { status: 200, body: { success: true, data: { name: 'Renamed' } } },
+      foreign: NOT_FOUND_SESSION,
+    },
     { method: 'DELETE', path: id, credential: 'account', ok: { status: 200, body: { success: true, data: null } }, foreign: NOT_FOUND_SESSION },
-    { method: 'POST', path: (fx) => `${id(fx)}/connect`, credential: 'account', body: () => ({}), ok: { status: 200, body: { success: true, data: { status: 'connected' } } }, foreign: NOT_FOUND_SESSION },
+    {
+      method: 'POST',
+      path: (fx) => `${id(fx)}/connect`,
+      credential: 'account',
+      body: () => ({}),
+      ok: { status: 200, body: { success: true, data: { status: 'connected' } } },
+      foreign: NOT_FOUND_SESSION,
+    },
     ...['qrcode', 'qr-code'].map(
       (p): Route => ({
         method: 'GET',
         path: (fx) => `${id(fx)}/${p}`,
         credential: 'account',
-        ok: { status: 409, body: { success: false, error: 'A sandbox session is always connected and needs no QR code', message: 'A sandbox session is always connected and needs no QR code' } },
+        ok: {
+          status: 409,
+          body: {
+            success: false,
+            error: 'A sandbox session is always connected and needs no QR code',
+            message: 'A sandbox session is always connected and needs no QR code',
+          },
+        },
         foreign: NOT_FOUND_SESSION,
       }),
     ),
-    { method: 'POST', path: (fx) => `${id(fx)}/disconnect`, credential: 'account', ok: { status: 200, body: { success: true, data: { status: 'connected' } } }, foreign: NOT_FOUND_SESSION },
-    { method: 'POST', path: (fx) => `${id(fx)}/restart`, credential: 'account', ok: { status: 200, body: { success: true, data: { status: 'connected' } } }, foreign: NOT_FOUND_SESSION },
+    {
+      method: 'POST',
+      path: (fx) => `${id(fx)}/disconnect`,
+      credential: 'account',
+      ok: { status: 200, body: { success: true, data: { status: 'connected' } } },
+      foreign: NOT_FOUND_SESSION,
+    },
+    {
+      method: 'POST',
+      path: (fx) => `${id(fx)}/restart`,
+      credential: 'account',
+      ok: { status: 200, body: { success: true, data: { status: 'connected' } } },
+      foreign: NOT_FOUND_SESSION,
+    },
     ...['regenerate-key', 'regenerate-api-key'].map(
       (p): Route => ({
         method: 'POST',
@@ -108,10 +147,29 @@ function sessionRoutes(prefix: string): Route[] {
       }),
     ),
     ...['message-logs', 'session-logs', 'audit-logs'].map(
-      (p): Route => ({ method: 'GET', path: (fx) => `${id(fx)}/${p}`, credential: 'account', ok: { status: 200, body: { success: true, data: { current_page: 1 } } }, foreign: NOT_FOUND_SESSION }),
+      (p): Route => ({
+        method: 'GET',
+        path: (fx) => `${id(fx)}/${p}`,
+        credential: 'account',
+        ok: { status: 200, body: { success: true, data: { current_page: 1 } } },
+        foreign: NOT_FOUND_SESSION,
+      }),
     ),
-    { method: 'PUT', path: (fx) => `${id(fx)}/proxy`, credential: 'account', body: () => ({ proxy_url: null }), ok: { status: 200, body: { success: true, data: { proxy_url: null } } }, foreign: NOT_FOUND_SESSION },
-    { method: 'GET', path: (fx) => `${id(fx)}/webhook-signing`, credential: 'account', ok: { status: 200, body: { success: true, data: { mode: 'secret' } } }, foreign: NOT_FOUND_SESSION },
+    {
+      method: 'PUT',
+      path: (fx) => `${id(fx)}/proxy`,
+      credential: 'account',
+      body: () => ({ proxy_url: null }),
+      ok: { status: 200, body: { success: true, data: { proxy_url: null } } },
+      foreign: NOT_FOUND_SESSION,
+    },
+    {
+      method: 'GET',
+      path: (fx) => `${id(fx)}/webhook-signing`,
+      credential: 'account',
+      ok: { status: 200, body: { success: true, data: { mode: 'secret' } } },
+      foreign: NOT_FOUND_SESSION,
+    },
     {
       method: 'PUT',
       path: (fx) => `${id(fx)}/webhook-signing`,
@@ -159,10 +217,20 @@ function directoryRoutes(): Route[] {
       ok: { status: 200, body: { success: true, data: { type: 'composing' } } },
     }),
     key({ method: 'GET', path: () => '/api/contacts', ok: OK }),
-    key({ method: 'PUT', path: () => '/api/contacts', body: (fx) => ({ jid: fx.peer.phone, fullName: 'Peer' }), ok: { status: 200, body: { success: true, data: { name: 'Peer' } } } }),
+    key({
+      method: 'PUT',
+      path: () => '/api/contacts',
+      body: (fx) => ({ jid: fx.peer.phone, fullName: 'Peer' }),
+      ok: { status: 200, body: { success: true, data: { name: 'Peer' } } },
+    }),
     key({ method: 'GET', path: contact, doc: '/api/contacts/{jid}', ok: { status: 200, body: { success: true, data: { notify: 'Peer' } } } }),
     ...['picture', 'profile-picture'].map((p) =>
-      key({ method: 'GET', path: (fx) => `${contact(fx)}/${p}`, doc: `/api/contacts/{jid}/${p}`, ok: { status: 200, body: { success: true, data: { imgUrl: null } } } }),
+      key({
+        method: 'GET',
+        path: (fx) => `${contact(fx)}/${p}`,
+        doc: `/api/contacts/{jid}/${p}`,
+        ok: { status: 200, body: { success: true, data: { imgUrl: null } } },
+      }),
     ),
     ...['block', 'unblock'].map((p) =>
       key({
@@ -172,15 +240,55 @@ function directoryRoutes(): Route[] {
         ok: { status: 200, body: { success: true, data: { message: p === 'block' ? 'Contact blocked' : 'Contact unblocked' } } },
       }),
     ),
-    key({ method: 'GET', path: (fx) => `/api/on-whatsapp/${fx.peer.phone}`, doc: '/api/on-whatsapp/{phone}', ok: { status: 200, body: { success: true, data: { exists: true } } } }),
-    key({ method: 'GET', path: (fx) => `/api/lid-from-pn/${fx.peer.phone}`, doc: '/api/lid-from-pn/{pn}', ok: { status: 200, body: { success: true, data: { lid: expect.stringMatching(/@lid$/) } } } }),
-    key({ method: 'GET', path: (fx) => `/api/pn-from-lid/${fx.extra.peerLid}`, doc: '/api/pn-from-lid/{lid}', ok: { status: 200, body: { success: true, data: { phone: expect.stringMatching(/^\+/) } } } }),
+    key({
+      method: 'GET',
+      path: (fx) => `/api/on-whatsapp/${fx.peer.phone}`,
+      doc: '/api/on-whatsapp/{phone}',
+      ok: { status: 200, body: { success: true, data: { exists: true } } },
+    }),
+    key({
+      method: 'GET',
+      path: (fx) => `/api/lid-from-pn/${fx.peer.phone}`,
+      doc: '/api/lid-from-pn/{pn}',
+      ok: { status: 200, body: { success: true, data: { lid: expect.stringMatching(/@lid$/) } } },
+    }),
+    key({
+      method: 'GET',
+      path: (fx) => `/api/pn-from-lid/${fx.extra.peerLid}`,
+      doc: '/api/pn-from-lid/{lid}',
+      ok: { status: 200, body: { success: true, data: { phone: expect.stringMatching(/^\+/) } } },
+    }),
     key({ method: 'GET', path: () => '/api/groups', ok: { status: 200, body: { success: true, data: [{ name: 'Matrix group' }] } } }),
-    key({ method: 'POST', path: () => '/api/groups', body: (fx) => ({ name: 'New group', participants: [fx.peer.phone] }), ok: { status: 201, body: { success: true, data: { subject: 'New group', size: 2 } } } }),
-    key({ method: 'GET', path: (fx) => `/api/groups/invite/${fx.extra.inviteCode}`, doc: '/api/groups/invite/{code}', ok: { status: 200, body: { success: true, data: { subject: 'Matrix group' } } } }),
-    key({ method: 'POST', path: () => '/api/groups/invite/accept', body: (fx) => ({ code: fx.extra.inviteCode }), ok: { status: 200, body: { success: true, data: { groupJid: expect.stringMatching(/@g\.us$/) } } } }),
-    key({ method: 'GET', path: (fx) => `${group(fx)}/metadata`, doc: '/api/groups/{jid}/metadata', ok: { status: 200, body: { success: true, data: { subject: 'Matrix group', size: 2 } } } }),
-    key({ method: 'GET', path: (fx) => `${group(fx)}/participants`, doc: '/api/groups/{jid}/participants', ok: { status: 200, body: { success: true, data: [{ admin: 'superadmin' }, { admin: null }] } } }),
+    key({
+      method: 'POST',
+      path: () => '/api/groups',
+      body: (fx) => ({ name: 'New group', participants: [fx.peer.phone] }),
+      ok: { status: 201, body: { success: true, data: { subject: 'New group', size: 2 } } },
+    }),
+    key({
+      method: 'GET',
+      path: (fx) => `/api/groups/invite/${fx.extra.inviteCode}`,
+      doc: '/api/groups/invite/{code}',
+      ok: { status: 200, body: { success: true, data: { subject: 'Matrix group' } } },
+    }),
+    key({
+      method: 'POST',
+      path: () => '/api/groups/invite/accept',
+      body: (fx) => ({ code: fx.extra.inviteCode }),
+      ok: { status: 200, body: { success: true, data: { groupJid: expect.stringMatching(/@g\.us$/) } } },
+    }),
+    key({
+      method: 'GET',
+      path: (fx) => `${group(fx)}/metadata`,
+      doc: '/api/groups/{jid}/metadata',
+      ok: { status: 200, body: { success: true, data: { subject: 'Matrix group', size: 2 } } },
+    }),
+    key({
+      method: 'GET',
+      path: (fx) => `${group(fx)}/participants`,
+      doc: '/api/groups/{jid}/participants',
+      ok: { status: 200, body: { success: true, data: [{ admin: 'superadmin' }, { admin: null }] } },
+    }),
     key({
       method: 'POST',
       path: (fx) => `${group(fx)}/participants/add`,
@@ -209,18 +317,45 @@ function directoryRoutes(): Route[] {
       body: () => ({ subject: 'Renamed group', announce: true }),
       ok: { status: 200, body: { success: true, data: { subject: 'Renamed group', announce: true } } },
     }),
-    key({ method: 'POST', path: (fx) => `${group(fx)}/leave`, doc: '/api/groups/{jid}/leave', ok: { status: 200, body: { success: true, data: { left: true } } } }),
-    key({ method: 'GET', path: (fx) => `${group(fx)}/invite-link`, doc: '/api/groups/{jid}/invite-link', ok: { status: 200, body: { success: true, data: { inviteLink: expect.stringMatching(/^https:\/\/chat\.whatsapp\.com\//) } } } }),
-    key({ method: 'GET', path: (fx) => `${group(fx)}/picture`, doc: '/api/groups/{jid}/picture', ok: { status: 200, body: { success: true, data: { imgUrl: null } } } }),
+    key({
+      method: 'POST',
+      path: (fx) => `${group(fx)}/leave`,
+      doc: '/api/groups/{jid}/leave',
+      ok: { status: 200, body: { success: true, data: { left: true } } },
+    }),
+    key({
+      method: 'GET',
+      path: (fx) => `${group(fx)}/invite-link`,
+      doc: '/api/groups/{jid}/invite-link',
+      ok: { status: 200, body: { success: true, data: { inviteLink: expect.stringMatching(/^https:\/\/chat\.whatsapp\.com\//) } } },
+    }),
+    key({
+      method: 'GET',
+      path: (fx) => `${group(fx)}/picture`,
+      doc: '/api/groups/{jid}/picture',
+      ok: { status: 200, body: { success: true, data: { imgUrl: null } } },
+    }),
   ];
 }
 
 const ROUTES: Route[] = [
   ...sessionRoutes('/api/whatsapp-sessions'),
   ...sessionRoutes('/api/messaging-sessions'),
-  { method: 'POST', path: () => '/api/sandbox-sessions', credential: 'account', body: () => ({ name: 'Fresh sandbox' }), ok: { status: 201, body: { success: true, data: { type: 'sandbox', status: 'connected' } } } },
+  {
+    method: 'POST',
+    path: () => '/api/sandbox-sessions',
+    credential: 'account',
+    body: () => ({ name: 'Fresh sandbox' }),
+    ok: { status: 201, body: { success: true, data: { type: 'sandbox', status: 'connected' } } },
+  },
   { method: 'GET', path: () => '/api/personal-access-tokens', credential: 'account', ok: OK },
-  { method: 'POST', path: () => '/api/personal-access-tokens', credential: 'account', body: () => ({ name: 'ci' }), ok: { status: 201, body: { success: true, data: { token: expect.stringMatching(/^wpat_/) } } } },
+  {
+    method: 'POST',
+    path: () => '/api/personal-access-tokens',
+    credential: 'account',
+    body: () => ({ name: 'ci' }),
+    ok: { status: 201, body: { success: true, data: { token: expect.stringMatching(/^wpat_/) } } },
+  },
   {
     method: 'DELETE',
     path: (fx) => `/api/personal-access-tokens/${fx.patId}`,
@@ -229,7 +364,12 @@ const ROUTES: Route[] = [
     foreign: { status: 404, body: { success: false, error: 'Token not found', message: 'Token not found' } },
   },
   { method: 'GET', path: () => '/api/status', credential: 'sessionKey', ok: { status: 200, body: { status: 'connected' } } },
-  { method: 'GET', path: () => '/api/user', credential: 'sessionKey', ok: { status: 200, body: { success: true, data: { id: expect.stringMatching(/@s\.whatsapp\.net$/) } } } },
+  {
+    method: 'GET',
+    path: () => '/api/user',
+    credential: 'sessionKey',
+    ok: { status: 200, body: { success: true, data: { id: expect.stringMatching(/@s\.whatsapp\.net$/) } } },
+  },
   {
     method: 'POST',
     path: () => '/api/send-message',
@@ -237,10 +377,20 @@ const ROUTES: Route[] = [
     body: (fx) => ({ to: fx.peer.phone, text: 'matrix' }),
     ok: { status: 200, body: { success: true, data: { status: 'delivered' } } },
   },
-  { method: 'GET', path: (fx) => `/api/messages/${fx.msgId}/info`, credential: 'sessionKey', ok: { status: 200, body: { success: true, data: { status: 3 } } } },
+  {
+    method: 'GET',
+    path: (fx) => `/api/messages/${fx.msgId}/info`,
+    credential: 'sessionKey',
+    ok: { status: 200, body: { success: true, data: { status: 3 } } },
+  },
   { method: 'PUT', path: (fx) => `/api/messages/${fx.msgId}`, credential: 'sessionKey', body: () => ({ text: 'edited' }), ok: OK },
   { method: 'DELETE', path: (fx) => `/api/messages/${fx.msgId}`, credential: 'sessionKey', ok: OK },
-  { method: 'POST', path: (fx) => `/api/messages/${fx.failedMsgId}/resend`, credential: 'sessionKey', ok: { status: 200, body: { success: true, data: { status: 'failed' } } } },
+  {
+    method: 'POST',
+    path: (fx) => `/api/messages/${fx.failedMsgId}/resend`,
+    credential: 'sessionKey',
+    ok: { status: 200, body: { success: true, data: { status: 'failed' } } },
+  },
   { method: 'POST', path: () => '/api/messages/read', credential: 'sessionKey', body: (fx) => ({ key: fx.inboundKey }), ok: OK },
   { method: 'POST', path: () => '/api/messages/react', credential: 'sessionKey', body: (fx) => ({ key: fx.inboundKey, reaction: '👍' }), ok: OK },
   {
@@ -250,16 +400,27 @@ const ROUTES: Route[] = [
     body: () => ({ from: '+14155550100', text: 'hi' }),
     ok: { status: 200, body: { success: true, data: { key: { fromMe: false, remoteJid: expect.stringMatching(/@lid$/) } } } },
   },
-  { method: 'GET', path: () => '/api/webhook-events', credential: 'public', ok: { status: 200, body: { success: true, data: expect.arrayContaining(['messages.received']) } } },
+  {
+    method: 'GET',
+    path: () => '/api/webhook-events',
+    credential: 'public',
+    ok: { status: 200, body: { success: true, data: expect.arrayContaining(['messages.received']) } },
+  },
   ...directoryRoutes(),
 ];
 
 async function extra(session: SessionInfo, peer: SessionInfo): Promise<Extra> {
   const base = app.url.length;
-  const upload = await call(app, peer.apiKey, 'POST', '/api/upload', { base64: Buffer.from('%PDF-1.4 matrix').toString('base64'), mimetype: 'application/pdf' });
+  const upload = await call(app, peer.apiKey, 'POST', '/api/upload', {
+    base64: Buffer.from('%PDF-1.4 matrix').toString('base64'),
+    mimetype: 'application/pdf',
+  });
   const from = lastEventId(app, session.id);
   const sent = await call(app, peer.apiKey, 'POST', '/api/send-message', { to: session.phone, documentUrl: upload.body.publicUrl });
-  const got = eventsOf(app, session.id, from).find((e) => e.event === 'messages.received')!.payload.data as { key: { remoteJid: string }; message: Record<string, unknown> };
+  const got = eventsOf(app, session.id, from).find((e) => e.event === 'messages.received')!.payload.data as {
+    key: { remoteJid: string };
+    message: Record<string, unknown>;
+  };
   const decrypted = await call(app, session.apiKey, 'POST', '/api/decrypt-media', { data: { message: got.message } });
   const group = await call(app, session.apiKey, 'POST', '/api/groups', { name: 'Matrix group', participants: [peer.phone] });
   const link = await call(app, session.apiKey, 'GET', `/api/groups/${group.body.data.id}/invite-link`);
@@ -334,7 +495,14 @@ function placeholder(): Fixture {
     failedMsgId: 0,
     inboundKey: {},
     patId: 0,
-    extra: { uploadPath: '/api/media/{file}', decryptedPath: '/api/decrypted-media/{id}', mediaMessage: {}, groupJid: '{jid}', inviteCode: '{code}', peerLid: '{lid}' },
+    extra: {
+      uploadPath: '/api/media/{file}',
+      decryptedPath: '/api/decrypted-media/{id}',
+      mediaMessage: {},
+      groupJid: '{jid}',
+      inviteCode: '{code}',
+      peerLid: '{lid}',
+    },
   };
 }
 
@@ -368,12 +536,17 @@ describe('every route against every credential', () => {
       ROUTES.map((r) => {
         const fx = placeholder();
         if (r.doc) return `${r.method} ${r.doc}`;
-        return `${r.method} ${r.path(fx)
+        return `${r.method} ${r
+          .path(fx)
           .replace(/\/0(?=\/|$)/, '/{id}')
           .replace(/^\/api\/messages\/\{id\}/, '/api/messages/{msgId}')}`;
       }),
     );
-    const messaging = [...documented].filter((op) => /\/api\/(whatsapp-sessions|messaging-sessions|sandbox|personal-access-tokens|send-message|messages|status|user|webhook-events|upload|media|decrypt-media|decrypted-media|send-presence-update|contacts|on-whatsapp|lid-from-pn|pn-from-lid|groups)/.test(op));
+    const messaging = [...documented].filter((op) =>
+      /\/api\/(whatsapp-sessions|messaging-sessions|sandbox|personal-access-tokens|send-message|messages|status|user|webhook-events|upload|media|decrypt-media|decrypted-media|send-presence-update|contacts|on-whatsapp|lid-from-pn|pn-from-lid|groups)/.test(
+        op,
+      ),
+    );
     expect(messaging.filter((op) => !tested.has(op))).toEqual([]);
     expect(messaging.length).toBe(tested.size);
     expect(messaging.filter((op) => !tested.has(op))).toEqual([]);

@@ -59,7 +59,10 @@ describe('a network adapter behind the sessions API', () => {
       ['POST', `/api/whatsapp-sessions/${wa.id}/connect`],
       ['GET', `/api/whatsapp-sessions/${wa.id}/qrcode`],
     ] as const) {
-      expect(await call(app, t.pat, method, path, method === 'POST' ? {} : undefined)).toMatchObject({ status: 409, body: { success: false, error: refusal, message: refusal } });
+      expect(await call(app, t.pat, method, path, method === 'POST' ? {} : undefined)).toMatchObject({
+        status: 409,
+        body: { success: false, error: refusal, message: refusal },
+      });
     }
     expect(await call(app, wa.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'hi' })).toMatchObject({
       status: 422,
@@ -79,7 +82,10 @@ describe('a network adapter behind the sessions API', () => {
     expect((await call(app, wa.apiKey, 'GET', '/api/status')).body).toEqual({ status: 'need_scan' });
     const logs = await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${wa.id}/session-logs`);
     expect(logs.body.data.data[0]).toMatchObject({ event_type: 'status_change', status: 'need_scan', reason: 'pairing' });
-    expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${wa.id}/qr-code`)).toMatchObject({ status: 200, body: { success: true, data: { qrCode: 'QR-1' } } });
+    expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${wa.id}/qr-code`)).toMatchObject({
+      status: 200,
+      body: { success: true, data: { qrCode: 'QR-1' } },
+    });
     // It declares no receive: the sandbox's route still refuses its key.
     expect((await call(app, wa.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'hi' })).status).toBe(422);
     // Its host sees whatsapp sessions only.

@@ -74,7 +74,9 @@ describe('a send between two sandbox sessions', () => {
     const key = { id: (received.payload.data as { key: { id: string } }).key.id, remoteJid: `${digits(b.phone)}@s.whatsapp.net`, fromMe: true };
     expect(outbound[1]!.payload.data).toStrictEqual({ key, message: { conversation: 'Hello Bob' }, status: 'sent', msgId });
     expect(outbound[2]!.payload.data).toStrictEqual([{ key, update: { status: 'delivered' }, msgId }]);
-    expect(outbound[3]!.payload.data).toStrictEqual([{ key, receipt: { userJid: `${digits(b.phone)}@s.whatsapp.net`, status: 'delivered', t: expect.any(Number) }, msgId }]);
+    expect(outbound[3]!.payload.data).toStrictEqual([
+      { key, receipt: { userJid: `${digits(b.phone)}@s.whatsapp.net`, status: 'delivered', t: expect.any(Number) }, msgId },
+    ]);
 
     // The recipient reads it with the key it received: the sender's receipt moves to read.
     const aAfterDelivery = lastEventId(app, a.id);
@@ -139,14 +141,23 @@ describe('send variants', () => {
   }
 
   it.each([
-    [{ imageUrl: 'https://cdn.example.com/a/cat.png', text: 'a cat' }, { imageMessage: { url: 'https://cdn.example.com/a/cat.png', mimetype: 'image/png', caption: 'a cat' } }],
+    [
+      { imageUrl: 'https://cdn.example.com/a/cat.png', text: 'a cat' },
+      { imageMessage: { url: 'https://cdn.example.com/a/cat.png', mimetype: 'image/png', caption: 'a cat' } },
+    ],
     [{ videoUrl: 'https://cdn.example.com/v.mp4' }, { videoMessage: { url: 'https://cdn.example.com/v.mp4', mimetype: 'video/mp4' } }],
     [
       { documentUrl: 'https://cdn.example.com/files/report.pdf', fileName: 'Q3.pdf', text: 'the report' },
       { documentMessage: { url: 'https://cdn.example.com/files/report.pdf', mimetype: 'application/pdf', fileName: 'Q3.pdf', caption: 'the report' } },
     ],
-    [{ documentUrl: 'https://cdn.example.com/files/report.pdf' }, { documentMessage: { url: 'https://cdn.example.com/files/report.pdf', mimetype: 'application/pdf', fileName: 'report.pdf' } }],
-    [{ audioUrl: 'https://cdn.example.com/voice.ogg' }, { audioMessage: { url: 'https://cdn.example.com/voice.ogg', mimetype: 'audio/ogg; codecs=opus', ptt: true } }],
+    [
+      { documentUrl: 'https://cdn.example.com/files/report.pdf' },
+      { documentMessage: { url: 'https://cdn.example.com/files/report.pdf', mimetype: 'application/pdf', fileName: 'report.pdf' } },
+    ],
+    [
+      { audioUrl: 'https://cdn.example.com/voice.ogg' },
+      { audioMessage: { url: 'https://cdn.example.com/voice.ogg', mimetype: 'audio/ogg; codecs=opus', ptt: true } },
+    ],
     [{ stickerUrl: 'https://cdn.example.com/s.webp' }, { stickerMessage: { url: 'https://cdn.example.com/s.webp', mimetype: 'image/webp' } }],
     [
       { contact: { name: 'Carol', phone: '+14155550111' } },
@@ -206,7 +217,10 @@ describe('send variants', () => {
     [{ to: '+14155550100', text: 5 }, { text: ['text must be a string'] }],
     [{ to: '+14155550100', text: 'x', colour: 'red' }, { colour: ['unknown field colour'] }],
     [{ to: '+14155550100', imageUrl: 'file:///etc/passwd' }, { imageUrl: ['imageUrl: must be an http or https URL'] }],
-    [{ to: '+14155550100', imageUrl: 'https://x.test/a.png', videoUrl: 'https://x.test/a.mp4' }, { videoUrl: ['videoUrl: cannot be combined with imageUrl: one message carries one kind of content'] }],
+    [
+      { to: '+14155550100', imageUrl: 'https://x.test/a.png', videoUrl: 'https://x.test/a.mp4' },
+      { videoUrl: ['videoUrl: cannot be combined with imageUrl: one message carries one kind of content'] },
+    ],
     [{ to: '+14155550100', stickerUrl: 'https://x.test/a.webp', text: 'no' }, { text: ['text: cannot be combined with stickerUrl (no caption)'] }],
     [{ to: '+14155550100', text: 'x', fileName: 'a.pdf' }, { fileName: ['fileName: only goes with documentUrl'] }],
     [{ to: '+14155550100', text: 'x', viewOnce: true }, { viewOnce: ['viewOnce: only goes with imageUrl, videoUrl or audioUrl'] }],
@@ -223,7 +237,10 @@ describe('send variants', () => {
   });
 
   it('answers malformed JSON with 400 in the messaging envelope', async () => {
-    const res = await app.request('POST', '/api/send-message', { raw: '{"to": ', headers: { authorization: `Bearer ${a.apiKey}`, 'content-type': 'application/json' } });
+    const res = await app.request('POST', '/api/send-message', {
+      raw: '{"to": ',
+      headers: { authorization: `Bearer ${a.apiKey}`, 'content-type': 'application/json' },
+    });
     expect(res.status).toBe(400);
     expect(res.body).toStrictEqual({ success: false, message: expect.stringMatching(/^Malformed JSON body/) });
   });
@@ -247,7 +264,12 @@ describe('POST /api/sandbox/receive', () => {
     if (chat === 'personal') {
       expect(key).toMatchObject({ remoteJid: expect.stringMatching(/^\d{15}@lid$/), remoteJidAlt: '14155550100@s.whatsapp.net', fromMe: false });
     } else if (chat === 'group') {
-      expect(key).toMatchObject({ remoteJid: '120363111111111111@g.us', participant: expect.stringMatching(/@lid$/), participantAlt: '14155550100@s.whatsapp.net', fromMe: false });
+      expect(key).toMatchObject({
+        remoteJid: '120363111111111111@g.us',
+        participant: expect.stringMatching(/@lid$/),
+        participantAlt: '14155550100@s.whatsapp.net',
+        fromMe: false,
+      });
     } else {
       expect(key).toStrictEqual({ id: expect.any(String), remoteJid: expect.stringMatching(/^120363\d{12}@newsletter$/), fromMe: false });
     }
@@ -320,7 +342,10 @@ describe('edit, delete, react on sent messages', () => {
     expect(react.status).toBe(200);
     const bReaction = eventsOf(app, b.id, bFrom).at(-1)!;
     expect(bReaction.event).toBe('messages.reaction');
-    expect((bReaction.payload.data as { reaction: { text: string; key: { fromMe: boolean } } }[])[0]!.reaction).toMatchObject({ text: '👍', key: { fromMe: false } });
+    expect((bReaction.payload.data as { reaction: { text: string; key: { fromMe: boolean } } }[])[0]!.reaction).toMatchObject({
+      text: '👍',
+      key: { fromMe: false },
+    });
 
     const del = await call(app, a.apiKey, 'DELETE', `/api/messages/${msgId}`);
     expect(del.body).toStrictEqual({ success: true, data: { msgId } });
@@ -353,7 +378,11 @@ describe('failures and limits', () => {
     const res = await call(app, s.apiKey, 'POST', '/api/send-message', { to: '+99855512345', text: 'x' });
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('1');
-    expect(res.body).toStrictEqual({ success: false, error: `The sandbox network is briefly unavailable (+998 numbers simulate an outage); nothing was sent (request id ${res.headers.get('x-request-id')})`, message: `The sandbox network is briefly unavailable (+998 numbers simulate an outage); nothing was sent (request id ${res.headers.get('x-request-id')})` });
+    expect(res.body).toStrictEqual({
+      success: false,
+      error: `The sandbox network is briefly unavailable (+998 numbers simulate an outage); nothing was sent (request id ${res.headers.get('x-request-id')})`,
+      message: `The sandbox network is briefly unavailable (+998 numbers simulate an outage); nothing was sent (request id ${res.headers.get('x-request-id')})`,
+    });
     const logs = await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/message-logs?status=failed`);
     expect(logs.body.data.data).toMatchObject([{ status: 'failed', to: '+99855512345' }]);
   });
@@ -438,7 +467,7 @@ describe('events', () => {
     const off = svc.onEvent(() => {
       throw new Error('outbox full');
     });
-    let res;
+    let res: Awaited<ReturnType<typeof call>>;
     try {
       res = await call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'x' });
     } finally {
@@ -451,7 +480,11 @@ describe('events', () => {
   });
 
   it('an event carries the session with what a deliverer needs; webhookSecret gives the secret decrypted', async () => {
-    const s = await sandboxSession(app, t.pat, { webhook_url: 'https://hooks.example.com/in', webhook_enabled: true, webhook_events: ['messages-personal.received'] });
+    const s = await sandboxSession(app, t.pat, {
+      webhook_url: 'https://hooks.example.com/in',
+      webhook_enabled: true,
+      webhook_events: ['messages-personal.received'],
+    });
     const event = svc.emit(s.id, 'contacts.update', [{ id: 'x' }]);
     expect(event.session).toMatchObject({
       id: s.id,
@@ -473,19 +506,32 @@ describe('the sandbox network behind the adapter interface', () => {
     const c = await sandboxSession(app, t.pat, { name: 'Carol' });
     const net = svc.network(svc.get(a.id)!)!;
     const group = await net.createGroup(svc.get(a.id)!, 'Team', [b.phone]);
-    expect(group).toMatchObject({ subject: 'Team', size: 2, owner: `${digits(a.phone)}@s.whatsapp.net`, participants: [{ admin: 'superadmin' }, { admin: null }] });
+    expect(group).toMatchObject({
+      subject: 'Team',
+      size: 2,
+      owner: `${digits(a.phone)}@s.whatsapp.net`,
+      participants: [{ admin: 'superadmin' }, { admin: null }],
+    });
     expect(eventsOf(app, b.id, bFrom).map((e) => e.event)).toEqual(['groups.upsert']);
     const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to: group.id, text: 'hi team' });
     expect(res.body.data.status).toBe('delivered');
     const got = eventsOf(app, b.id, bFrom).filter((e) => e.event === 'messages-group');
     expect(got).toHaveLength(1);
-    expect((got[0]!.payload.data as { key: object }).key).toMatchObject({ remoteJid: group.id, participantAlt: `${digits(a.phone)}@s.whatsapp.net`, fromMe: false });
+    expect((got[0]!.payload.data as { key: object }).key).toMatchObject({
+      remoteJid: group.id,
+      participantAlt: `${digits(a.phone)}@s.whatsapp.net`,
+      fromMe: false,
+    });
 
     const outsider = await call(app, c.apiKey, 'POST', '/api/send-message', { to: group.id, text: 'let me in' });
     expect(outsider).toMatchObject({ status: 404, body: { success: false, error: 'Group not found', message: 'Group not found' } });
     const bSession = svc.get(b.id)!;
-    expect(await net.updateParticipants(bSession, group.id, 'add', [c.phone])).toEqual([{ id: `${digits(c.phone)}@s.whatsapp.net`, status: 403, message: 'not-authorized' }]);
-    expect(await net.updateParticipants(svc.get(a.id)!, group.id, 'add', [c.phone])).toEqual([{ id: `${digits(c.phone)}@s.whatsapp.net`, status: 200, message: 'added' }]);
+    expect(await net.updateParticipants(bSession, group.id, 'add', [c.phone])).toEqual([
+      { id: `${digits(c.phone)}@s.whatsapp.net`, status: 403, message: 'not-authorized' },
+    ]);
+    expect(await net.updateParticipants(svc.get(a.id)!, group.id, 'add', [c.phone])).toEqual([
+      { id: `${digits(c.phone)}@s.whatsapp.net`, status: 200, message: 'added' },
+    ]);
     const code = await net.groupInviteCode(svc.get(a.id)!, group.id);
     await expect(net.groupInviteCode(bSession, group.id)).rejects.toMatchObject({ status: 422 });
     expect((await net.groupInviteInfo(bSession, code)).id).toBe(group.id);
@@ -520,7 +566,13 @@ describe('the sandbox network behind the adapter interface', () => {
     expect(res.status).toBe(200);
     const received = eventsOf(app, b.id, bFrom).find((e) => e.event === 'messages.received')!;
     const message = (received.payload.data as { message: { documentMessage: Record<string, unknown> } }).message;
-    expect(message.documentMessage).toMatchObject({ mimetype: 'application/pdf', fileName: 'contract.pdf', fileLength: bytes.length, mediaKey: expect.any(String), directPath: expect.stringMatching(/^\/sandbox-cdn\//) });
+    expect(message.documentMessage).toMatchObject({
+      mimetype: 'application/pdf',
+      fileName: 'contract.pdf',
+      fileLength: bytes.length,
+      mediaKey: expect.any(String),
+      directPath: expect.stringMatching(/^\/sandbox-cdn\//),
+    });
     const bSession = svc.get(b.id)!;
     expect(await net.decryptMedia(bSession, message)).toStrictEqual({ bytes, mimetype: 'application/pdf', fileName: 'contract.pdf' });
     const tampered = { documentMessage: { ...message.documentMessage, mediaKey: Buffer.alloc(32, 1).toString('base64') } };

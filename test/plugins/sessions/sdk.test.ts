@@ -33,16 +33,32 @@ async function apiError(promise: Promise<unknown>): Promise<WasenderAPIError> {
 describe('the wasenderapi SDK against Wharf', () => {
   it('manages sessions with a personal access token', async () => {
     const admin = createWasender(undefined, t.pat, base);
-    const created = await admin.createWhatsAppSession({ name: 'From the SDK', phone_number: '+14155550142', account_protection: false, log_messages: true, webhook_events: ['messages-personal.received'] });
+    const created = await admin.createWhatsAppSession({
+      name: 'From the SDK',
+      phone_number: '+14155550142',
+      account_protection: false,
+      log_messages: true,
+      webhook_events: ['messages-personal.received'],
+    });
     const session = created.response.data;
-    expect(session).toMatchObject({ id: expect.any(Number), name: 'From the SDK', phone_number: '+14155550142', status: 'disconnected', webhook_events: ['messages-personal'] });
+    expect(session).toMatchObject({
+      id: expect.any(Number),
+      name: 'From the SDK',
+      phone_number: '+14155550142',
+      status: 'disconnected',
+      webhook_events: ['messages-personal'],
+    });
 
     const all = await admin.getAllWhatsAppSessions();
     expect(all.response.data.map((s) => s.id)).toContain(session.id);
     const details = await admin.getWhatsAppSessionDetails(session.id);
     expect(details.response.data).toMatchObject({ id: session.id, api_key: expect.stringMatching(/^wsk_/) });
 
-    const updated = await admin.updateWhatsAppSession(session.id, { name: 'Renamed by SDK', webhook_enabled: true, webhook_url: 'https://hooks.example.com/sdk' });
+    const updated = await admin.updateWhatsAppSession(session.id, {
+      name: 'Renamed by SDK',
+      webhook_enabled: true,
+      webhook_url: 'https://hooks.example.com/sdk',
+    });
     expect(updated.response.data).toMatchObject({ name: 'Renamed by SDK', webhook_enabled: true });
 
     // No WhatsApp adapter yet: connecting answers 409, which the SDK surfaces as an error with the status.
@@ -138,7 +154,9 @@ describe('the wasenderapi SDK: media, presence, contacts, lookups, groups', () =
     const up = await sdkA.uploadMediaFile({ base64: bytes.toString('base64'), mimetype: 'application/pdf' });
     expect(up.response).toMatchObject({ success: true, publicUrl: expect.stringMatching(/\/api\/media\/[A-Za-z0-9_-]+\.pdf$/) });
     await sdkA.sendDocument({ to: bob.phone, documentUrl: up.response.publicUrl, text: 'from the SDK' });
-    const event = eventsOf(app, bob.id).filter((e) => e.event === 'messages.received').at(-1)!;
+    const event = eventsOf(app, bob.id)
+      .filter((e) => e.event === 'messages.received')
+      .at(-1)!;
     // What a webhook handler has in hand: the event's data, passed as it came.
     const decrypted = await sdkB.decryptMediaFile(event.payload.data as object);
     const { publicUrl } = decrypted.response as unknown as { publicUrl: string };
@@ -175,10 +193,17 @@ describe('the wasenderapi SDK: media, presence, contacts, lookups, groups', () =
     expect((await sdk.getGroups()).response.data).toEqual([{ id: jid, name: 'SDK group', imgUrl: null }]);
     expect((await sdk.getGroupMetadata(jid)).response.data).toMatchObject({ id: jid, subject: 'SDK group', size: 2 });
     expect((await sdk.getGroupParticipants(jid)).response.data).toHaveLength(2);
-    expect((await sdk.addGroupParticipants(jid, [carol.phone])).response.data).toEqual([{ id: `${carol.phone.slice(1)}@s.whatsapp.net`, status: 200, message: 'added' }]);
+    expect((await sdk.addGroupParticipants(jid, [carol.phone])).response.data).toEqual([
+      { id: `${carol.phone.slice(1)}@s.whatsapp.net`, status: 200, message: 'added' },
+    ]);
     expect((await sdk.updateGroupParticipants(jid, 'promote', [carol.phone])).response).toMatchObject({ success: true });
-    expect((await sdk.removeGroupParticipants(jid, [bob.phone])).response.data).toEqual([{ id: `${bob.phone.slice(1)}@s.whatsapp.net`, status: 200, message: 'removed' }]);
-    expect((await sdk.updateGroupSettings(jid, { subject: 'Renamed', description: 'by the SDK', restrict: true })).response.data).toMatchObject({ subject: 'Renamed', description: 'by the SDK' });
+    expect((await sdk.removeGroupParticipants(jid, [bob.phone])).response.data).toEqual([
+      { id: `${bob.phone.slice(1)}@s.whatsapp.net`, status: 200, message: 'removed' },
+    ]);
+    expect((await sdk.updateGroupSettings(jid, { subject: 'Renamed', description: 'by the SDK', restrict: true })).response.data).toMatchObject({
+      subject: 'Renamed',
+      description: 'by the SDK',
+    });
     const link = (await sdk.getGroupInviteLink(jid)).response as unknown as { data: { inviteCode: string } };
     expect((await sdk.getGroupProfilePicture(jid)).response).toMatchObject({ success: true, data: { imgUrl: null } });
 

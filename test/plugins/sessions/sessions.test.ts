@@ -74,13 +74,23 @@ describe('CRUD', () => {
       always_online: true,
     });
     expect(updated.status).toBe(200);
-    expect(updated.body.data).toMatchObject({ name: 'Support EU', webhook_events: [], ignore_groups: true, read_incoming_messages: true, always_online: true, webhook_url: 'https://hooks.example.com/wa' });
+    expect(updated.body.data).toMatchObject({
+      name: 'Support EU',
+      webhook_events: [],
+      ignore_groups: true,
+      read_incoming_messages: true,
+      always_online: true,
+      webhook_url: 'https://hooks.example.com/wa',
+    });
     const none = await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { webhook_events: null, webhook_url: null });
     expect(none.body.data).toMatchObject({ webhook_events: null, webhook_url: null });
 
     expect((await call(app, t.pat, 'DELETE', `/api/whatsapp-sessions/${s.id}`)).body).toStrictEqual({ success: true, data: null });
     for (const prefix of ['/api/whatsapp-sessions', '/api/messaging-sessions']) {
-      expect(await call(app, t.pat, 'GET', `${prefix}/${s.id}`)).toMatchObject({ status: 404, body: { success: false, error: 'Session not found', message: 'Session not found' } });
+      expect(await call(app, t.pat, 'GET', `${prefix}/${s.id}`)).toMatchObject({
+        status: 404,
+        body: { success: false, error: 'Session not found', message: 'Session not found' },
+      });
     }
   });
 
@@ -98,7 +108,11 @@ describe('CRUD', () => {
     expect(res.body).toStrictEqual({
       success: true,
       data: [...EVENT_NAMES],
-      aliases: { 'messages-personal.received': 'messages-personal', 'messages-group.received': 'messages-group', 'messages-newsletter.received': 'messages-newsletter' },
+      aliases: {
+        'messages-personal.received': 'messages-personal',
+        'messages-group.received': 'messages-group',
+        'messages-newsletter.received': 'messages-newsletter',
+      },
     });
     expect(res.body.data).toHaveLength(22);
   });
@@ -111,7 +125,11 @@ describe('CRUD', () => {
     const viaCollection = await call(app, t.pat, 'POST', '/api/whatsapp-sessions', { name: 'typed', type: 'sandbox' });
     expect(viaCollection.body.data).toMatchObject({ type: 'sandbox', status: 'connected' });
     const logs = await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${generated.id}/session-logs`);
-    expect(logs.body.data).toMatchObject({ current_page: 1, total: 1, data: [{ whatsapp_session_id: generated.id, event_type: 'status_change', status: 'connected' }] });
+    expect(logs.body.data).toMatchObject({
+      current_page: 1,
+      total: 1,
+      data: [{ whatsapp_session_id: generated.id, event_type: 'status_change', status: 'connected' }],
+    });
     expect(eventsOf(app, generated.id).map((e) => e.payload)).toEqual([
       { event: 'session.status', sessionId: generated.id, timestamp: expect.any(Number), data: { status: 'connected', reason: 'sandbox session created' } },
     ]);
@@ -123,7 +141,10 @@ describe('CRUD', () => {
     expect(res.body).toStrictEqual({ success: true, data: { status: 'connected', message: 'Sandbox session restarted' } });
     const logs = (await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/session-logs?per_page=2`)).body.data;
     expect(logs).toMatchObject({ total: 4, per_page: 2, last_page: 2, from: 1, to: 2 });
-    expect(logs.data.map((r: { event_type: string; status: string }) => `${r.event_type}:${r.status}`)).toEqual(['session_restarted:connected', 'status_change:connected']);
+    expect(logs.data.map((r: { event_type: string; status: string }) => `${r.event_type}:${r.status}`)).toEqual([
+      'session_restarted:connected',
+      'status_change:connected',
+    ]);
   });
 });
 
@@ -138,7 +159,10 @@ describe('a whatsapp session (no network adapter in this build)', () => {
     ] as const) {
       expect(await call(app, t.pat, method, path)).toMatchObject({ status: 409, body: { success: false, error: noAdapter, message: noAdapter } });
     }
-    expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/disconnect`)).body).toStrictEqual({ success: true, data: { status: 'disconnected', message: 'Session is not connected' } });
+    expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/disconnect`)).body).toStrictEqual({
+      success: true,
+      data: { status: 'disconnected', message: 'Session is not connected' },
+    });
     expect((await call(app, s.apiKey, 'GET', '/api/status')).body).toStrictEqual({ status: 'disconnected' });
     for (const [method, path, body] of [
       ['GET', '/api/user', undefined],
@@ -171,17 +195,41 @@ describe('bad input gets a clear answer, never a 500, never a half-created sessi
     [{ name: 'x', phone_number: '12' }, { phone_number: ['phone_number: must be a phone number in E.164 format, for example +14155550123'] }],
     [{ name: 'x', phone_number: '+14155550100', account_protection: 'yes' }, { account_protection: ['account_protection must be a boolean'] }],
     [{ name: 'x', phone_number: '+14155550100', webhook_url: 'ftp://x' }, { webhook_url: ['webhook_url: must be an http or https URL'] }],
-    [{ name: 'x', phone_number: '+14155550100', webhook_events: ['messages.recieved'] }, { 'webhook_events.0': ['webhook_events.0: unknown event "messages.recieved" (GET /api/webhook-events lists them)'] }],
+    [
+      { name: 'x', phone_number: '+14155550100', webhook_events: ['messages.recieved'] },
+      { 'webhook_events.0': ['webhook_events.0: unknown event "messages.recieved" (GET /api/webhook-events lists them)'] },
+    ],
     [{ name: 'x', phone_number: '+14155550100', webhook_events: 'all' }, { webhook_events: ['webhook_events must be an array'] }],
     [{ name: 'x', phone_number: '+14155550100', api_key: 'mine' }, { api_key: ['unknown field api_key'] }],
     [{ name: 'x', phone_number: '+14155550100', webhook_signing: 'hmac' }, { webhook_signing: ['unknown field webhook_signing'] }],
     [{ name: 'x', phone_number: '+14155550100', type: 'telegram' }, { type: [expect.stringMatching(/^type: /)] }],
-    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'ftp://proxy.example.com' }, { proxy_url: ['proxy_url scheme must be http, https or socks5 (got ftp)'] }],
-    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://10.0.0.1:3128' }, { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] }],
-    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'socks5://[::1]:1080' }, { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] }],
-    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://localhost:3128' }, { proxy_url: [expect.stringMatching(/^proxy_url host localhost resolves to (127\.0\.0\.1|::1), a private, loopback or link-local address \(allow it with \[plugins\.sessions\] allow_private_networks = true\)$/)] }],
+    [
+      { name: 'x', phone_number: '+14155550100', proxy_url: 'ftp://proxy.example.com' },
+      { proxy_url: ['proxy_url scheme must be http, https or socks5 (got ftp)'] },
+    ],
+    [
+      { name: 'x', phone_number: '+14155550100', proxy_url: 'http://10.0.0.1:3128' },
+      { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] },
+    ],
+    [
+      { name: 'x', phone_number: '+14155550100', proxy_url: 'socks5://[::1]:1080' },
+      { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] },
+    ],
+    [
+      { name: 'x', phone_number: '+14155550100', proxy_url: 'http://localhost:3128' },
+      {
+        proxy_url: [
+          expect.stringMatching(
+            /^proxy_url host localhost resolves to (127\.0\.0\.1|::1), a private, loopback or link-local address \(allow it with \[plugins\.sessions\] allow_private_networks = true\)$/,
+          ),
+        ],
+      },
+    ],
     [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://proxy.invalid:3128' }, { proxy_url: ['proxy_url host proxy.invalid does not resolve'] }],
-    [{ name: 'x', phone_number: '+14155550100', proxy_url: 'http://user:pw@proxy.example.com:3128/path' }, { proxy_url: ['proxy_url must not have a path, query or fragment'] }],
+    [
+      { name: 'x', phone_number: '+14155550100', proxy_url: 'http://user:pw@proxy.example.com:3128/path' },
+      { proxy_url: ['proxy_url must not have a path, query or fragment'] },
+    ],
   ])('create %j -> 422', async (body, errors) => {
     const before = await count();
     const res = await call(app, t.pat, 'POST', '/api/whatsapp-sessions', body);
@@ -201,9 +249,18 @@ describe('bad input gets a clear answer, never a 500, never a half-created sessi
 
   it('update: empty body, unknown fields, wrong types, foreign and missing sessions', async () => {
     const s = await sandboxSession(app, t.pat);
-    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, {})).toMatchObject({ status: 422, body: { errors: { body: ['send at least one field to update'] } } });
-    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { type: 'whatsapp' })).toMatchObject({ status: 422, body: { errors: { type: ['unknown field type'] } } });
-    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { log_messages: 1 })).toMatchObject({ status: 422, body: { errors: { log_messages: ['log_messages must be a boolean'] } } });
+    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, {})).toMatchObject({
+      status: 422,
+      body: { errors: { body: ['send at least one field to update'] } },
+    });
+    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { type: 'whatsapp' })).toMatchObject({
+      status: 422,
+      body: { errors: { type: ['unknown field type'] } },
+    });
+    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { log_messages: 1 })).toMatchObject({
+      status: 422,
+      body: { errors: { log_messages: ['log_messages must be a boolean'] } },
+    });
     for (const id of [s.id, 999999, 'abc', '1e3', '-1', '0']) {
       const pat = id === s.id ? other.pat : t.pat;
       const res = await call(app, pat, 'PUT', `/api/whatsapp-sessions/${id}`, { name: 'x' });
@@ -214,7 +271,10 @@ describe('bad input gets a clear answer, never a 500, never a half-created sessi
   });
 
   it('malformed JSON, wrong methods and unknown paths answer in the messaging envelope', async () => {
-    const bad = await app.request('POST', '/api/whatsapp-sessions', { raw: '{"name":', headers: { authorization: `Bearer ${t.pat}`, 'content-type': 'application/json' } });
+    const bad = await app.request('POST', '/api/whatsapp-sessions', {
+      raw: '{"name":',
+      headers: { authorization: `Bearer ${t.pat}`, 'content-type': 'application/json' },
+    });
     expect(bad).toMatchObject({ status: 400, body: { success: false, message: expect.stringMatching(/^Malformed JSON body/) } });
     const patch = await call(app, t.pat, 'PATCH', '/api/whatsapp-sessions/1');
     expect(patch).toMatchObject({ status: 405, body: { success: false, message: expect.stringMatching(/^Method PATCH is not allowed here/) } });
@@ -237,9 +297,14 @@ describe('proxy', () => {
     const s = await sandboxSession(app, t.pat);
     expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy_url: 'http://10.1.1.1:8080' })).toMatchObject({
       status: 422,
-      body: { errors: { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] } },
+      body: {
+        errors: { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] },
+      },
     });
-    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy: 'x' })).toMatchObject({ status: 422, body: { errors: { proxy_url: ['proxy_url is required'], proxy: ['unknown field proxy'] } } });
+    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy: 'x' })).toMatchObject({
+      status: 422,
+      body: { errors: { proxy_url: ['proxy_url is required'], proxy: ['unknown field proxy'] } },
+    });
     const cleared = await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy_url: null });
     expect(cleared.body.data.proxy_url).toBeNull();
     const row = app.running.db.prepare('SELECT proxy_url_enc FROM sessions_sessions WHERE id = ?').get(s.id) as { proxy_url_enc: string | null };
@@ -273,7 +338,10 @@ describe('webhook signing', () => {
     expect((await app.request('PUT', `/api/whatsapp-sessions/${s.id}/webhook-signing`, { body: { mode: 'hmac' }, headers: t.headers })).status).toBe(200);
     expect((await call(app, t.pat, 'GET', `/api/messaging-sessions/${s.id}/webhook-signing`)).body.data.mode).toBe('hmac');
     expect((await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}`)).body.data).not.toHaveProperty('webhook_signing');
-    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/webhook-signing`, { mode: 'md5' })).toMatchObject({ status: 422, body: { errors: { mode: [expect.stringMatching(/^mode: /)] } } });
+    expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/webhook-signing`, { mode: 'md5' })).toMatchObject({
+      status: 422,
+      body: { errors: { mode: [expect.stringMatching(/^mode: /)] } },
+    });
   });
 });
 

@@ -12,7 +12,11 @@ describe('checkProxyUrl', () => {
     if (!found) throw Object.assign(new Error('ENOTFOUND'), { code: 'ENOTFOUND' });
     return found.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
   };
-  const options = { allowPrivate: false, timeoutMs: 200, resolve: resolving({ 'proxy.example.com': ['93.184.216.34'], 'sneaky.example.com': ['93.184.216.34', '10.0.0.5'] }) };
+  const options = {
+    allowPrivate: false,
+    timeoutMs: 200,
+    resolve: resolving({ 'proxy.example.com': ['93.184.216.34'], 'sneaky.example.com': ['93.184.216.34', '10.0.0.5'] }),
+  };
 
   it.each([
     ['http://proxy.example.com:3128', null],
@@ -21,8 +25,14 @@ describe('checkProxyUrl', () => {
     ['socks4://proxy.example.com:1080', 'proxy_url scheme must be http, https or socks5 (got socks4)'],
     ['proxy.example.com:3128', 'proxy_url scheme must be http, https or socks5 (got proxy.example.com)'],
     ['not a url', 'proxy_url must be a URL such as http://user:pass@proxy.example.com:8080'],
-    ['http://93.184.216.34:3128', 'proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'],
-    ['http://sneaky.example.com', 'proxy_url host sneaky.example.com resolves to 10.0.0.5, a private, loopback or link-local address (allow it with [plugins.sessions] allow_private_networks = true)'],
+    [
+      'http://93.184.216.34:3128',
+      'proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)',
+    ],
+    [
+      'http://sneaky.example.com',
+      'proxy_url host sneaky.example.com resolves to 10.0.0.5, a private, loopback or link-local address (allow it with [plugins.sessions] allow_private_networks = true)',
+    ],
     ['http://nowhere.example.com', 'proxy_url host nowhere.example.com does not resolve'],
     ['http://proxy.example.com/path', 'proxy_url must not have a path, query or fragment'],
   ])('%s', async (url, problem) => {

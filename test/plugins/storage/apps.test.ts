@@ -4,18 +4,24 @@
  * multipart uploads aborted, tokens and records removed), organization isolation, and a server
  * with no store configured.
  */
-import {
-  CreateMultipartUploadCommand,
-  HeadBucketCommand,
-  ListMultipartUploadsCommand,
-  PutObjectCommand,
-  type S3Client,
-} from '@aws-sdk/client-s3';
+import { CreateMultipartUploadCommand, HeadBucketCommand, ListMultipartUploadsCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type TestApp } from '../../helpers/app.ts';
 import { identityOf, login, type SignedIn, signIn } from '../../helpers/identity.ts';
 import { ensureS3, s3Client, type S3Target } from '../../helpers/s3.ts';
-import { bearer, bucketsWithPrefix, closedPort, closeStorageApp, createApp, createToken, localFile, removeBuckets, startStorageApp, uniquePrefix, uploadFiles } from '../../helpers/storage.ts';
+import {
+  bearer,
+  bucketsWithPrefix,
+  closedPort,
+  closeStorageApp,
+  createApp,
+  createToken,
+  localFile,
+  removeBuckets,
+  startStorageApp,
+  uniquePrefix,
+  uploadFiles,
+} from '../../helpers/storage.ts';
 
 const prefix = uniquePrefix('apps');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -120,7 +126,7 @@ describe('the Apps table, row by row', () => {
     expect(res.body).toEqual(expected);
   });
 
-  it('GET lists the organization\'s apps, newest first, and one app by appId', async () => {
+  it("GET lists the organization's apps, newest first, and one app by appId", async () => {
     const list = await app.request('GET', '/api/apps', { headers: owner.headers });
     expect(list.status).toBe(200);
     const ids = list.body.apps.map((a: { id: string }) => a.id);

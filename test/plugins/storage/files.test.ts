@@ -9,7 +9,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../helpers/app.ts';
 import { type SignedIn, signIn } from '../../helpers/identity.ts';
 import { ensureS3, s3Client, type S3Target } from '../../helpers/s3.ts';
-import { bearer, closeStorageApp, createApp, createToken, type LocalFile, localFile, putTo, removeBuckets, requestUploads, startStorageApp, uniquePrefix, uploadFiles } from '../../helpers/storage.ts';
+import {
+  bearer,
+  closeStorageApp,
+  createApp,
+  createToken,
+  type LocalFile,
+  localFile,
+  putTo,
+  removeBuckets,
+  requestUploads,
+  startStorageApp,
+  uniquePrefix,
+  uploadFiles,
+} from '../../helpers/storage.ts';
 
 const prefix = uniquePrefix('files');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -67,8 +80,20 @@ describe('upload round trip', () => {
     expect(phase1.status, phase1.text).toBe(200);
     expect(phase1.body).toStrictEqual({
       uploads: [
-        { key: expect.stringMatching(/^docs\/2026\/[\w-]{22}\/report_2026\.pdf$/), name: 'report 2026.pdf', size: 1000, type: 'application/pdf', presignedUrl: expect.any(String) },
-        { key: expect.stringMatching(/^docs\/2026\/[\w-]{22}\/photo\.jpg$/), name: 'photo.jpg', size: 2048, type: 'image/jpeg', presignedUrl: expect.any(String) },
+        {
+          key: expect.stringMatching(/^docs\/2026\/[\w-]{22}\/report_2026\.pdf$/),
+          name: 'report 2026.pdf',
+          size: 1000,
+          type: 'application/pdf',
+          presignedUrl: expect.any(String),
+        },
+        {
+          key: expect.stringMatching(/^docs\/2026\/[\w-]{22}\/photo\.jpg$/),
+          name: 'photo.jpg',
+          size: 2048,
+          type: 'image/jpeg',
+          presignedUrl: expect.any(String),
+        },
       ],
     });
     const uploads = phase1.body.uploads;
@@ -174,18 +199,66 @@ describe('the Files and Uploads tables, error rows', () => {
     ['upload: files missing', 'owner', 'POST', '/api/files/upload', { appId: 'APP' }, 400, 'files is required'],
     ['upload: files empty', 'owner', 'POST', '/api/files/upload', { appId: 'APP', files: [] }, 400, 'files: must hold at least one file'],
     ['upload: files not an array', 'owner', 'POST', '/api/files/upload', { appId: 'APP', files: 'x' }, 400, 'files must be an array'],
-    ['upload: size as text', 'owner', 'POST', '/api/files/upload', { appId: 'APP', files: [{ name: 'n', size: '1', type: 't' }] }, 400, 'files.0.size must be a number'],
-    ['upload: negative size', 'owner', 'POST', '/api/files/upload', { appId: 'APP', files: [{ name: 'n', size: -5, type: 't' }] }, 400, 'files.0.size: must not be negative'],
-    ['upload: over 5 GiB', 'owner', 'POST', '/api/files/upload', { appId: 'APP', files: [{ name: 'huge', size: 6 * 1024 ** 3, type: 't' }] }, 400, /^File "huge" is larger than/],
+    [
+      'upload: size as text',
+      'owner',
+      'POST',
+      '/api/files/upload',
+      { appId: 'APP', files: [{ name: 'n', size: '1', type: 't' }] },
+      400,
+      'files.0.size must be a number',
+    ],
+    [
+      'upload: negative size',
+      'owner',
+      'POST',
+      '/api/files/upload',
+      { appId: 'APP', files: [{ name: 'n', size: -5, type: 't' }] },
+      400,
+      'files.0.size: must not be negative',
+    ],
+    [
+      'upload: over 5 GiB',
+      'owner',
+      'POST',
+      '/api/files/upload',
+      { appId: 'APP', files: [{ name: 'huge', size: 6 * 1024 ** 3, type: 't' }] },
+      400,
+      /^File "huge" is larger than/,
+    ],
     ['upload: unknown action', 'owner', 'POST', '/api/files/upload', { appId: 'APP', action: 'finish', files: [file] }, 400, /^action: must be "complete"/],
     ['upload: unknown app', 'owner', 'POST', '/api/files/upload', { appId: OTHER, files: [{ name: 'n', size: 1, type: 't' }] }, 404, 'App not found'],
-    ['upload: no credential', 'nobody', 'POST', '/api/files/upload', { appId: 'APP', files: [{ name: 'n', size: 1, type: 't' }] }, 401, 'Authentication required'],
-    ['upload: Bearer is not a session', 'token', 'POST', '/api/files/upload', { appId: 'APP', files: [{ name: 'n', size: 1, type: 't' }] }, 403, 'This operation requires a dashboard session'],
+    [
+      'upload: no credential',
+      'nobody',
+      'POST',
+      '/api/files/upload',
+      { appId: 'APP', files: [{ name: 'n', size: 1, type: 't' }] },
+      401,
+      'Authentication required',
+    ],
+    [
+      'upload: Bearer is not a session',
+      'token',
+      'POST',
+      '/api/files/upload',
+      { appId: 'APP', files: [{ name: 'n', size: 1, type: 't' }] },
+      403,
+      'This operation requires a dashboard session',
+    ],
     ['complete: appId missing', 'owner', 'POST', '/api/files/upload', { action: 'complete', files: [file] }, 400, 'appId is required'],
     ['complete: files missing', 'owner', 'POST', '/api/files/upload', { appId: 'APP', action: 'complete' }, 400, 'files is required'],
     ['complete: files empty', 'owner', 'POST', '/api/files/upload', { appId: 'APP', action: 'complete', files: [] }, 400, 'files: must hold at least one file'],
     ['complete: unknown app', 'owner', 'POST', '/api/files/upload', { appId: OTHER, action: 'complete', files: [file] }, 404, 'App not found'],
-    ['complete: key never issued', 'owner', 'POST', '/api/files/upload', { appId: 'APP', action: 'complete', files: [file] }, 400, /^Key "k" is not an unfinished upload of this app/],
+    [
+      'complete: key never issued',
+      'owner',
+      'POST',
+      '/api/files/upload',
+      { appId: 'APP', action: 'complete', files: [file] },
+      400,
+      /^Key "k" is not an unfinished upload of this app/,
+    ],
     // Another organization's app and files: 404 on every route, never 200.
     ['stranger: list', 'stranger', 'GET', '/api/files?appId=APP', undefined, 404, 'App not found'],
     ['stranger: delete', 'stranger', 'DELETE', '/api/files', { fileId: 'FILE' }, 404, /^File [\w-]+ not found$/],
@@ -207,7 +280,10 @@ describe('the Files and Uploads tables, error rows', () => {
   const fill = (text: string) => text.replaceAll('APP', mine.id).replaceAll('FILE', seeded[0].id).replaceAll('TOKEN', token);
 
   it.each(rows)('%s: %s %s %s -> %i', async (_label, who, method, path, body, status, error) => {
-    const res = await app.request(method, fill(path), { headers: headersOf(who), ...(body === undefined ? {} : { body: JSON.parse(fill(JSON.stringify(body))) }) });
+    const res = await app.request(method, fill(path), {
+      headers: headersOf(who),
+      ...(body === undefined ? {} : { body: JSON.parse(fill(JSON.stringify(body))) }),
+    });
     expect(res.status, res.text).toBe(status);
     expect(Object.keys(res.body)).toEqual(['error']);
     if (typeof error === 'string') expect(res.body.error).toBe(error);
@@ -236,13 +312,18 @@ describe('the storage limit', () => {
     // 60 reserved, 50 more would be 110.
     const over = await requestUploads(app, owner, limited.id, [localFile('b.bin', 50)]);
     expect(over.status).toBe(413);
-    expect(over.body).toStrictEqual({ error: 'Storage limit exceeded: 0 bytes stored, 60 reserved by unfinished uploads and 50 requested, over the limit of 100' });
+    expect(over.body).toStrictEqual({
+      error: 'Storage limit exceeded: 0 bytes stored, 60 reserved by unfinished uploads and 50 requested, over the limit of 100',
+    });
     // Several files count together.
     expect((await requestUploads(app, owner, limited.id, [localFile('c', 20), localFile('d', 21)])).status).toBe(413);
     // Completing turns the reservation into stored bytes; 40 more fit exactly.
     const [u] = phase1.body.uploads;
     expect((await putTo(u.presignedUrl, first[0]!)).status).toBe(200);
-    const done = await app.request('POST', '/api/files/upload', { headers: owner.headers, body: { appId: limited.id, action: 'complete', files: [{ key: u.key, name: u.name, size: 60, type: u.type }] } });
+    const done = await app.request('POST', '/api/files/upload', {
+      headers: owner.headers,
+      body: { appId: limited.id, action: 'complete', files: [{ key: u.key, name: u.name, size: 60, type: u.type }] },
+    });
     expect(done.status).toBe(200);
     expect((await requestUploads(app, owner, limited.id, [localFile('e', 40)])).status).toBe(200);
     const full = await requestUploads(app, owner, limited.id, [localFile('f', 1)]);
@@ -266,8 +347,10 @@ describe('complete checks every object before recording anything', () => {
     expect(res.status).toBe(200);
     return res.body.uploads as { key: string; name: string; size: number; type: string; presignedUrl: string }[];
   }
-  const complete = (files: unknown[]) => app.request('POST', '/api/files/upload', { headers: owner.headers, body: { appId: mine.id, action: 'complete', files } });
-  const inputs = (uploads: { key: string; name: string; size: number; type: string }[]) => uploads.map(({ key, name, size, type }) => ({ key, name, size, type }));
+  const complete = (files: unknown[]) =>
+    app.request('POST', '/api/files/upload', { headers: owner.headers, body: { appId: mine.id, action: 'complete', files } });
+  const inputs = (uploads: { key: string; name: string; size: number; type: string }[]) =>
+    uploads.map(({ key, name, size, type }) => ({ key, name, size, type }));
 
   it('an object never uploaded: 400 naming its key, the uploaded ones are not recorded either', async () => {
     const files = [localFile('up.bin', 10), localFile('never.bin', 10)];
@@ -287,7 +370,7 @@ describe('complete checks every object before recording anything', () => {
     expect(again.body.error).toMatch(/is not an unfinished upload of this app/);
   });
 
-  it('an object of another size (put behind the URL\'s back): 400 naming the key and both sizes', async () => {
+  it("an object of another size (put behind the URL's back): 400 naming the key and both sizes", async () => {
     const files = [localFile('odd.bin', 10)];
     const [u] = await issue(files);
     await s3.send(new PutObjectCommand({ Bucket: mine.bucketName, Key: u!.key, Body: Buffer.alloc(7) }));
@@ -328,7 +411,13 @@ describe('POST /api/files registers objects already in the bucket', () => {
     await s3.send(new PutObjectCommand({ Bucket: mine.bucketName, Key: 'sdk/two.txt', Body: 'two!' }));
     const before = countFiles(mine.id);
     const missing = await app.request('POST', '/api/files', {
-      body: { token, files: [{ key: 'sdk/one.txt', name: 'one.txt', size: 3, type: 'text/plain' }, { key: 'sdk/none.txt', name: 'none.txt', size: 1, type: 'text/plain' }] },
+      body: {
+        token,
+        files: [
+          { key: 'sdk/one.txt', name: 'one.txt', size: 3, type: 'text/plain' },
+          { key: 'sdk/none.txt', name: 'none.txt', size: 1, type: 'text/plain' },
+        ],
+      },
     });
     expect(missing.status).toBe(400);
     expect(missing.body).toStrictEqual({ error: `Object "sdk/none.txt" does not exist in the app's bucket; nothing was recorded` });
@@ -338,7 +427,13 @@ describe('POST /api/files registers objects already in the bucket', () => {
     expect(countFiles(mine.id)).toBe(before);
 
     const ok = await app.request('POST', '/api/files', {
-      body: { token, files: [{ key: 'sdk/one.txt', name: 'one.txt', size: 3, type: 'text/plain' }, { key: 'sdk/two.txt', name: 'two.txt', size: 4, type: 'text/plain' }] },
+      body: {
+        token,
+        files: [
+          { key: 'sdk/one.txt', name: 'one.txt', size: 3, type: 'text/plain' },
+          { key: 'sdk/two.txt', name: 'two.txt', size: 4, type: 'text/plain' },
+        ],
+      },
     });
     expect(ok.status, ok.text).toBe(200);
     expect(ok.body.files.map((f: { key: string; appId: string }) => [f.key, f.appId])).toEqual([

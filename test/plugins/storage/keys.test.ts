@@ -63,6 +63,7 @@ describe('upload keys', () => {
         const key = uploadKey(prefix, name);
         expect(key).not.toMatch(/\.\./);
         expect(key).not.toMatch(/^\//);
+        // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this checks for.
         expect(key).not.toMatch(/[\u0000-\u001f\u007f]/);
         expect(Buffer.byteLength(key)).toBeLessThanOrEqual(1024);
         keys.add(key);

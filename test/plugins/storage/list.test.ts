@@ -75,15 +75,24 @@ describe('paging', () => {
 
   beforeAll(async () => {
     // 25 files with one uploadedAt (ties), then 5 later ones.
-    const tied = await register(Array.from({ length: 25 }, (_, i) => `tied-${String(i).padStart(2, '0')}.bin`), 'tied');
+    const tied = await register(
+      Array.from({ length: 25 }, (_, i) => `tied-${String(i).padStart(2, '0')}.bin`),
+      'tied',
+    );
     await new Promise((r) => setTimeout(r, 5));
-    const later = await register(Array.from({ length: 5 }, (_, i) => `later-${i}.bin`), 'later');
+    const later = await register(
+      Array.from({ length: 5 }, (_, i) => `later-${i}.bin`),
+      'later',
+    );
     all = [...tied, ...later];
     expect(new Set(tied.map((f) => f.uploadedAt)).size).toBe(1);
   });
 
   const order = (files: any[], dir: 'asc' | 'desc') =>
-    [...files].sort((a, b) => (a.uploadedAt === b.uploadedAt ? (a.id < b.id ? -1 : 1) : a.uploadedAt < b.uploadedAt ? -1 : 1)).map((f) => f.id)[dir === 'asc' ? 'slice' : 'reverse']();
+    [...files]
+      .sort((a, b) => (a.uploadedAt === b.uploadedAt ? (a.id < b.id ? -1 : 1) : a.uploadedAt < b.uploadedAt ? -1 : 1))
+      .map((f) => f.id)
+      [dir === 'asc' ? 'slice' : 'reverse']();
 
   it.each(['desc', 'asc'] as const)('%s: pages of 7 cover every file exactly once, in (uploadedAt, id) order', async (dir) => {
     const seen: string[] = [];
@@ -106,7 +115,12 @@ describe('paging', () => {
     expect(ids.filter((id) => all.some((f) => f.id === id))).toEqual(order(all, 'desc'));
     const short: string[] = [];
     for (let page = 1; page <= 10; page++) short.push(...(await get(`pageSize=3&page=${page}&search=d-`)).files.map((f) => f.id));
-    expect(short).toEqual(order(all.filter((f) => f.name.includes('d-')), 'desc'));
+    expect(short).toEqual(
+      order(
+        all.filter((f) => f.name.includes('d-')),
+        'desc',
+      ),
+    );
   });
 
   it('defaults: page 1, pageSize 10, newest first', async () => {
@@ -160,7 +174,12 @@ describe('search: a case-sensitive substring of the name', () => {
   ])('%j', async (term) => {
     const expected = NAMES.filter((n) => n.includes(term)).sort();
     const body = await get(`search=${encodeURIComponent(term)}&pageSize=100`);
-    expect(body.files.map((f) => f.name).filter((n: string) => NAMES.includes(n)).sort()).toEqual(expected);
+    expect(
+      body.files
+        .map((f) => f.name)
+        .filter((n: string) => NAMES.includes(n))
+        .sort(),
+    ).toEqual(expected);
     const others = body.files.filter((f) => !NAMES.includes(f.name));
     for (const f of others) expect(f.name.includes(term)).toBe(true);
     expect(body.pagination.total).toBe(body.files.length);
@@ -171,7 +190,9 @@ describe('search: a case-sensitive substring of the name', () => {
     const other = await createApp(app, owner, 'other');
     const otherToken = await createToken(app, owner, other.id);
     await Promise.all(NAMES.map((_, i) => s3.send(new PutObjectCommand({ Bucket: other.bucketName, Key: `o/${i}`, Body: 'x' }))));
-    const reg = await app.request('POST', '/api/files', { body: { token: otherToken, files: NAMES.map((name, i) => ({ key: `o/${i}`, name, size: 1, type: 't' })) } });
+    const reg = await app.request('POST', '/api/files', {
+      body: { token: otherToken, files: NAMES.map((name, i) => ({ key: `o/${i}`, name, size: 1, type: 't' })) },
+    });
     expect(reg.status).toBe(200);
     for (const term of ['Report', 'ab', 'photo_', 'x']) {
       const mine = await get(`search=${encodeURIComponent(term)}&pageSize=100`);
@@ -193,10 +214,7 @@ describe('the list is served by indexes', () => {
     (app.running.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as { detail: string }[]).map((r) => r.detail).join('\n');
 
   it("pages walk (app_id, uploaded_at, id); a search of 3+ characters starts from the trigram index, within the app's rowid range", () => {
-    const page = plan(
-      'SELECT f.seq FROM storage_files f WHERE f.app_id = ? ORDER BY f.uploaded_at DESC, f.id DESC LIMIT 10 OFFSET 0',
-      appId,
-    );
+    const page = plan('SELECT f.seq FROM storage_files f WHERE f.app_id = ? ORDER BY f.uploaded_at DESC, f.id DESC LIMIT 10 OFFSET 0', appId);
     expect(page).toMatch(/USING COVERING INDEX storage_files_by_time/);
     expect(page).not.toMatch(/TEMP B-TREE/);
     const search = plan(

@@ -8,7 +8,14 @@ const credentials = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEM
 const date = new Date('2026-11-22T07:04:05.678Z');
 
 function sdk(endpoint: string, forcePathStyle: boolean, region = 'us-east-1') {
-  return new S3Client({ endpoint, region, forcePathStyle, credentials, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' });
+  return new S3Client({
+    endpoint,
+    region,
+    forcePathStyle,
+    credentials,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
 }
 
 /** The same URL regardless of query parameter order. */
@@ -21,7 +28,7 @@ function normal(url: string): string {
 describe('SigV4 presigned URLs', () => {
   it.each([
     ['http://127.0.0.1:7480', true, 'us-east-1', 'dir/photo.jpg'],
-    ['http://127.0.0.1:7480', true, 'us-east-1', 'a b/c+d/é日本/(1)!*~\'.txt'],
+    ['http://127.0.0.1:7480', true, 'us-east-1', "a b/c+d/é日本/(1)!*~'.txt"],
     ['https://s3.eu-west-1.amazonaws.com', false, 'eu-west-1', 'x/y z.bin'],
     ['https://garage.example.test', true, 'garage', 'k'],
     ['http://localhost:9000', true, 'us-east-1', 'percent%2F/and?query#hash'],

@@ -131,7 +131,13 @@ describe('validation', () => {
       expect(storage.secretKey).not.toBe(target.secretAccessKey);
       expect(new URL(u.presignedUrl).host).toBe(endpoint.host);
     } else {
-      expect(storage).toStrictEqual({ endPoint: 'localhost', port: Number(publicPort), useSSL: false, accessKey: target.accessKeyId, secretKey: target.secretAccessKey });
+      expect(storage).toStrictEqual({
+        endPoint: 'localhost',
+        port: Number(publicPort),
+        useSSL: false,
+        accessKey: target.accessKeyId,
+        secretKey: target.secretAccessKey,
+      });
       expect(new URL(u.presignedUrl).host).toBe(`localhost:${publicPort}`);
     }
     expect((await putTo(u.presignedUrl, file)).status).toBe(200);
@@ -187,7 +193,7 @@ describe('an app token as a Bearer credential', () => {
     expect(bad.body).toStrictEqual({ error: 'Invalid or expired credential' });
   });
 
-  it('GET /api/files lists the token\'s app, ignoring appId', async () => {
+  it("GET /api/files lists the token's app, ignoring appId", async () => {
     const token = await createToken(app, owner, mine.id);
     const other = await createApp(app, stranger, 'theirs');
     const res = await app.request('GET', `/api/files?appId=${other.id}`, { headers: bearer(token) });
@@ -204,7 +210,15 @@ describe('the Tokens table, error rows', () => {
     ['validate: token empty', 'nobody', 'POST', '/api/tokens/validate', { token: '' }, 400, 'token: must not be empty'],
     ['validate: token not text', 'nobody', 'POST', '/api/tokens/validate', { token: 42 }, 400, 'token must be a string'],
     ['validate: no body', 'nobody', 'POST', '/api/tokens/validate', undefined, 400, 'token is required'],
-    ['validate: unknown token', 'nobody', 'POST', '/api/tokens/validate', { token: 'svc_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' }, 401, 'Invalid API token'],
+    [
+      'validate: unknown token',
+      'nobody',
+      'POST',
+      '/api/tokens/validate',
+      { token: 'svc_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' },
+      401,
+      'Invalid API token',
+    ],
     ['validate: not a token', 'nobody', 'POST', '/api/tokens/validate', { token: 'hunter2' }, 401, 'Invalid API token'],
     ['list: appId missing', 'owner', 'GET', '/api/tokens', undefined, 400, 'appId is required'],
     ['list: malformed appId', 'owner', 'GET', '/api/tokens?appId=1', undefined, 400, 'appId: must be a UUID'],

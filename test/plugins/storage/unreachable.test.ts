@@ -68,8 +68,20 @@ describe('store unreachable', () => {
   it.each([
     ['POST /api/apps', 'POST', '/api/apps', () => ({ headers, body: { name: 'never' } }), /^Storage is unreachable; the app was not created/],
     ['DELETE /api/apps', 'DELETE', '/api/apps', () => ({ headers, body: { appId: mine.id } }), /^Storage is unreachable; the app was not deleted/],
-    ['POST /api/files (register)', 'POST', '/api/files', () => ({ body: { token, files: [{ key: 'sdk/object', name: 'o', size: 3, type: 't' }] } }), /^Storage is unreachable; nothing was recorded/],
-    ['upload phase 1', 'POST', '/api/files/upload', () => ({ headers, body: { appId: mine.id, files: [{ name: 'n', size: 1, type: 't' }] } }), /^Storage is unreachable; no upload was started/],
+    [
+      'POST /api/files (register)',
+      'POST',
+      '/api/files',
+      () => ({ body: { token, files: [{ key: 'sdk/object', name: 'o', size: 3, type: 't' }] } }),
+      /^Storage is unreachable; nothing was recorded/,
+    ],
+    [
+      'upload phase 1',
+      'POST',
+      '/api/files/upload',
+      () => ({ headers, body: { appId: mine.id, files: [{ name: 'n', size: 1, type: 't' }] } }),
+      /^Storage is unreachable; no upload was started/,
+    ],
     [
       'upload complete',
       'POST',
@@ -77,8 +89,20 @@ describe('store unreachable', () => {
       () => ({ headers, body: { appId: mine.id, action: 'complete', files: [{ key: pending.key, name: pending.name, size: 12, type: pending.type }] } }),
       /^Storage is unreachable; nothing was recorded/,
     ],
-    ['DELETE /api/files (session)', 'DELETE', '/api/files', () => ({ headers, body: { fileId: recorded[0].id } }), /^Storage is unreachable; 1 of 1 object\(s\) could not be deleted/],
-    ['DELETE /api/files (Bearer)', 'DELETE', '/api/files', () => ({ headers: bearer(token), body: { keys: [recorded[0].key] } }), /^Storage is unreachable; 1 of 1 object\(s\) could not be deleted/],
+    [
+      'DELETE /api/files (session)',
+      'DELETE',
+      '/api/files',
+      () => ({ headers, body: { fileId: recorded[0].id } }),
+      /^Storage is unreachable; 1 of 1 object\(s\) could not be deleted/,
+    ],
+    [
+      'DELETE /api/files (Bearer)',
+      'DELETE',
+      '/api/files',
+      () => ({ headers: bearer(token), body: { keys: [recorded[0].key] } }),
+      /^Storage is unreachable; 1 of 1 object\(s\) could not be deleted/,
+    ],
   ])('%s: 503 {error}, nothing recorded or removed', async (_label, method, path, options, error) => {
     const before = ['storage_apps', 'storage_files', 'storage_uploads', 'tokens_app_tokens'].map(count);
     const res = await down.request(method, path, options());

@@ -39,7 +39,11 @@ afterAll(async () => {
 });
 
 async function json(url: string, method: string, body: unknown, headers: Record<string, string>): Promise<any> {
-  const res = await fetch(url, { method, headers: { 'content-type': 'application/json', ...headers }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(url, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const parsed = await res.json();
   if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(parsed)}`);
   return parsed;
@@ -73,12 +77,22 @@ describe('after kill -9', () => {
     const pat = (await json(`${first.url}/api/personal-access-tokens`, 'POST', { name: 'crash' }, { cookie, origin: first.url })).data.token as string;
     const auth = { authorization: `Bearer ${pat}` };
     const session = (
-      await json(`${first.url}/api/sandbox-sessions`, 'POST', { name: 'Crash', webhook_url: receiver.url('/crash'), webhook_enabled: true, webhook_events: ['messages.received'] }, auth)
+      await json(
+        `${first.url}/api/sandbox-sessions`,
+        'POST',
+        { name: 'Crash', webhook_url: receiver.url('/crash'), webhook_enabled: true, webhook_events: ['messages.received'] },
+        auth,
+      )
     ).data;
 
     const keys: string[] = [];
     for (let i = 0; i < 40; i++) {
-      const r = await json(`${first.url}/api/sandbox/receive`, 'POST', { from: `+1415555${String(2000 + i)}`, text: `message ${i}` }, { authorization: `Bearer ${session.api_key}` });
+      const r = await json(
+        `${first.url}/api/sandbox/receive`,
+        'POST',
+        { from: `+1415555${String(2000 + i)}`, text: `message ${i}` },
+        { authorization: `Bearer ${session.api_key}` },
+      );
       keys.push(r.data.key.id);
     }
     // Some answered, four in flight (the per-session limit), the rest queued.
@@ -102,10 +116,14 @@ describe('after kill -9', () => {
     const resent = new Set(receiver.requests.slice(countBefore).map((r) => r.json.data.key.id as string));
     for (const k of inFlight) expect(resent.has(k)).toBe(true);
     // Every record ends delivered, one per event; a duplicate (an attempt cut by the kill) has the same webhook-id.
-    const list = await eventually(async () => {
-      const body = await json(`${second.url}/api/dispatches?session_id=${session.id}&per_page=100`, 'GET', undefined, auth);
-      return body.data.data.every((d: any) => d.status === 'delivered') ? body.data : null;
-    }, 10_000, 'every record delivered');
+    const list = await eventually(
+      async () => {
+        const body = await json(`${second.url}/api/dispatches?session_id=${session.id}&per_page=100`, 'GET', undefined, auth);
+        return body.data.data.every((d: any) => d.status === 'delivered') ? body.data : null;
+      },
+      10_000,
+      'every record delivered',
+    );
     expect(list.total).toBe(keys.length);
     const idOfKey = new Map<string, Set<string>>();
     for (const r of receiver.requests) {

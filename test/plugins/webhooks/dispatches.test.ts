@@ -6,7 +6,20 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir, type TestApp } from '../../helpers/app.ts';
-import { answer, call, dispatchesOf, eventually, FAST_TOML, hookedSession, receive, Receiver, type SessionInfo, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+import {
+  answer,
+  call,
+  dispatchesOf,
+  eventually,
+  FAST_TOML,
+  hookedSession,
+  receive,
+  Receiver,
+  type SessionInfo,
+  startWebhooksApp,
+  type Tenant,
+  tenant,
+} from './helpers.ts';
 
 let app: TestApp;
 let t: Tenant;
@@ -26,7 +39,11 @@ beforeAll(async () => {
   broken = await hookedSession(app, t.pat, failing.url(), ['messages.received']);
   for (let i = 0; i < 3; i++) await receive(app, s, `ok ${i}`);
   await receive(app, broken, 'fails');
-  await eventually(async () => (await dispatchesOf(app, t.pat, broken.id)).every((d) => d.status === 'abandoned'), 10_000, 'the failing dispatch to be abandoned');
+  await eventually(
+    async () => (await dispatchesOf(app, t.pat, broken.id)).every((d) => d.status === 'abandoned'),
+    10_000,
+    'the failing dispatch to be abandoned',
+  );
   await eventually(async () => (await dispatchesOf(app, t.pat, s.id)).filter((d) => d.status === 'delivered').length === 6, 10_000, 'six deliveries');
 });
 afterAll(async () => {
@@ -145,7 +162,14 @@ describe('GET /api/dispatches/{id}', () => {
     expect(res.body.data.id).toBe(record.id);
     expect(res.body.data.attempts).toHaveLength(5);
     res.body.data.attempts.forEach((a: any, i: number) => {
-      expect(a).toStrictEqual({ number: i + 1, started_at: expect.any(String), duration_ms: expect.any(Number), status_code: 500, error: 'the receiver answered 500', response: 'nope' });
+      expect(a).toStrictEqual({
+        number: i + 1,
+        started_at: expect.any(String),
+        duration_ms: expect.any(Number),
+        status_code: 500,
+        error: 'the receiver answered 500',
+        response: 'nope',
+      });
     });
     expect(res.body.data.payload).toMatchObject({ event: 'messages.received', sessionId: broken.id, data: { message: { conversation: 'fails' } } });
     expect(failing.requests[0]!.json).toStrictEqual(res.body.data.payload);
@@ -159,12 +183,23 @@ describe('POST /api/dispatches/{id}/redeliver', () => {
     expect((await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${broken.id}`, { webhook_url: ok.url('/fixed') })).status).toBe(200);
     const res = await call(app, t.pat, 'POST', `/api/dispatches/${record.id}/redeliver`);
     expect(res.status).toBe(202);
-    expect(res.body.data).toMatchObject({ event_id: record.event_id, webhook_id: record.webhook_id, redelivery_of: record.id, status: 'pending', attempt_count: 0, url: ok.url('/fixed') });
+    expect(res.body.data).toMatchObject({
+      event_id: record.event_id,
+      webhook_id: record.webhook_id,
+      redelivery_of: record.id,
+      status: 'pending',
+      attempt_count: 0,
+      url: ok.url('/fixed'),
+    });
     expect(res.body.data.id).not.toBe(record.id);
-    const delivered = await eventually(async () => {
-      const d = (await call(app, t.pat, 'GET', `/api/dispatches/${res.body.data.id}`)).body.data;
-      return d.status === 'delivered' ? d : null;
-    }, 5000, 'the redelivery');
+    const delivered = await eventually(
+      async () => {
+        const d = (await call(app, t.pat, 'GET', `/api/dispatches/${res.body.data.id}`)).body.data;
+        return d.status === 'delivered' ? d : null;
+      },
+      5000,
+      'the redelivery',
+    );
     expect(delivered).toMatchObject({ attempt_count: 1, last_status_code: 200 });
     const got = ok.requests.filter((r) => r.path === '/fixed');
     expect(got).toHaveLength(1);
@@ -182,10 +217,14 @@ describe('POST /api/dispatches/{id}/redeliver', () => {
     try {
       const h = await hookedSession(app, t.pat, hang.url(), ['messages.received']);
       await receive(app, h, 'pending');
-      const [pending] = await eventually(async () => {
-        const list = await dispatchesOf(app, t.pat, h.id);
-        return list.length && list[0].in_flight ? list : null;
-      }, 5000, 'an attempt in flight');
+      const [pending] = await eventually(
+        async () => {
+          const list = await dispatchesOf(app, t.pat, h.id);
+          return list.length && list[0].in_flight ? list : null;
+        },
+        5000,
+        'an attempt in flight',
+      );
       expect(pending.status).toBe('pending');
       const res = await call(app, t.pat, 'POST', `/api/dispatches/${pending.id}/redeliver`);
       expect(res.status).toBe(409);
@@ -195,7 +234,11 @@ describe('POST /api/dispatches/{id}/redeliver', () => {
       await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { webhook_enabled: false });
       const disabled = await call(app, t.pat, 'POST', `/api/dispatches/${done.id}/redeliver`);
       expect(disabled.status).toBe(409);
-      expect(disabled.body).toEqual({ success: false, error: `Session ${s.id} has its webhook disabled (webhook_enabled is false)`, message: `Session ${s.id} has its webhook disabled (webhook_enabled is false)` });
+      expect(disabled.body).toEqual({
+        success: false,
+        error: `Session ${s.id} has its webhook disabled (webhook_enabled is false)`,
+        message: `Session ${s.id} has its webhook disabled (webhook_enabled is false)`,
+      });
       await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}`, { webhook_enabled: true });
       expect((await call(app, t.pat, 'POST', `/api/dispatches/${done.id}/redeliver`, { extra: 1 })).status).toBe(422);
     } finally {
@@ -225,9 +268,14 @@ describe('pruning', () => {
       await new Promise((r) => setTimeout(r, 1100));
       // 0.00001 days is 0.864 s: the delivered record is older than that now.
       second = await startWebhooksApp(`${FAST_TOML}retention_days = 0.00001\n`, { dataDir });
-      const rows = second.running.db.prepare('SELECT session_id, status FROM webhooks_dispatches ORDER BY id').all() as { session_id: number; status: string }[];
+      const rows = second.running.db.prepare('SELECT session_id, status FROM webhooks_dispatches ORDER BY id').all() as {
+        session_id: number;
+        status: string;
+      }[];
       expect(rows).toEqual([{ session_id: stuck.id, status: 'pending' }]);
-      const orphans = second.running.db.prepare('SELECT COUNT(*) AS n FROM webhooks_attempts WHERE dispatch_id NOT IN (SELECT id FROM webhooks_dispatches)').get() as { n: number };
+      const orphans = second.running.db
+        .prepare('SELECT COUNT(*) AS n FROM webhooks_attempts WHERE dispatch_id NOT IN (SELECT id FROM webhooks_dispatches)')
+        .get() as { n: number };
       expect(orphans.n).toBe(0);
       expect(second.logs.some((l) => l.msg === 'pruned old webhook dispatch records' && l.removed === 1)).toBe(true);
     } finally {

@@ -123,7 +123,12 @@ export function hookedSession(app: TestApp, pat: string, url: string, events: st
 
 let sender = 0;
 /** Makes a sandbox session receive a text; answers the message key. */
-export async function receive(app: TestApp, session: SessionInfo, text = 'hello', extra: Record<string, unknown> = {}): Promise<{ id: string; remoteJid: string; remoteJidAlt?: string; fromMe: boolean }> {
+export async function receive(
+  app: TestApp,
+  session: SessionInfo,
+  text = 'hello',
+  extra: Record<string, unknown> = {},
+): Promise<{ id: string; remoteJid: string; remoteJidAlt?: string; fromMe: boolean }> {
   const from = `+1415555${String(1000 + (++sender % 9000)).padStart(4, '0')}`;
   const res = await call(app, session.apiKey, 'POST', '/api/sandbox/receive', { from, text, ...extra });
   if (res.status !== 200) throw new Error(`sandbox receive failed: ${res.status} ${res.text}`);

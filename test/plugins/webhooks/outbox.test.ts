@@ -31,10 +31,14 @@ describe('the subscription filter', () => {
     const s = await hookedSession(app, t.pat, receiver.url(path), []);
     const before = Date.now();
     const key = await receive(app, s, 'Hello webhook', { pushName: 'Ada' });
-    const got = await eventually(() => {
-      const mine = receiver.requests.filter((r) => r.path === path);
-      return mine.some((r) => r.json.event === 'messages-personal') && mine.some((r) => r.json.event === 'messages.received') ? mine : null;
-    }, 5000, 'the message and its view');
+    const got = await eventually(
+      () => {
+        const mine = receiver.requests.filter((r) => r.path === path);
+        return mine.some((r) => r.json.event === 'messages-personal') && mine.some((r) => r.json.event === 'messages.received') ? mine : null;
+      },
+      5000,
+      'the message and its view',
+    );
     const names = got.map((r) => r.json.event);
     // session.status from the sandbox connecting, then the inbound message's events.
     expect(names).toEqual(expect.arrayContaining(['session.status', 'contacts.upsert', 'messages.upsert', 'messages.received', 'messages-personal']));
@@ -54,7 +58,12 @@ describe('the subscription filter', () => {
       },
     });
     // The key: id, remoteJid (a LID here), remoteJidAlt (the phone-based address, known here), fromMe.
-    expect(key).toMatchObject({ id: expect.any(String), remoteJid: expect.stringMatching(/@lid$/), remoteJidAlt: expect.stringMatching(/@s\.whatsapp\.net$/), fromMe: false });
+    expect(key).toMatchObject({
+      id: expect.any(String),
+      remoteJid: expect.stringMatching(/@lid$/),
+      remoteJidAlt: expect.stringMatching(/@s\.whatsapp\.net$/),
+      fromMe: false,
+    });
     // Unix milliseconds.
     expect(received.json.timestamp).toBeGreaterThanOrEqual(before);
     expect(received.json.timestamp).toBeLessThanOrEqual(Date.now());
@@ -76,10 +85,14 @@ describe('the subscription filter', () => {
     await receive(app, s, 'group one', { chat: 'group' });
     await receive(app, s, 'newsletter one', { chat: 'newsletter' });
     const got = await receiver.waitFor(1).then(() =>
-      eventually(() => {
-        const mine = receiver.requests.filter((r) => r.path === path);
-        return mine.length >= 4 ? mine : null;
-      }, 5000, 'four deliveries'),
+      eventually(
+        () => {
+          const mine = receiver.requests.filter((r) => r.path === path);
+          return mine.length >= 4 ? mine : null;
+        },
+        5000,
+        'four deliveries',
+      ),
     );
     // Subscribing to a view and to messages.received delivers the group message twice.
     expect(got.map((r) => `${r.json.event}:${r.json.data.message.conversation}`).sort()).toEqual(
@@ -108,7 +121,10 @@ describe('the subscription filter', () => {
     }
     expect(receiver.requests.filter((r) => r.path === '/none' || r.path === '/disabled')).toEqual([]);
     // Turning the subscription on later delivers what happens from then on.
-    expect((await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${disabled.id}`, { webhook_enabled: true, webhook_events: ['messages-personal.received'] })).status).toBe(200);
+    expect(
+      (await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${disabled.id}`, { webhook_enabled: true, webhook_events: ['messages-personal.received'] }))
+        .status,
+    ).toBe(200);
     await receive(app, disabled, 'now on');
     const late = await eventually(() => receiver.requests.find((r) => r.path === '/disabled'), 5000, 'the delivery after enabling');
     expect(late.json.event).toBe('messages-personal');
@@ -133,7 +149,11 @@ describe('the outbox', () => {
     expect(count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(dispatchesBefore);
     // A committed one is recorded and delivered.
     svc.emit(s.id, 'contacts.update', [{ id: 'y' }]);
-    const got = await eventually(() => receiver.requests.find((r) => r.path === '/rollback' && r.json.event === 'contacts.update'), 5000, 'the committed event');
+    const got = await eventually(
+      () => receiver.requests.find((r) => r.path === '/rollback' && r.json.event === 'contacts.update'),
+      5000,
+      'the committed event',
+    );
     expect(got.json.data).toEqual([{ id: 'y' }]);
     expect(receiver.requests.filter((r) => r.path === '/rollback' && r.json.event === 'contacts.update')).toHaveLength(1);
   });
@@ -143,14 +163,27 @@ describe('the outbox', () => {
     const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received']);
     await receive(app, s, 'one');
     await receive(app, s, 'two');
-    const records = await eventually(async () => {
-      const list = await dispatchesOf(app, t.pat, s.id);
-      return list.length === 2 && list.every((d) => d.status === 'delivered') ? list : null;
-    }, 5000, 'two delivered records');
+    const records = await eventually(
+      async () => {
+        const list = await dispatchesOf(app, t.pat, s.id);
+        return list.length === 2 && list.every((d) => d.status === 'delivered') ? list : null;
+      },
+      5000,
+      'two delivered records',
+    );
     const got = receiver.requests.filter((r) => r.path === path);
     expect(got).toHaveLength(2);
     for (const d of records) {
-      expect(d).toMatchObject({ session_id: s.id, event: 'messages.received', url: receiver.url(path), attempt_count: 1, last_status_code: 200, last_error: null, next_attempt_at: null, in_flight: false });
+      expect(d).toMatchObject({
+        session_id: s.id,
+        event: 'messages.received',
+        url: receiver.url(path),
+        attempt_count: 1,
+        last_status_code: 200,
+        last_error: null,
+        next_attempt_at: null,
+        in_flight: false,
+      });
       expect(d.webhook_id).toMatch(/^msg_[0-9a-f]{32}$/);
       expect(got.filter((r) => r.headers['webhook-id'] === d.webhook_id)).toHaveLength(1);
     }
@@ -172,17 +205,25 @@ describe('a subscription that goes away with deliveries pending', () => {
       await eventually(() => failing.requests.length >= 2, 5000, 'first attempts');
       expect((await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${disabled.id}`, { webhook_enabled: false })).status).toBe(200);
       expect((await call(app, t.pat, 'DELETE', `/api/whatsapp-sessions/${deleted.id}`)).status).toBe(200);
-      const [off] = await eventually(async () => {
-        const list = await dispatchesOf(app, t.pat, disabled.id);
-        return list[0]?.status === 'abandoned' ? list : null;
-      }, 5000, 'the disabled one abandoned');
+      const [off] = await eventually(
+        async () => {
+          const list = await dispatchesOf(app, t.pat, disabled.id);
+          return list[0]?.status === 'abandoned' ? list : null;
+        },
+        5000,
+        'the disabled one abandoned',
+      );
       expect(off.last_error).toBe('webhook disabled: not delivered');
       expect(off.attempt_count).toBeLessThan(5);
       // The deleted session's records stay readable in its organization.
-      const gone = await eventually(async () => {
-        const list = await dispatchesOf(app, t.pat, deleted.id);
-        return list.length && list.every((d) => d.status === 'abandoned') ? list : null;
-      }, 5000, 'the deleted one abandoned');
+      const gone = await eventually(
+        async () => {
+          const list = await dispatchesOf(app, t.pat, deleted.id);
+          return list.length && list.every((d) => d.status === 'abandoned') ? list : null;
+        },
+        5000,
+        'the deleted one abandoned',
+      );
       expect(gone.map((d) => d.last_error)).toContain('session deleted: not delivered');
       const sent = failing.requests.length;
       await new Promise((r) => setTimeout(r, 400));

@@ -67,13 +67,19 @@ describe('one inbound sandbox text', () => {
     await receive(app, s, 'count my reads');
     // contacts.upsert, messages.upsert, messages.received, messages-personal.
     await eventually(() => receiver.requests.filter((r) => r.path === path).length >= 5, 5000, 'four deliveries');
-    await eventually(async () => {
-      const list = await dispatchesOf(app, t.pat, s.id);
-      return list.length === 5 && list.every((d) => d.status === 'delivered');
-    }, 5000, 'four delivered records');
+    await eventually(
+      async () => {
+        const list = await dispatchesOf(app, t.pat, s.id);
+        return list.length === 5 && list.every((d) => d.status === 'delivered');
+      },
+      5000,
+      'four delivered records',
+    );
     const reads = sessionReads(start);
     const byPlugin = (name: string) => reads.filter((r) => r.caller.startsWith(`${name}/`)).length;
-    console.log(`session row reads for one inbound text: ${reads.length} (sessions ${byPlugin('sessions')}, webhooks ${byPlugin('webhooks')})\n${reads.map((r) => `  ${r.caller}`).join('\n')}`);
+    console.log(
+      `session row reads for one inbound text: ${reads.length} (sessions ${byPlugin('sessions')}, webhooks ${byPlugin('webhooks')})\n${reads.map((r) => `  ${r.caller}`).join('\n')}`,
+    );
     expect(reads.length).toBeLessThanOrEqual(3);
   });
 });

@@ -43,11 +43,15 @@ async function receiverFor(behaviour: Receiver['behaviour']): Promise<Receiver> 
 async function deliverOne(url: string, text = 'hi'): Promise<{ session: SessionInfo; dispatch: any }> {
   const session = await hookedSession(app, t.pat, url, ['messages.received']);
   await receive(app, session, text);
-  const dispatch = await eventually(async () => {
-    const list = await call(app, t.pat, 'GET', `/api/dispatches?session_id=${session.id}`);
-    const d = list.body.data.data[0];
-    return d && d.status !== 'pending' ? d : null;
-  }, 15_000, 'the dispatch to finish');
+  const dispatch = await eventually(
+    async () => {
+      const list = await call(app, t.pat, 'GET', `/api/dispatches?session_id=${session.id}`);
+      const d = list.body.data.data[0];
+      return d && d.status !== 'pending' ? d : null;
+    },
+    15_000,
+    'the dispatch to finish',
+  );
   const detail = await call(app, t.pat, 'GET', `/api/dispatches/${dispatch.id}`);
   expect(detail.status).toBe(200);
   return { session, dispatch: detail.body.data };

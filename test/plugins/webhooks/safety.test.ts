@@ -11,7 +11,20 @@ import type { Resolver } from '../../../core/net.ts';
 import { addressPolicy, BlockedAddressError, checkWebhookUrl, guardedAgent } from '../../../plugins/webhooks/network.ts';
 import { builtinPlugins } from '../../../plugins/index.ts';
 import { tempDir, type TestApp } from '../../helpers/app.ts';
-import { answer, call, dispatchesOf, eventually, FAST_TOML, hookedSession, receive, Receiver, sandboxSession, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+import {
+  answer,
+  call,
+  dispatchesOf,
+  eventually,
+  FAST_TOML,
+  hookedSession,
+  receive,
+  Receiver,
+  sandboxSession,
+  startWebhooksApp,
+  type Tenant,
+  tenant,
+} from './helpers.ts';
 
 describe('saving a webhook URL (private networks not allowed: the default)', () => {
   let app: TestApp;
@@ -22,8 +35,10 @@ describe('saving a webhook URL (private networks not allowed: the default)', () 
   });
   afterAll(() => app?.close());
 
-  const PRIVATE = /which this server does not deliver webhooks to \(allow it with \[plugins\.webhooks\] allow_private_networks = true, or name its network in \[plugins\.webhooks\] allowed_networks\)$/;
-  const METADATA = /a cloud metadata address, which this server does not deliver webhooks to \(only naming it in \[plugins\.webhooks\] allowed_networks allows it\)$/;
+  const PRIVATE =
+    /which this server does not deliver webhooks to \(allow it with \[plugins\.webhooks\] allow_private_networks = true, or name its network in \[plugins\.webhooks\] allowed_networks\)$/;
+  const METADATA =
+    /a cloud metadata address, which this server does not deliver webhooks to \(only naming it in \[plugins\.webhooks\] allowed_networks allows it\)$/;
   const refused: [string, RegExp, RegExp][] = [
     ['http://127.0.0.1:8080/hook', /points to 127\.0\.0\.1, a loopback, private or link-local address/, PRIVATE],
     ['http://localhost:8080/hook', /host localhost resolves to (127\.0\.0\.1|::1), a loopback/, PRIVATE],
@@ -90,7 +105,8 @@ describe('the allow-list', () => {
     const open = await startWebhooksApp('[plugins.webhooks]\nallow_private_networks = true\n');
     try {
       const a = await tenant(cidr);
-      const save = async (app: TestApp, pat: string, url: string) => (await call(app, pat, 'POST', '/api/sandbox-sessions', { name: 'x', webhook_url: url })).status;
+      const save = async (app: TestApp, pat: string, url: string) =>
+        (await call(app, pat, 'POST', '/api/sandbox-sessions', { name: 'x', webhook_url: url })).status;
       expect(await save(cidr, a.pat, 'http://127.0.0.1:9/')).toBe(201);
       expect(await save(cidr, a.pat, 'http://[fd12:3456::1]/')).toBe(201);
       expect(await save(cidr, a.pat, 'http://10.0.0.1/')).toBe(422);
@@ -110,7 +126,19 @@ describe('the allow-list', () => {
     const strict = addressPolicy({ allowPrivateNetworks: false, allowedNetworks: [] });
     expect(strict.allows('93.184.215.14')).toBe(true);
     expect(strict.allows('2606:2800:220:1::1')).toBe(true);
-    for (const ip of ['127.0.0.1', '::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '10.0.0.1', '172.16.5.4', '100.64.0.1', '169.254.169.254', 'fe80::1', 'fc00::1', 'nonsense']) {
+    for (const ip of [
+      '127.0.0.1',
+      '::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '10.0.0.1',
+      '172.16.5.4',
+      '100.64.0.1',
+      '169.254.169.254',
+      'fe80::1',
+      'fc00::1',
+      'nonsense',
+    ]) {
       expect(strict.allows(ip), ip).toBe(false);
     }
     const lan = addressPolicy({ allowPrivateNetworks: true, allowedNetworks: [] });
@@ -138,20 +166,28 @@ describe('connecting (DNS rebinding)', () => {
     expect(await checkWebhookUrl(`http://rebind.example:${receiver.port}/hook`, { policy, resolve: rebinding, timeoutMs: 1000 })).toBeNull();
     const agent = await guardedAgent({ policy, resolve: rebinding, connectTimeoutMs: 1000 });
     try {
-      const err = await agent
-        .request({ origin: `http://rebind.example:${receiver.port}`, path: '/hook', method: 'POST', body: '{}' })
-        .then(() => null, (e: unknown) => e);
+      const err = await agent.request({ origin: `http://rebind.example:${receiver.port}`, path: '/hook', method: 'POST', body: '{}' }).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(BlockedAddressError);
       expect(describeError(err)).toBe('refused to connect to rebind.example: it resolves to 127.0.0.1, a loopback, private, link-local or metadata address');
       // IP literals are checked too (no lookup happens for them).
-      const literal = await agent.request({ origin: `http://127.0.0.1:${receiver.port}`, path: '/hook', method: 'POST', body: '{}' }).then(() => null, (e: unknown) => e);
+      const literal = await agent.request({ origin: `http://127.0.0.1:${receiver.port}`, path: '/hook', method: 'POST', body: '{}' }).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(literal).toBeInstanceOf(BlockedAddressError);
       expect(receiver.requests).toEqual([]);
     } finally {
       await agent.destroy();
     }
     // The same resolver with loopback allowed does reach the receiver: the hook is what connects.
-    const open = await guardedAgent({ policy: addressPolicy({ allowPrivateNetworks: false, allowedNetworks: ['127.0.0.1'] }), resolve: rebinding, connectTimeoutMs: 1000 });
+    const open = await guardedAgent({
+      policy: addressPolicy({ allowPrivateNetworks: false, allowedNetworks: ['127.0.0.1'] }),
+      resolve: rebinding,
+      connectTimeoutMs: 1000,
+    });
     try {
       const res = await open.request({ origin: `http://rebind.example:${receiver.port}`, path: '/hook', method: 'POST', body: '{}' });
       expect(res.statusCode).toBe(200);
@@ -177,11 +213,19 @@ describe('connecting (DNS rebinding)', () => {
       await hang.waitFor(1, 5000);
       await first.close();
       second = await startWebhooksApp(FAST_TOML.replace('allow_private_networks = true', 'allow_private_networks = false'), { dataDir });
-      const [d] = await eventually(async () => {
-        const list = await dispatchesOf(second!, owner.pat, s.id);
-        return list[0]?.status === 'abandoned' ? list : null;
-      }, 10_000, 'the refused delivery to be abandoned');
-      expect(d).toMatchObject({ attempt_count: 5, last_status_code: null, last_error: 'refused to connect to 127.0.0.1: a loopback, private, link-local or metadata address' });
+      const [d] = await eventually(
+        async () => {
+          const list = await dispatchesOf(second!, owner.pat, s.id);
+          return list[0]?.status === 'abandoned' ? list : null;
+        },
+        10_000,
+        'the refused delivery to be abandoned',
+      );
+      expect(d).toMatchObject({
+        attempt_count: 5,
+        last_status_code: null,
+        last_error: 'refused to connect to 127.0.0.1: a loopback, private, link-local or metadata address',
+      });
       expect(hang.requests).toHaveLength(1);
     } finally {
       await second?.close();

@@ -100,11 +100,15 @@ describe('HMAC mode', () => {
 
       // Redelivery: a new dispatch, the same webhook-id, still verifiable.
       // The outcome of an attempt is recorded a few milliseconds after the receiver answered.
-      const dispatch = await eventually(async () => {
-        const list = await call(app, t.pat, 'GET', `/api/dispatches?session_id=${s.id}`);
-        const row = list.body.data.data[0];
-        return row?.status === 'delivered' ? row : undefined;
-      }, 5000, 'the dispatch recorded as delivered');
+      const dispatch = await eventually(
+        async () => {
+          const list = await call(app, t.pat, 'GET', `/api/dispatches?session_id=${s.id}`);
+          const row = list.body.data.data[0];
+          return row?.status === 'delivered' ? row : undefined;
+        },
+        5000,
+        'the dispatch recorded as delivered',
+      );
       expect(dispatch).toMatchObject({ status: 'delivered', attempt_count: 3, webhook_id: third.headers['webhook-id'] });
       const again = await call(app, t.pat, 'POST', `/api/dispatches/${dispatch.id}/redeliver`);
       expect(again.status).toBe(202);

@@ -29,11 +29,22 @@ export class NodeSha256 {
   #hash: ReturnType<typeof createHash> | ReturnType<typeof createHmac>;
   readonly #secret: Uint8Array | string | undefined;
   constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
-    this.#secret = secret === undefined || typeof secret === 'string' ? secret : ArrayBuffer.isView(secret) ? new Uint8Array(secret.buffer, secret.byteOffset, secret.byteLength) : new Uint8Array(secret);
+    this.#secret =
+      secret === undefined || typeof secret === 'string'
+        ? secret
+        : ArrayBuffer.isView(secret)
+          ? new Uint8Array(secret.buffer, secret.byteOffset, secret.byteLength)
+          : new Uint8Array(secret);
     this.#hash = this.#secret === undefined ? createHash('sha256') : createHmac('sha256', this.#secret);
   }
   update(data: string | ArrayBuffer | ArrayBufferView): void {
-    this.#hash.update(typeof data === 'string' ? Buffer.from(data, 'utf8') : ArrayBuffer.isView(data) ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength) : new Uint8Array(data));
+    this.#hash.update(
+      typeof data === 'string'
+        ? Buffer.from(data, 'utf8')
+        : ArrayBuffer.isView(data)
+          ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+          : new Uint8Array(data),
+    );
   }
   async digest(): Promise<Uint8Array> {
     return new Uint8Array(this.#hash.digest());
@@ -132,7 +143,8 @@ interface Scope {
 
 function parseCredential(text: string): Scope {
   const parts = text.split('/');
-  if (parts.length !== 5 || parts[4] !== 'aws4_request') throw new S3Error('AuthorizationHeaderMalformed', 400, 'The authorization header is malformed; the Credential is mal-formed.');
+  if (parts.length !== 5 || parts[4] !== 'aws4_request')
+    throw new S3Error('AuthorizationHeaderMalformed', 400, 'The authorization header is malformed; the Credential is mal-formed.');
   return { accessKey: parts[0]!, date: parts[1]!, region: parts[2]!, service: parts[3]! };
 }
 
@@ -155,7 +167,13 @@ export class Verifier {
     let signer = this.#signers.get(id);
     if (!signer) {
       if (this.#signers.size > 1000) this.#signers.clear();
-      signer = new SignatureV4({ credentials: { accessKeyId: accessKey, secretAccessKey: secret }, region: this.#region, service: 's3', sha256: NodeSha256, uriEscapePath: false });
+      signer = new SignatureV4({
+        credentials: { accessKeyId: accessKey, secretAccessKey: secret },
+        region: this.#region,
+        service: 's3',
+        sha256: NodeSha256,
+        uriEscapePath: false,
+      });
       this.#signers.set(id, signer);
     }
     return signer;
@@ -164,11 +182,21 @@ export class Verifier {
   #credential(scope: Scope, date: Date): Credential {
     const found = this.#lookup(scope.accessKey);
     if (!found) throw new S3Error('InvalidAccessKeyId', 403, 'The AWS Access Key Id you provided does not exist in our records.');
-    if (scope.service !== 's3') throw new S3Error('AuthorizationHeaderMalformed', 400, `The authorization header is malformed; incorrect service "${scope.service}". This endpoint belongs to "s3".`);
+    if (scope.service !== 's3')
+      throw new S3Error(
+        'AuthorizationHeaderMalformed',
+        400,
+        `The authorization header is malformed; incorrect service "${scope.service}". This endpoint belongs to "s3".`,
+      );
     if (scope.region !== this.#region) {
       // With the expected region as its own element, as AWS answers: s3cmd (whose default region
       // "US" is no region) reads it and signs again for it.
-      throw new S3Error('AuthorizationHeaderMalformed', 400, `The authorization header is malformed; the region '${scope.region}' is wrong; expecting '${this.#region}'`, { Region: this.#region });
+      throw new S3Error(
+        'AuthorizationHeaderMalformed',
+        400,
+        `The authorization header is malformed; the region '${scope.region}' is wrong; expecting '${this.#region}'`,
+        { Region: this.#region },
+      );
     }
     if (scope.date !== date.toISOString().slice(0, 10).replace(/-/g, '')) {
       throw new S3Error('AuthorizationHeaderMalformed', 400, 'The authorization header is malformed; the credential date does not match the request date.');
@@ -187,7 +215,8 @@ export class Verifier {
       if (/^AWS\s/.test(authorization)) return this.#verifyV2Header(req, authorization);
       return this.#verifyHeader(req, rawPath, query, authorization);
     }
-    if (query['X-Amz-Signature'] !== undefined || query['X-Amz-Algorithm'] !== undefined || query['X-Amz-Credential'] !== undefined) return this.#verifyQuery(req, rawPath, query);
+    if (query['X-Amz-Signature'] !== undefined || query['X-Amz-Algorithm'] !== undefined || query['X-Amz-Credential'] !== undefined)
+      return this.#verifyQuery(req, rawPath, query);
     if (query.Signature !== undefined || query.AWSAccessKeyId !== undefined) return this.#verifyV2Query(req, query);
     throw denied('Anonymous access is not allowed; sign the request (AWS Signature Version 4, or 2).');
   }
@@ -202,7 +231,11 @@ export class Verifier {
     const text = stringToSignV2(req, expires);
     const mine = createHmac('sha1', cred.secret).update(text, 'utf8').digest('base64');
     if (!sameText(mine, claimed)) {
-      throw new S3Error('SignatureDoesNotMatch', 403, 'The request signature we calculated does not match the signature you provided. Check your key and signing method.');
+      throw new S3Error(
+        'SignatureDoesNotMatch',
+        403,
+        'The request signature we calculated does not match the signature you provided. Check your key and signing method.',
+      );
     }
     const signed = new Set(['content-md5', 'content-type', ...Object.keys(req.headers).filter((h) => h.startsWith('x-amz-'))]);
     if (expires === undefined) signed.add('date');
@@ -243,7 +276,12 @@ export class Verifier {
     const headers: Record<string, string> = Object.create(null);
     for (const name of signed) {
       const value = header(req.headers, name);
-      if (value === undefined) throw new S3Error('SignatureDoesNotMatch', 403, `The request signature we calculated does not match the signature you provided: signed header "${name}" is missing.`);
+      if (value === undefined)
+        throw new S3Error(
+          'SignatureDoesNotMatch',
+          403,
+          `The request signature we calculated does not match the signature you provided: signed header "${name}" is missing.`,
+        );
       headers[name] = value;
     }
     const host = header(req.headers, 'host') ?? '';
@@ -263,7 +301,12 @@ export class Verifier {
     const cred = this.#credential(scope, date);
     if (!signed.includes('host')) throw denied('The host header must be signed.');
     const payload = header(req.headers, 'x-amz-content-sha256') ?? EMPTY_SHA256;
-    const request = this.#request(req, rawPath, query, signed.filter((h) => h !== 'x-amz-date'));
+    const request = this.#request(
+      req,
+      rawPath,
+      query,
+      signed.filter((h) => h !== 'x-amz-date'),
+    );
     request.headers['x-amz-content-sha256'] ??= payload;
     const signer = this.#signer(scope.accessKey, cred.secret);
     const unsignable = new Set(['x-amz-content-sha256'].filter((h) => !signed.includes(h)));
@@ -271,7 +314,11 @@ export class Verifier {
     const mine = /Signature=([0-9a-f]{64})/.exec(String(out.headers.authorization))?.[1] ?? '';
     const mineHeaders = /SignedHeaders=([^,\s]+)/.exec(String(out.headers.authorization))?.[1];
     if (!sameText(mine, m[3]!) || mineHeaders !== signed.join(';')) {
-      throw new S3Error('SignatureDoesNotMatch', 403, 'The request signature we calculated does not match the signature you provided. Check your key and signing method.');
+      throw new S3Error(
+        'SignatureDoesNotMatch',
+        403,
+        'The request signature we calculated does not match the signature you provided. Check your key and signing method.',
+      );
     }
     const auth: Authenticated = { principal: cred.principal, payload, signedHeaders: new Set(signed) };
     if (payload.startsWith('STREAMING-AWS4-HMAC-SHA256-PAYLOAD')) {
@@ -283,7 +330,8 @@ export class Verifier {
   async #verifyQuery(req: SignedRequest, rawPath: string, query: Record<string, string | string[]>): Promise<Authenticated> {
     const one = (name: string): string => {
       const v = query[name];
-      if (typeof v !== 'string') throw new S3Error('AuthorizationQueryParametersError', 400, `Query-string authentication requires exactly one ${name} parameter.`);
+      if (typeof v !== 'string')
+        throw new S3Error('AuthorizationQueryParametersError', 400, `Query-string authentication requires exactly one ${name} parameter.`);
       return v;
     };
     if (one('X-Amz-Algorithm') !== 'AWS4-HMAC-SHA256') throw new S3Error('AuthorizationQueryParametersError', 400, 'X-Amz-Algorithm must be AWS4-HMAC-SHA256.');
@@ -321,7 +369,11 @@ export class Verifier {
     });
     const mine = String(out.query?.['X-Amz-Signature'] ?? '');
     if (!sameText(mine, signature) || out.query?.['X-Amz-SignedHeaders'] !== signed.join(';')) {
-      throw new S3Error('SignatureDoesNotMatch', 403, 'The request signature we calculated does not match the signature you provided. Check your key and signing method.');
+      throw new S3Error(
+        'SignatureDoesNotMatch',
+        403,
+        'The request signature we calculated does not match the signature you provided. Check your key and signing method.',
+      );
     }
     return { principal: cred.principal, payload: 'UNSIGNED-PAYLOAD', signedHeaders: new Set(signed) };
   }
@@ -332,11 +384,40 @@ export class Verifier {
  * response overrides (AWS's list, with the ones botocore and s3cmd add). Others are not signed.
  */
 const V2_SUBRESOURCES = new Set([
-  'accelerate', 'acl', 'analytics', 'cors', 'delete', 'inventory', 'lifecycle', 'location', 'logging', 'metrics', 'notification',
-  'object-lock', 'partNumber', 'policy', 'replication', 'requestPayment', 'restore', 'select', 'select-type', 'storageClass',
-  'tagging', 'torrent', 'uploadId', 'uploads', 'versionId', 'versioning', 'versions', 'website',
-  'response-cache-control', 'response-content-disposition', 'response-content-encoding', 'response-content-language',
-  'response-content-type', 'response-expires',
+  'accelerate',
+  'acl',
+  'analytics',
+  'cors',
+  'delete',
+  'inventory',
+  'lifecycle',
+  'location',
+  'logging',
+  'metrics',
+  'notification',
+  'object-lock',
+  'partNumber',
+  'policy',
+  'replication',
+  'requestPayment',
+  'restore',
+  'select',
+  'select-type',
+  'storageClass',
+  'tagging',
+  'torrent',
+  'uploadId',
+  'uploads',
+  'versionId',
+  'versioning',
+  'versions',
+  'website',
+  'response-cache-control',
+  'response-content-disposition',
+  'response-content-encoding',
+  'response-content-language',
+  'response-content-type',
+  'response-expires',
 ]);
 
 /**
@@ -393,7 +474,10 @@ export class ChunkSigner {
   constructor(signer: SignatureV4, date: Date, scope: string, seed: string) {
     this.#signer = signer;
     this.#date = date;
-    this.#longDate = date.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+    this.#longDate = date
+      .toISOString()
+      .replace(/[-:]/g, '')
+      .replace(/\.\d{3}/, '');
     this.#scope = scope;
     this.#previous = seed;
   }
@@ -414,7 +498,8 @@ export class ChunkSigner {
   async #check(text: string, claimed: string): Promise<void> {
     const region = this.#scope.split('/')[1];
     const mine = await this.#signer.sign(text, { signingDate: this.#date, signingRegion: region });
-    if (!sameText(mine, claimed)) throw new S3Error('SignatureDoesNotMatch', 403, 'The chunk signature we calculated does not match the signature you provided.');
+    if (!sameText(mine, claimed))
+      throw new S3Error('SignatureDoesNotMatch', 403, 'The chunk signature we calculated does not match the signature you provided.');
     this.#previous = mine;
   }
 }

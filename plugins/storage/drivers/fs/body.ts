@@ -139,7 +139,8 @@ export async function* dechunk(source: AsyncIterable<Buffer>, opts: ChunkedOptio
       b.writeUInt32BE(crc >>> 0);
       mine = b.toString('base64');
     }
-    if (mine !== undefined && mine !== value) throw new S3Error('BadDigest', 400, `The ${name.slice(15)} checksum you specified did not match the calculated checksum.`);
+    if (mine !== undefined && mine !== value)
+      throw new S3Error('BadDigest', 400, `The ${name.slice(15)} checksum you specified did not match the calculated checksum.`);
   }
 }
 

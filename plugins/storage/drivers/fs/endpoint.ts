@@ -17,9 +17,19 @@ import type fsp from 'node:fs/promises';
 import http from 'node:http';
 import type { Logger } from '../../../../core/logger.ts';
 import { redactUrl } from '../../../../core/redact.ts';
-import { type Authenticated, type Principal, type Verifier } from './auth.ts';
+import type { Authenticated, Principal, Verifier } from './auth.ts';
 import { checkSha256, dechunk, exactLength, readSmall } from './body.ts';
-import { MAX_KEY_BYTES, MAX_PARTS, multipartEtag, noSuchUpload, type ObjectMeta, type ObjectRow, type ObjectStore, S3Error, type UploadRow } from './objects.ts';
+import {
+  MAX_KEY_BYTES,
+  MAX_PARTS,
+  multipartEtag,
+  noSuchUpload,
+  type ObjectMeta,
+  type ObjectRow,
+  type ObjectStore,
+  S3Error,
+  type UploadRow,
+} from './objects.ts';
 import type { BucketQuota, QuotaHold } from './quota.ts';
 import { child, childrenNamed, el, esc, parseXml, S3_NS, XML_HEAD, type XmlNode } from './xml.ts';
 
@@ -61,12 +71,20 @@ interface Target {
 const malformed = () => new S3Error('MalformedXML', 400, 'The XML you provided was not well-formed or did not validate against our published schema.');
 const tooLarge = () => new S3Error('EntityTooLarge', 400, 'Your proposed upload exceeds the maximum allowed object size.');
 const invalidPartNumber = (value: string | null) =>
-  new S3Error('InvalidArgument', 400, 'Part number must be an integer between 1 and 10000, inclusive', { ArgumentName: 'partNumber', ArgumentValue: value ?? '' });
-const copyRangeForm = (value: string) =>
-  new S3Error('InvalidArgument', 400, 'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy', {
-    ArgumentName: 'x-amz-copy-source-range',
-    ArgumentValue: value,
+  new S3Error('InvalidArgument', 400, 'Part number must be an integer between 1 and 10000, inclusive', {
+    ArgumentName: 'partNumber',
+    ArgumentValue: value ?? '',
   });
+const copyRangeForm = (value: string) =>
+  new S3Error(
+    'InvalidArgument',
+    400,
+    'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy',
+    {
+      ArgumentName: 'x-amz-copy-source-range',
+      ArgumentValue: value,
+    },
+  );
 
 /** Errors a client causes by going away mid-request: not the server's failure. */
 const GONE_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE']);
@@ -124,7 +142,10 @@ function metaFrom(headers: http.IncomingHttpHeaders): ObjectMeta {
   }
   // aws-chunked is how the body travelled, not how the object is encoded.
   if (stored['content-encoding']) {
-    const rest = stored['content-encoding'].split(',').map((s) => s.trim()).filter((s) => s && s !== 'aws-chunked');
+    const rest = stored['content-encoding']
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s && s !== 'aws-chunked');
     if (rest.length) stored['content-encoding'] = rest.join(', ');
     else delete stored['content-encoding'];
   }
@@ -150,9 +171,19 @@ function intParam(query: URLSearchParams, name: string, fallback: number, max: n
   return Math.min(Number(v), max);
 }
 
-export function createEndpoint({ store, verifier, region, log, quota, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, headersTimeoutMs = DEFAULT_HEADERS_TIMEOUT_MS }: EndpointOptions): http.Server {
+export function createEndpoint({
+  store,
+  verifier,
+  region,
+  log,
+  quota,
+  requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
+  headersTimeoutMs = DEFAULT_HEADERS_TIMEOUT_MS,
+}: EndpointOptions): http.Server {
   // Node enforces headersTimeout on this interval: a quarter of it keeps the limit close.
-  const server = http.createServer({ connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(headersTimeoutMs / 4))) }, (req, res) => onRequest(req, res, false));
+  const server = http.createServer({ connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(headersTimeoutMs / 4))) }, (req, res) =>
+    onRequest(req, res, false),
+  );
   server.keepAliveTimeout = 30_000;
   server.headersTimeout = headersTimeoutMs;
   // No limit on a whole request (a 5 GiB upload takes long); silence is what is limited.
@@ -174,7 +205,10 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     const origin = req.headers.origin;
     if (origin) {
       res.setHeader('access-control-allow-origin', '*');
-      res.setHeader('access-control-expose-headers', 'ETag, Content-Length, Content-Range, x-amz-request-id, x-amz-version-id, x-amz-checksum-crc32, x-amz-checksum-sha256, x-amz-mp-parts-count');
+      res.setHeader(
+        'access-control-expose-headers',
+        'ETag, Content-Length, Content-Range, x-amz-request-id, x-amz-version-id, x-amz-checksum-crc32, x-amz-checksum-sha256, x-amz-mp-parts-count',
+      );
     }
     if (wantsContinue) awaitingContinue.set(req, res);
     res.setTimeout(requestTimeoutMs, () => onSilence(req, res, requestId));
@@ -184,12 +218,24 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
   /** Nothing received or sent for requestTimeoutMs: S3's RequestTimeout, then the connection closed. */
   function onSilence(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): void {
     timedOut.add(req);
-    log.debug({ method: req.method, url: redactUrl(req.url ?? ''), requestId, timeoutMs: requestTimeoutMs }, 'object store request timed out (the client was silent)');
+    log.debug(
+      { method: req.method, url: redactUrl(req.url ?? ''), requestId, timeoutMs: requestTimeoutMs },
+      'object store request timed out (the client was silent)',
+    );
     if (res.headersSent) {
       res.destroy();
       return;
     }
-    sendError(req, res, new S3Error('RequestTimeout', 400, 'Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.'), requestId);
+    sendError(
+      req,
+      res,
+      new S3Error(
+        'RequestTimeout',
+        400,
+        'Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.',
+      ),
+      requestId,
+    );
     // The handler may still be waiting for the body. Node no longer tracks a request once its
     // response is finished, so closing the socket alone would leave that wait (and its temporary
     // file) forever: the request itself is destroyed.
@@ -213,7 +259,10 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     } else if ((!req.complete && (req.destroyed || req.socket.destroyed)) || (code !== undefined && GONE_CODES.has(code))) {
       // The client went away (an aborted upload, a closed connection): no stack, never the
       // URL's signature or credential.
-      log.debug({ method: req.method, url: redactUrl(req.url ?? ''), requestId, reason: code ?? (err as Error)?.message }, 'object store client went away mid-request');
+      log.debug(
+        { method: req.method, url: redactUrl(req.url ?? ''), requestId, reason: code ?? (err as Error)?.message },
+        'object store client went away mid-request',
+      );
       res.destroy();
       return;
     } else {
@@ -284,7 +333,12 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     const text = auth.payload.startsWith('STREAMING-') ? req.headers['x-amz-decoded-content-length'] : req.headers['content-length'];
     if (text === undefined) return undefined;
     const n = Number(text);
-    if (!(Number.isSafeInteger(n) && n >= 0)) throw new S3Error('InvalidArgument', 400, `${auth.payload.startsWith('STREAMING-') ? 'x-amz-decoded-content-length' : 'Content-Length'} is not a number.`);
+    if (!(Number.isSafeInteger(n) && n >= 0))
+      throw new S3Error(
+        'InvalidArgument',
+        400,
+        `${auth.payload.startsWith('STREAMING-') ? 'x-amz-decoded-content-length' : 'Content-Length'} is not a number.`,
+      );
     if (n > MAX_PUT_BYTES) throw tooLarge();
     return n;
   }
@@ -292,7 +346,9 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
   /** The body as bytes, decoded and checked per the signing mode. */
   function bodyOf(req: http.IncomingMessage, auth: Authenticated): AsyncIterable<Buffer> {
     const declared = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
-    const encodings = String(req.headers['content-encoding'] ?? '').split(',').map((s) => s.trim());
+    const encodings = String(req.headers['content-encoding'] ?? '')
+      .split(',')
+      .map((s) => s.trim());
     const streaming = auth.payload.startsWith('STREAMING-');
     const size = declaredSize(req, auth);
     if (streaming) {
@@ -303,8 +359,10 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     // aws-chunked framing is only decoded for a streaming x-amz-content-sha256 (signed as part of
     // the request, as S3 requires). Decoding it otherwise would let anyone holding a presigned URL,
     // whose signature binds Content-Length, store a body of another size.
-    if (encodings.includes('aws-chunked')) throw new S3Error('InvalidArgument', 400, 'aws-chunked encoding is not supported with the specified x-amz-content-sha256 value.');
-    if (declared === undefined && req.headers['transfer-encoding'] === undefined) throw new S3Error('MissingContentLength', 411, 'You must provide the Content-Length HTTP header.');
+    if (encodings.includes('aws-chunked'))
+      throw new S3Error('InvalidArgument', 400, 'aws-chunked encoding is not supported with the specified x-amz-content-sha256 value.');
+    if (declared === undefined && req.headers['transfer-encoding'] === undefined)
+      throw new S3Error('MissingContentLength', 411, 'You must provide the Content-Length HTTP header.');
     const plain = exactLength(reading(req), declared, MAX_PUT_BYTES);
     if (/^[0-9a-fA-F]{64}$/.test(auth.payload)) return checkSha256(plain, auth.payload);
     return plain;
@@ -324,7 +382,8 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
   async function readXml(req: http.IncomingMessage, auth: Authenticated): Promise<XmlNode> {
     const md5 = contentMd5Of(req);
     const raw = await readSmall(bodyOf(req, auth), MAX_XML_BYTES);
-    if (md5 !== undefined && !md5.equals(createHash('md5').update(raw).digest())) throw new S3Error('BadDigest', 400, 'The Content-MD5 you specified did not match what we received.');
+    if (md5 !== undefined && !md5.equals(createHash('md5').update(raw).digest()))
+      throw new S3Error('BadDigest', 400, 'The Content-MD5 you specified did not match what we received.');
     try {
       return parseXml(raw.toString('utf8'));
     } catch {
@@ -349,16 +408,37 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
   function precondition(req: http.IncomingMessage, row: ObjectRow): number | undefined {
     const etag = quoted(row.etag);
     const ifMatch = req.headers['if-match'];
-    if (ifMatch !== undefined && ifMatch !== '*' && !ifMatch.split(',').map((s) => s.trim()).includes(etag)) return 412;
+    if (
+      ifMatch !== undefined &&
+      ifMatch !== '*' &&
+      !ifMatch
+        .split(',')
+        .map((s) => s.trim())
+        .includes(etag)
+    )
+      return 412;
     const ifNone = req.headers['if-none-match'];
-    if (ifNone !== undefined && (ifNone === '*' || ifNone.split(',').map((s) => s.trim()).includes(etag))) return 304;
+    if (
+      ifNone !== undefined &&
+      (ifNone === '*' ||
+        ifNone
+          .split(',')
+          .map((s) => s.trim())
+          .includes(etag))
+    )
+      return 304;
     const since = req.headers['if-modified-since'];
     if (ifNone === undefined && since !== undefined && Math.floor(row.lastModified / 1000) * 1000 <= Date.parse(since)) return 304;
     return undefined;
   }
 
   /** The bytes a GET or HEAD asks for: a part (`partNumber`), a Range, or all of them. */
-  function rangeOf(req: http.IncomingMessage, res: http.ServerResponse, row: ObjectRow, partNumber: number | undefined): { start: number; end: number; partial: boolean } {
+  function rangeOf(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    row: ObjectRow,
+    partNumber: number | undefined,
+  ): { start: number; end: number; partial: boolean } {
     if (partNumber !== undefined) {
       // A single-part object has one part: itself.
       const sizes = row.parts ?? [row.size];
@@ -465,7 +545,10 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     sendXml(
       res,
       `<ListBucketResult xmlns="${S3_NS}">${el('Name', t.bucket)}${el('Prefix', k(prefix))}${delimiter ? el('Delimiter', k(delimiter)) : ''}${el('MaxKeys', maxKeys)}${el('KeyCount', out.contents.length + out.commonPrefixes.length)}${el('IsTruncated', out.truncated)}${token !== null ? el('ContinuationToken', token) : ''}${el('NextContinuationToken', next)}${startAfter ? el('StartAfter', k(startAfter)) : ''}${encode ? el('EncodingType', 'url') : ''}${out.contents
-        .map((o) => `<Contents>${el('Key', k(o.key))}${el('LastModified', iso(o.lastModified))}${el('ETag', quoted(o.etag))}${el('Size', o.size)}${owner}<StorageClass>STANDARD</StorageClass></Contents>`)
+        .map(
+          (o) =>
+            `<Contents>${el('Key', k(o.key))}${el('LastModified', iso(o.lastModified))}${el('ETag', quoted(o.etag))}${el('Size', o.size)}${owner}<StorageClass>STANDARD</StorageClass></Contents>`,
+        )
         .join('')}${out.commonPrefixes.map((p) => `<CommonPrefixes>${el('Prefix', k(p))}</CommonPrefixes>`).join('')}</ListBucketResult>`,
     );
   }
@@ -478,13 +561,20 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     const maxKeys = intParam(q, 'max-keys', 1000, 1000);
     const marker = q.get('marker') ?? '';
     const encode = q.get('encoding-type') === 'url';
-    const skipUnder = delimiter !== '' && marker.endsWith(delimiter) && marker.startsWith(prefix) && marker.indexOf(delimiter, prefix.length) === marker.length - delimiter.length;
+    const skipUnder =
+      delimiter !== '' &&
+      marker.endsWith(delimiter) &&
+      marker.startsWith(prefix) &&
+      marker.indexOf(delimiter, prefix.length) === marker.length - delimiter.length;
     const out = store.list(t.bucket, { prefix, delimiter, startAfter: marker, skipUnder, maxKeys });
     const k = (s: string) => (encode ? urlEncodeKey(s) : s);
     sendXml(
       res,
       `<ListBucketResult xmlns="${S3_NS}">${el('Name', t.bucket)}${el('Prefix', k(prefix))}${el('Marker', k(marker))}${delimiter ? el('Delimiter', k(delimiter)) : ''}${el('MaxKeys', maxKeys)}${el('IsTruncated', out.truncated)}${out.truncated && out.last !== undefined ? el('NextMarker', k(out.last)) : ''}${encode ? el('EncodingType', 'url') : ''}${out.contents
-        .map((o) => `<Contents>${el('Key', k(o.key))}${el('LastModified', iso(o.lastModified))}${el('ETag', quoted(o.etag))}${el('Size', o.size)}<Owner><ID>wharf</ID><DisplayName>wharf</DisplayName></Owner><StorageClass>STANDARD</StorageClass></Contents>`)
+        .map(
+          (o) =>
+            `<Contents>${el('Key', k(o.key))}${el('LastModified', iso(o.lastModified))}${el('ETag', quoted(o.etag))}${el('Size', o.size)}<Owner><ID>wharf</ID><DisplayName>wharf</DisplayName></Owner><StorageClass>STANDARD</StorageClass></Contents>`,
+        )
         .join('')}${out.commonPrefixes.map((p) => `<CommonPrefixes>${el('Prefix', k(p))}</CommonPrefixes>`).join('')}</ListBucketResult>`,
     );
   }
@@ -525,7 +615,8 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
       throw new S3Error('InvalidArgument', 400, 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey.');
     }
     const slash = decoded.indexOf('/');
-    if (slash <= 0 || slash === decoded.length - 1) throw new S3Error('InvalidArgument', 400, 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey.');
+    if (slash <= 0 || slash === decoded.length - 1)
+      throw new S3Error('InvalidArgument', 400, 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey.');
     const src = { bucket: decoded.slice(0, slash), key: decoded.slice(slash + 1) };
     if (!may(principal, src.bucket, false)) throw new S3Error('AccessDenied', 403, 'Access Denied');
     return src;
@@ -545,7 +636,11 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     const src = copySourceOf(req, principal);
     const replace = String(req.headers['x-amz-metadata-directive'] ?? 'COPY').toUpperCase() === 'REPLACE';
     if (!replace && src.bucket === t.bucket && src.key === t.key) {
-      throw new S3Error('InvalidRequest', 400, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.");
+      throw new S3Error(
+        'InvalidRequest',
+        400,
+        "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
+      );
     }
     const row = await quota.write(principal, t.bucket, { kind: 'object', key: t.key }, store.head(src.bucket, src.key)?.size ?? 0, (hold) =>
       working(res, () => store.copy(src, { bucket: t.bucket, key: t.key }, replace ? metaFrom(req.headers) : undefined, (body) => hold.meter(body))),
@@ -572,7 +667,8 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     /** The bytes of the source to copy, decided on its row (its size) once it is open. */
     const bytesToCopy = (row: ObjectRow): { start: number; end: number } | undefined => {
       if (rangeHeader === undefined) {
-        if (row.size > MAX_PUT_BYTES) throw new S3Error('InvalidRequest', 400, `The specified copy source is larger than the maximum allowable size for a copy source: ${MAX_PUT_BYTES}`);
+        if (row.size > MAX_PUT_BYTES)
+          throw new S3Error('InvalidRequest', 400, `The specified copy source is larger than the maximum allowable size for a copy source: ${MAX_PUT_BYTES}`);
         return undefined;
       }
       const m = /^bytes=(\d{1,16})-(\d{1,16})$/.exec(String(rangeHeader).trim());
@@ -580,7 +676,10 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
       const start = Number(m[1]);
       const end = Number(m[2]);
       if (end >= row.size) {
-        throw new S3Error('InvalidArgument', 400, `Range specified is not valid for source object of size: ${row.size}`, { ArgumentName: 'x-amz-copy-source-range', ArgumentValue: String(rangeHeader) });
+        throw new S3Error('InvalidArgument', 400, `Range specified is not valid for source object of size: ${row.size}`, {
+          ArgumentName: 'x-amz-copy-source-range',
+          ArgumentValue: String(rangeHeader),
+        });
       }
       if (end - start + 1 > MAX_PUT_BYTES) throw tooLarge();
       return { start, end };
@@ -588,10 +687,12 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     // Admitted for what the range (or the whole source) holds now; metered on the way, so a source
     // that grows meanwhile cannot slip past the limit.
     const source = store.head(src.bucket, src.key);
-    const size = source ? (() => {
-      const r = bytesToCopy(source);
-      return r ? r.end - r.start + 1 : source.size;
-    })() : 0;
+    const size = source
+      ? (() => {
+          const r = bytesToCopy(source);
+          return r ? r.end - r.start + 1 : source.size;
+        })()
+      : 0;
     const part = await quota.write(principal, upload.bucket, { kind: 'part', upload: upload.id, part: n }, size, async (hold) =>
       store.putPart(upload, n, await working(res, () => store.receiveFrom(src, bytesToCopy, (body) => hold.meter(body)))),
     );
@@ -628,7 +729,9 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
       try {
         const joining = upload;
         const listed = [...new Set(parts.map((p) => p.partNumber))].reduce((sum, n) => sum + store.partSize(joining.id, n), 0);
-        const row = await quota.write(auth.principal, t.bucket, { kind: 'complete', key: t.key, upload: joining.id }, listed, () => working(res, () => store.complete(joining, parts)));
+        const row = await quota.write(auth.principal, t.bucket, { kind: 'complete', key: t.key, upload: joining.id }, listed, () =>
+          working(res, () => store.complete(joining, parts)),
+        );
         etag = row.etag;
       } catch (err) {
         // Completed by a concurrent identical request meanwhile.
@@ -654,7 +757,9 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     sendXml(
       res,
       `<ListPartsResult xmlns="${S3_NS}">${el('Bucket', t.bucket)}${el('Key', t.key)}${el('UploadId', uploadId)}${el('PartNumberMarker', marker)}${el('NextPartNumberMarker', page.length ? page[page.length - 1]!.partNumber : marker)}${el('MaxParts', max)}${el('IsTruncated', truncated)}<StorageClass>STANDARD</StorageClass>${page
-        .map((p) => `<Part>${el('PartNumber', p.partNumber)}${el('LastModified', iso(p.lastModified))}${el('ETag', quoted(p.etag))}${el('Size', p.size)}</Part>`)
+        .map(
+          (p) => `<Part>${el('PartNumber', p.partNumber)}${el('LastModified', iso(p.lastModified))}${el('ETag', quoted(p.etag))}${el('Size', p.size)}</Part>`,
+        )
         .join('')}</ListPartsResult>`,
     );
   }
@@ -680,7 +785,8 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     const method = req.method ?? 'GET';
     if (method === 'OPTIONS') {
       // CORS preflight for browser uploads to presigned URLs: the signature is the credential.
-      if (!req.headers.origin || !req.headers['access-control-request-method']) throw new S3Error('BadRequest', 400, 'Insufficient information. Origin request header needed.');
+      if (!req.headers.origin || !req.headers['access-control-request-method'])
+        throw new S3Error('BadRequest', 400, 'Insufficient information. Origin request header needed.');
       sendEmpty(res, 200, {
         'access-control-allow-origin': '*',
         'access-control-allow-methods': 'GET, PUT, HEAD, POST, DELETE',
@@ -700,7 +806,9 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
       if (method !== 'GET') throw new S3Error('MethodNotAllowed', 405, 'The specified method is not allowed against this resource.');
       // ListBuckets: everything for the root key; an app key sees its own bucket (as MinIO lists
       // the buckets a key may use), so `aws s3 ls` and `s3cmd ls` work with it.
-      const buckets = may(principal, undefined, true) ? store.listBuckets() : store.listBuckets().filter((b) => principal.kind === 'bucket' && b.name === principal.bucket);
+      const buckets = may(principal, undefined, true)
+        ? store.listBuckets()
+        : store.listBuckets().filter((b) => principal.kind === 'bucket' && b.name === principal.bucket);
       sendXml(
         res,
         `<ListAllMyBucketsResult xmlns="${S3_NS}"><Owner><ID>wharf</ID><DisplayName>wharf</DisplayName></Owner><Buckets>${buckets
@@ -720,7 +828,8 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
         // Drain a CreateBucketConfiguration, if any.
         await readSmall(reading(req), MAX_XML_BYTES);
         if (own) throw new S3Error('BucketAlreadyOwnedByYou', 409, 'Your previous request to create the named bucket succeeded and you already own it.');
-        if (!store.createBucket(t.bucket)) throw new S3Error('BucketAlreadyOwnedByYou', 409, 'Your previous request to create the named bucket succeeded and you already own it.');
+        if (!store.createBucket(t.bucket))
+          throw new S3Error('BucketAlreadyOwnedByYou', 409, 'Your previous request to create the named bucket succeeded and you already own it.');
         sendEmpty(res, 200, { location: `/${t.bucket}` });
         return;
       }
@@ -749,7 +858,21 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
           sendXml(res, `<VersioningConfiguration xmlns="${S3_NS}"/>`);
           return;
         }
-        const sub = ['acl', 'cors', 'policy', 'lifecycle', 'tagging', 'encryption', 'object-lock', 'notification', 'website', 'logging', 'replication', 'accelerate', 'requestPayment'].find((s) => q.has(s));
+        const sub = [
+          'acl',
+          'cors',
+          'policy',
+          'lifecycle',
+          'tagging',
+          'encryption',
+          'object-lock',
+          'notification',
+          'website',
+          'logging',
+          'replication',
+          'accelerate',
+          'requestPayment',
+        ].find((s) => q.has(s));
         if (sub) throw new S3Error('NotImplemented', 501, `The ${sub} subresource is not supported by this store.`);
         if (q.get('list-type') === '2') return listV2(res, t);
         return listV1(res, t);
@@ -763,7 +886,8 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
     switch (method) {
       case 'GET':
         if (uploadId !== null) return listParts(res, t, uploadId);
-        if (['acl', 'tagging', 'attributes', 'retention', 'legal-hold', 'torrent'].some((s) => q.has(s))) throw new S3Error('NotImplemented', 501, 'This object subresource is not supported by this store.');
+        if (['acl', 'tagging', 'attributes', 'retention', 'legal-hold', 'torrent'].some((s) => q.has(s)))
+          throw new S3Error('NotImplemented', 501, 'This object subresource is not supported by this store.');
         return getObject(req, res, t, false);
       case 'HEAD':
         return getObject(req, res, t, true);
@@ -776,13 +900,17 @@ export function createEndpoint({ store, verifier, region, log, quota, requestTim
           return uploadPart(req, res, auth, upload, n);
         }
         if (req.headers['x-amz-copy-source'] !== undefined) return copyObject(req, res, t, principal);
-        if (['acl', 'tagging', 'retention', 'legal-hold'].some((s) => q.has(s))) throw new S3Error('NotImplemented', 501, 'This object subresource is not supported by this store.');
+        if (['acl', 'tagging', 'retention', 'legal-hold'].some((s) => q.has(s)))
+          throw new S3Error('NotImplemented', 501, 'This object subresource is not supported by this store.');
         return putObject(req, res, t, auth);
       }
       case 'POST':
         if (q.has('uploads')) {
           const id = store.createUpload(t.bucket, t.key, metaFrom(req.headers));
-          sendXml(res, `<InitiateMultipartUploadResult xmlns="${S3_NS}">${el('Bucket', t.bucket)}${el('Key', t.key)}${el('UploadId', id)}</InitiateMultipartUploadResult>`);
+          sendXml(
+            res,
+            `<InitiateMultipartUploadResult xmlns="${S3_NS}">${el('Bucket', t.bucket)}${el('Key', t.key)}${el('UploadId', id)}</InitiateMultipartUploadResult>`,
+          );
           return;
         }
         if (uploadId !== null) return completeUpload(req, res, t, auth, uploadId);

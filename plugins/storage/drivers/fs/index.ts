@@ -148,7 +148,14 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
     return { accessKey: found.accessKey, secretKey: env.keys.decrypt(found.secret, secretContext(found.accessKey)) };
   }
 
-  async function presign(method: 'GET' | 'PUT', bucket: string, key: string, expiresIn: number, headers: Record<string, string>, query: Record<string, string>): Promise<string> {
+  async function presign(
+    method: 'GET' | 'PUT',
+    bucket: string,
+    key: string,
+    expiresIn: number,
+    headers: Record<string, string>,
+    query: Record<string, string>,
+  ): Promise<string> {
     const url = new URL(publicUrl);
     const signed = await presigner.presign(
       {
@@ -292,7 +299,14 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
 
     presignGet: ({ bucket, key, expiresInSeconds, downloadName }) =>
       run('presigning', () =>
-        presign('GET', bucket, key, expiresInSeconds, {}, downloadName === undefined ? {} : { 'response-content-disposition': contentDisposition('attachment', downloadName) }),
+        presign(
+          'GET',
+          bucket,
+          key,
+          expiresInSeconds,
+          {},
+          downloadName === undefined ? {} : { 'response-content-disposition': contentDisposition('attachment', downloadName) },
+        ),
       ),
 
     connectionFor(bucket): StorageConnection {
@@ -330,7 +344,13 @@ export async function startStandaloneStore(options: {
 }): Promise<{ url: string; close(): Promise<void> }> {
   const store = new ObjectStore(options.objectsDir);
   const lookup = keyLookup(store, options.root, options.keys, options.log);
-  const server = createEndpoint({ store, verifier: new Verifier(lookup, options.region), region: options.region, log: options.log, quota: new BucketQuota(store, undefined) });
+  const server = createEndpoint({
+    store,
+    verifier: new Verifier(lookup, options.region),
+    region: options.region,
+    log: options.log,
+    quota: new BucketQuota(store, undefined),
+  });
   const at = options.listen.lastIndexOf(':');
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

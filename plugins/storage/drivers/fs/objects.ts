@@ -109,7 +109,15 @@ interface RawObject {
 }
 
 function toRow(r: RawObject): ObjectRow {
-  const row: ObjectRow = { bucket: r.bucket, key: r.key, blob: r.blob, size: r.size, etag: r.etag, lastModified: r.last_modified, meta: JSON.parse(r.meta) as ObjectMeta };
+  const row: ObjectRow = {
+    bucket: r.bucket,
+    key: r.key,
+    blob: r.blob,
+    size: r.size,
+    etag: r.etag,
+    lastModified: r.last_modified,
+    meta: JSON.parse(r.meta) as ObjectMeta,
+  };
   if (r.parts) row.parts = JSON.parse(r.parts) as number[];
   return row;
 }
@@ -248,11 +256,13 @@ export class ObjectStore {
     if (!columns.some((c) => c.name === 'parts')) this.#db.exec('ALTER TABLE objects ADD COLUMN parts TEXT');
     // INSERT OR REPLACE must fire the delete triggers of the row it replaces (usage counters).
     this.#db.pragma('recursive_triggers = ON');
-    this.#db.transaction(() => {
-      if ((this.#db.pragma('user_version', { simple: true }) as number) >= 1) return;
-      this.#db.exec(USAGE_SCHEMA);
-      this.#db.pragma('user_version = 1');
-    }).immediate();
+    this.#db
+      .transaction(() => {
+        if ((this.#db.pragma('user_version', { simple: true }) as number) >= 1) return;
+        this.#db.exec(USAGE_SCHEMA);
+        this.#db.pragma('user_version = 1');
+      })
+      .immediate();
     this.#q = {
       usage: this.#db.prepare('SELECT objects, object_bytes, part_bytes FROM bucket_usage WHERE bucket = ?'),
       objectSize: this.#db.prepare('SELECT size FROM objects WHERE bucket = ? AND key = ?').pluck(),
@@ -322,7 +332,9 @@ export class ObjectStore {
 
   /** Stores the bucket's key unless it has one; returns the one it has. */
   setBucketKey(key: BucketKey): BucketKey {
-    this.#db.prepare('INSERT OR IGNORE INTO bucket_keys (access_key, bucket, secret, created) VALUES (?, ?, ?, ?)').run(key.accessKey, key.bucket, key.secret, Date.now());
+    this.#db
+      .prepare('INSERT OR IGNORE INTO bucket_keys (access_key, bucket, secret, created) VALUES (?, ?, ?, ?)')
+      .run(key.accessKey, key.bucket, key.secret, Date.now());
     return this.keyOfBucket(key.bucket)!;
   }
 
@@ -399,7 +411,14 @@ export class ObjectStore {
    * removed. `multipart` gives the ETag and part sizes of an object joined from parts; `then`
    * runs inside the transaction that records the object.
    */
-  async commit(bucket: string, key: string, received: Received, meta: ObjectMeta, multipart?: { etag: string; parts: number[] }, then?: () => void): Promise<ObjectRow> {
+  async commit(
+    bucket: string,
+    key: string,
+    received: Received,
+    meta: ObjectMeta,
+    multipart?: { etag: string; parts: number[] },
+    then?: () => void,
+  ): Promise<ObjectRow> {
     const id = randomUUID();
     const blob = `${id.slice(0, 2)}/${id}`;
     const target = this.#blobPath(bucket, blob);
@@ -602,7 +621,9 @@ export class ObjectStore {
 
   /** Every object of a bucket, in key order, a page at a time. */
   keysAfter(bucket: string, after: string, limit: number): string[] {
-    return (this.#db.prepare('SELECT key FROM objects WHERE bucket = ? AND key > ? ORDER BY key LIMIT ?').all(bucket, after, limit) as { key: string }[]).map((r) => r.key);
+    return (this.#db.prepare('SELECT key FROM objects WHERE bucket = ? AND key > ? ORDER BY key LIMIT ?').all(bucket, after, limit) as { key: string }[]).map(
+      (r) => r.key,
+    );
   }
 
   /**
@@ -641,7 +662,9 @@ export class ObjectStore {
     try {
       const r = range(row);
       if (row.size === 0 && !r) return await this.receive(through((async function* () {})()));
-      return await this.receive(through(handle.createReadStream({ autoClose: false, start: r?.start ?? 0, end: r?.end ?? row.size - 1 }) as AsyncIterable<Buffer>));
+      return await this.receive(
+        through(handle.createReadStream({ autoClose: false, start: r?.start ?? 0, end: r?.end ?? row.size - 1 }) as AsyncIterable<Buffer>),
+      );
     } finally {
       await handle.close();
     }
@@ -658,7 +681,9 @@ export class ObjectStore {
   }
 
   upload(bucket: string, key: string, id: string): UploadRow {
-    const r = this.#db.prepare('SELECT * FROM uploads WHERE id = ?').get(id) as { id: string; bucket: string; key: string; initiated: number; meta: string } | undefined;
+    const r = this.#db.prepare('SELECT * FROM uploads WHERE id = ?').get(id) as
+      | { id: string; bucket: string; key: string; initiated: number; meta: string }
+      | undefined;
     if (!r || r.bucket !== bucket || r.key !== key) {
       this.requireBucket(bucket);
       throw noSuchUpload();
@@ -669,10 +694,18 @@ export class ObjectStore {
   listUploads(bucket: string, opts: { prefix: string; keyMarker: string; uploadIdMarker: string; max: number }): { uploads: UploadRow[]; truncated: boolean } {
     const rows = this.#db
       .prepare('SELECT * FROM uploads WHERE bucket = ? AND (key > ? OR (key = ? AND id > ?)) ORDER BY key, id LIMIT ?')
-      .all(bucket, opts.keyMarker, opts.keyMarker, opts.uploadIdMarker, opts.max + 1) as { id: string; bucket: string; key: string; initiated: number; meta: string }[];
+      .all(bucket, opts.keyMarker, opts.keyMarker, opts.uploadIdMarker, opts.max + 1) as {
+      id: string;
+      bucket: string;
+      key: string;
+      initiated: number;
+      meta: string;
+    }[];
     const matching = rows.filter((r) => r.key.startsWith(opts.prefix));
     return {
-      uploads: matching.slice(0, opts.max).map((r) => ({ id: r.id, bucket: r.bucket, key: r.key, initiated: r.initiated, meta: JSON.parse(r.meta) as ObjectMeta })),
+      uploads: matching
+        .slice(0, opts.max)
+        .map((r) => ({ id: r.id, bucket: r.bucket, key: r.key, initiated: r.initiated, meta: JSON.parse(r.meta) as ObjectMeta })),
       truncated: rows.length > opts.max,
     };
   }
@@ -688,7 +721,9 @@ export class ObjectStore {
     const part: PartRow = { partNumber, size: received.size, etag: received.md5.toString('hex'), lastModified: Date.now(), blob };
     const old = this.#db.transaction(() => {
       if (!this.#db.prepare('SELECT 1 FROM uploads WHERE id = ?').get(upload.id)) throw noSuchUpload();
-      const prev = this.#db.prepare('SELECT blob FROM parts WHERE upload_id = ? AND part_number = ?').get(upload.id, partNumber) as { blob: string } | undefined;
+      const prev = this.#db.prepare('SELECT blob FROM parts WHERE upload_id = ? AND part_number = ?').get(upload.id, partNumber) as
+        | { blob: string }
+        | undefined;
       this.#db
         .prepare('INSERT OR REPLACE INTO parts (upload_id, part_number, size, etag, last_modified, blob) VALUES (?, ?, ?, ?, ?, ?)')
         .run(upload.id, partNumber, part.size, part.etag, part.lastModified, blob);
@@ -730,8 +765,10 @@ export class ObjectStore {
       if (w.partNumber <= previous) throw new S3Error('InvalidPartOrder', 400, 'The list of parts was not in ascending order.');
       previous = w.partNumber;
       const part = have.get(w.partNumber);
-      if (!part || part.etag !== w.etag.replace(/"/g, '')) throw new S3Error('InvalidPart', 400, `Part ${w.partNumber} was not found or its ETag does not match.`);
-      if (i < wanted.length - 1 && part.size < MIN_PART_BYTES) throw new S3Error('EntityTooSmall', 400, `Part ${w.partNumber} is smaller than the minimum of 5 MiB.`);
+      if (!part || part.etag !== w.etag.replace(/"/g, ''))
+        throw new S3Error('InvalidPart', 400, `Part ${w.partNumber} was not found or its ETag does not match.`);
+      if (i < wanted.length - 1 && part.size < MIN_PART_BYTES)
+        throw new S3Error('EntityTooSmall', 400, `Part ${w.partNumber} is smaller than the minimum of 5 MiB.`);
       chosen.push(part);
     }
     async function* concat(): AsyncIterable<Buffer> {
@@ -751,7 +788,9 @@ export class ObjectStore {
       if (!this.#db.prepare('SELECT 1 FROM uploads WHERE id = ?').get(upload.id)) throw noSuchUpload();
       this.#dropUpload(upload.id);
       this.#db.prepare('DELETE FROM completed_uploads WHERE completed < ?').run(now - COMPLETED_UPLOAD_TTL_MS);
-      this.#db.prepare('INSERT OR REPLACE INTO completed_uploads (id, bucket, key, etag, completed) VALUES (?, ?, ?, ?, ?)').run(upload.id, upload.bucket, upload.key, etag, now);
+      this.#db
+        .prepare('INSERT OR REPLACE INTO completed_uploads (id, bucket, key, etag, completed) VALUES (?, ?, ?, ?, ?)')
+        .run(upload.id, upload.bucket, upload.key, etag, now);
     });
     fs.rmSync(path.join(this.#multipart, upload.id), { recursive: true, force: true });
     return row;

@@ -98,7 +98,9 @@ describe('a server with no storage config', () => {
 describe('@aws-sdk/client-s3 with the validated credentials (default checksums: aws-chunked with trailers)', () => {
   it('put, head, get (with Range), list, copy, delete', async () => {
     const body = randomBytes(100_000);
-    const put = await s3.send(new PutObjectCommand({ Bucket: mine.bucketName, Key: 'dir/a.bin', Body: body, ContentType: 'application/x-test', Metadata: { colour: 'blue' } }));
+    const put = await s3.send(
+      new PutObjectCommand({ Bucket: mine.bucketName, Key: 'dir/a.bin', Body: body, ContentType: 'application/x-test', Metadata: { colour: 'blue' } }),
+    );
     expect(put.ETag).toBe(`"${createHash('md5').update(body).digest('hex')}"`);
     const head = await s3.send(new HeadObjectCommand({ Bucket: mine.bucketName, Key: 'dir/a.bin' }));
     expect(head).toMatchObject({ ContentLength: body.length, ContentType: 'application/x-test', Metadata: { colour: 'blue' }, ETag: put.ETag });
@@ -109,7 +111,9 @@ describe('@aws-sdk/client-s3 with the validated credentials (default checksums: 
     expect(Buffer.from(await range.Body!.transformToByteArray()).equals(body.subarray(10, 20))).toBe(true);
     // A stream body: the SDK sends it aws-chunked, STREAMING-UNSIGNED-PAYLOAD-TRAILER with a CRC32 trailer.
     const { Readable } = await import('node:stream');
-    await s3.send(new PutObjectCommand({ Bucket: mine.bucketName, Key: 'dir/b.txt', Body: Readable.from([Buffer.from('hel'), Buffer.from('lo')]), ContentLength: 5 }));
+    await s3.send(
+      new PutObjectCommand({ Bucket: mine.bucketName, Key: 'dir/b.txt', Body: Readable.from([Buffer.from('hel'), Buffer.from('lo')]), ContentLength: 5 }),
+    );
     expect(await (await s3.send(new GetObjectCommand({ Bucket: mine.bucketName, Key: 'dir/b.txt' }))).Body!.transformToString()).toBe('hello');
     await s3.send(new CopyObjectCommand({ Bucket: mine.bucketName, Key: 'copy/a.bin', CopySource: `${mine.bucketName}/dir/a.bin` }));
     const list = await s3.send(new ListObjectsV2Command({ Bucket: mine.bucketName, Delimiter: '/' }));
@@ -120,7 +124,9 @@ describe('@aws-sdk/client-s3 with the validated credentials (default checksums: 
       ['dir/b.txt', 5],
     ]);
     await s3.send(new DeleteObjectCommand({ Bucket: mine.bucketName, Key: 'dir/b.txt' }));
-    const del = await s3.send(new DeleteObjectsCommand({ Bucket: mine.bucketName, Delete: { Objects: [{ Key: 'dir/a.bin' }, { Key: 'copy/a.bin' }, { Key: 'never' }] } }));
+    const del = await s3.send(
+      new DeleteObjectsCommand({ Bucket: mine.bucketName, Delete: { Objects: [{ Key: 'dir/a.bin' }, { Key: 'copy/a.bin' }, { Key: 'never' }] } }),
+    );
     expect(del.Deleted?.map((d) => d.Key).sort()).toEqual(['copy/a.bin', 'dir/a.bin', 'never']);
     expect((await s3.send(new ListObjectsV2Command({ Bucket: mine.bucketName }))).KeyCount).toBe(0);
   });
@@ -131,7 +137,9 @@ describe('@aws-sdk/client-s3 with the validated credentials (default checksums: 
     const seen: string[] = [];
     let token: string | undefined;
     do {
-      const page: ListObjectsV2CommandOutput = await s3.send(new ListObjectsV2Command({ Bucket: mine.bucketName, Delimiter: '/', MaxKeys: 2, ContinuationToken: token }));
+      const page: ListObjectsV2CommandOutput = await s3.send(
+        new ListObjectsV2Command({ Bucket: mine.bucketName, Delimiter: '/', MaxKeys: 2, ContinuationToken: token }),
+      );
       seen.push(...(page.Contents ?? []).map((c) => c.Key!), ...(page.CommonPrefixes ?? []).map((p) => p.Prefix!));
       token = page.NextContinuationToken;
       expect((page.KeyCount ?? 0) <= 2).toBe(true);
@@ -160,7 +168,17 @@ describe('@aws-sdk/client-s3 with the validated credentials (default checksums: 
       [2, part2.length],
     ]);
     const done = await s3.send(
-      new CompleteMultipartUploadCommand({ Bucket: mine.bucketName, Key: 'big.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }] } }),
+      new CompleteMultipartUploadCommand({
+        Bucket: mine.bucketName,
+        Key: 'big.bin',
+        UploadId,
+        MultipartUpload: {
+          Parts: [
+            { PartNumber: 1, ETag: e1 },
+            { PartNumber: 2, ETag: e2 },
+          ],
+        },
+      }),
     );
     expect(done.ETag).toMatch(/-2"$/);
     const got = await s3.send(new GetObjectCommand({ Bucket: mine.bucketName, Key: 'big.bin' }));
@@ -177,7 +195,14 @@ describe('@aws-sdk/client-s3 with the validated credentials (default checksums: 
     try {
       const { Readable } = await import('node:stream');
       const body = randomBytes(200_000);
-      await quiet.send(new PutObjectCommand({ Bucket: mine.bucketName, Key: 'stream.bin', Body: Readable.from([body.subarray(0, 70_000), body.subarray(70_000)]), ContentLength: body.length }));
+      await quiet.send(
+        new PutObjectCommand({
+          Bucket: mine.bucketName,
+          Key: 'stream.bin',
+          Body: Readable.from([body.subarray(0, 70_000), body.subarray(70_000)]),
+          ContentLength: body.length,
+        }),
+      );
       const got = await quiet.send(new GetObjectCommand({ Bucket: mine.bucketName, Key: 'stream.bin' }));
       expect(Buffer.from(await got.Body!.transformToByteArray()).equals(body)).toBe(true);
     } finally {
@@ -246,7 +271,10 @@ describe('presigned URLs', () => {
     expect(await bad.text()).toMatch(/<Code>SignatureDoesNotMatch<\/Code>/);
     const otherKey = url.replace(/p\.txt/, 'q.txt');
     expect((await fetch(otherKey)).status).toBe(403);
-    const old = await getSignedUrl(s3, new GetObjectCommand({ Bucket: mine.bucketName, Key: 'p.txt' }), { expiresIn: 1, signingDate: new Date(Date.now() - 10_000) });
+    const old = await getSignedUrl(s3, new GetObjectCommand({ Bucket: mine.bucketName, Key: 'p.txt' }), {
+      expiresIn: 1,
+      signingDate: new Date(Date.now() - 10_000),
+    });
     const expired = await fetch(old);
     expect(expired.status).toBe(403);
     expect(await expired.text()).toMatch(/<Code>AccessDenied<\/Code><Message>Request has expired<\/Message>/);
@@ -254,7 +282,10 @@ describe('presigned URLs', () => {
 
   it('answers CORS preflights for browser PUTs to presigned URLs', async () => {
     const url = await getSignedUrl(s3, new PutObjectCommand({ Bucket: mine.bucketName, Key: 'browser.txt' }), { expiresIn: 60 });
-    const pre = await fetch(url, { method: 'OPTIONS', headers: { origin: 'http://example.test', 'access-control-request-method': 'PUT', 'access-control-request-headers': 'content-type' } });
+    const pre = await fetch(url, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://example.test', 'access-control-request-method': 'PUT', 'access-control-request-headers': 'content-type' },
+    });
     expect(pre.status).toBe(200);
     expect(pre.headers.get('access-control-allow-origin')).toBe('*');
     expect(pre.headers.get('access-control-allow-methods')).toMatch(/PUT/);
@@ -269,7 +300,13 @@ describe('bad input', () => {
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: mine.bucketName, Key: 'm.bin' }));
     const post = async (query: string, xml: string) => {
       // Sign a raw POST with the SDK's own signer.
-      const signer = new SignatureV4({ credentials: { accessKeyId: creds.accessKey, secretAccessKey: creds.secretKey }, region: 'us-east-1', service: 's3', sha256: NodeSha256, uriEscapePath: false });
+      const signer = new SignatureV4({
+        credentials: { accessKeyId: creds.accessKey, secretAccessKey: creds.secretKey },
+        region: 'us-east-1',
+        service: 's3',
+        sha256: NodeSha256,
+        uriEscapePath: false,
+      });
       const [pathPart, q] = query.split('?');
       const params = Object.fromEntries(new URLSearchParams(q));
       const signed = (await signer.sign({
@@ -279,7 +316,11 @@ describe('bad input', () => {
         port: creds.port,
         path: pathPart!,
         query: params,
-        headers: { host: `${creds.endPoint}:${creds.port}`, 'x-amz-content-sha256': createHash('sha256').update(xml).digest('hex'), 'content-type': 'application/xml' },
+        headers: {
+          host: `${creds.endPoint}:${creds.port}`,
+          'x-amz-content-sha256': createHash('sha256').update(xml).digest('hex'),
+          'content-type': 'application/xml',
+        },
         body: xml,
       } as never)) as unknown as { headers: Record<string, string> };
       return fetch(`http://${creds.endPoint}:${creds.port}${query}`, { method: 'POST', headers: signed.headers, body: xml });

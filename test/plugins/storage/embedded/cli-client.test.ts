@@ -76,7 +76,10 @@ beforeAll(async () => {
   creds = res.body.storage;
   work = tempDir('wharf-awscli-');
   // Path-style requests; multipart from 5 MiB up, in 5 MiB parts (S3's minimum part size).
-  fs.writeFileSync(path.join(work, 'config'), '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n  multipart_threshold = 5MB\n  multipart_chunksize = 5MB\n');
+  fs.writeFileSync(
+    path.join(work, 'config'),
+    '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n  multipart_threshold = 5MB\n  multipart_chunksize = 5MB\n',
+  );
 }, 15 * 60_000);
 
 afterAll(async () => {
@@ -85,65 +88,103 @@ afterAll(async () => {
 });
 
 describe('awscli (Debian) with the validated credentials', () => {
-  it('is the Debian package, not a shim', async () => {
-    expect(fs.realpathSync(AWS).startsWith('/usr/')).toBe(true);
-    expect(await ok('--version')).toMatch(/^aws-cli\/2\./);
-  }, CLI_TEST_MS);
+  it(
+    'is the Debian package, not a shim',
+    async () => {
+      expect(fs.realpathSync(AWS).startsWith('/usr/')).toBe(true);
+      expect(await ok('--version')).toMatch(/^aws-cli\/2\./);
+    },
+    CLI_TEST_MS,
+  );
 
-  it('put, get, list, delete', async () => {
-    const body = randomBytes(70_000);
-    fs.writeFileSync(path.join(work, 'small.bin'), body);
-    await ok('s3api', 'put-object', '--bucket', mine.bucketName, '--key', 'cli/small.bin', '--body', 'small.bin', '--content-type', 'application/x-cli', '--metadata', 'colour=green');
-    await ok('s3', 'cp', 'small.bin', `s3://${mine.bucketName}/cli/dir/second.bin`);
+  it(
+    'put, get, list, delete',
+    async () => {
+      const body = randomBytes(70_000);
+      fs.writeFileSync(path.join(work, 'small.bin'), body);
+      await ok(
+        's3api',
+        'put-object',
+        '--bucket',
+        mine.bucketName,
+        '--key',
+        'cli/small.bin',
+        '--body',
+        'small.bin',
+        '--content-type',
+        'application/x-cli',
+        '--metadata',
+        'colour=green',
+      );
+      await ok('s3', 'cp', 'small.bin', `s3://${mine.bucketName}/cli/dir/second.bin`);
 
-    const head = JSON.parse(await ok('s3api', 'head-object', '--bucket', mine.bucketName, '--key', 'cli/small.bin', '--output', 'json'));
-    expect(head).toMatchObject({ ContentLength: body.length, ContentType: 'application/x-cli', Metadata: { colour: 'green' }, ETag: `"${createHash('md5').update(body).digest('hex')}"` });
-    await ok('s3', 'cp', `s3://${mine.bucketName}/cli/small.bin`, 'back.bin');
-    expect(fs.readFileSync(path.join(work, 'back.bin')).equals(body)).toBe(true);
+      const head = JSON.parse(await ok('s3api', 'head-object', '--bucket', mine.bucketName, '--key', 'cli/small.bin', '--output', 'json'));
+      expect(head).toMatchObject({
+        ContentLength: body.length,
+        ContentType: 'application/x-cli',
+        Metadata: { colour: 'green' },
+        ETag: `"${createHash('md5').update(body).digest('hex')}"`,
+      });
+      await ok('s3', 'cp', `s3://${mine.bucketName}/cli/small.bin`, 'back.bin');
+      expect(fs.readFileSync(path.join(work, 'back.bin')).equals(body)).toBe(true);
 
-    const listed = JSON.parse(await ok('s3api', 'list-objects-v2', '--bucket', mine.bucketName, '--prefix', 'cli/', '--delimiter', '/', '--output', 'json'));
-    expect(listed.Contents.map((c: any) => [c.Key, c.Size])).toEqual([['cli/small.bin', body.length]]);
-    expect(listed.CommonPrefixes).toEqual([{ Prefix: 'cli/dir/' }]);
-    // `aws s3 ls --recursive` pages through ListObjectsV2 itself.
-    const ls = await ok('s3', 'ls', '--recursive', `s3://${mine.bucketName}/cli/`);
-    expect(ls).toMatch(/ 70000 cli\/dir\/second\.bin\n/);
-    expect(ls).toMatch(/ 70000 cli\/small\.bin\n/);
+      const listed = JSON.parse(await ok('s3api', 'list-objects-v2', '--bucket', mine.bucketName, '--prefix', 'cli/', '--delimiter', '/', '--output', 'json'));
+      expect(listed.Contents.map((c: any) => [c.Key, c.Size])).toEqual([['cli/small.bin', body.length]]);
+      expect(listed.CommonPrefixes).toEqual([{ Prefix: 'cli/dir/' }]);
+      // `aws s3 ls --recursive` pages through ListObjectsV2 itself.
+      const ls = await ok('s3', 'ls', '--recursive', `s3://${mine.bucketName}/cli/`);
+      expect(ls).toMatch(/ 70000 cli\/dir\/second\.bin\n/);
+      expect(ls).toMatch(/ 70000 cli\/small\.bin\n/);
 
-    await ok('s3api', 'delete-object', '--bucket', mine.bucketName, '--key', 'cli/small.bin');
-    await ok('s3', 'rm', `s3://${mine.bucketName}/cli/dir/second.bin`);
-    const empty = JSON.parse(await ok('s3api', 'list-objects-v2', '--bucket', mine.bucketName, '--output', 'json') || '{}');
-    expect(empty.KeyCount ?? 0).toBe(0);
-    const gone = await aws('s3api', 'head-object', '--bucket', mine.bucketName, '--key', 'cli/small.bin');
-    expect(gone.code).not.toBe(0);
-    expect(gone.stderr).toMatch(/404|Not Found/);
-  }, CLI_TEST_MS);
+      await ok('s3api', 'delete-object', '--bucket', mine.bucketName, '--key', 'cli/small.bin');
+      await ok('s3', 'rm', `s3://${mine.bucketName}/cli/dir/second.bin`);
+      const empty = JSON.parse((await ok('s3api', 'list-objects-v2', '--bucket', mine.bucketName, '--output', 'json')) || '{}');
+      expect(empty.KeyCount ?? 0).toBe(0);
+      const gone = await aws('s3api', 'head-object', '--bucket', mine.bucketName, '--key', 'cli/small.bin');
+      expect(gone.code).not.toBe(0);
+      expect(gone.stderr).toMatch(/404|Not Found/);
+    },
+    CLI_TEST_MS,
+  );
 
-  it('multipart: `aws s3 cp` of 12 MiB in 5 MiB parts, read back whole', async () => {
-    const body = randomBytes(12 * 1024 * 1024);
-    fs.writeFileSync(path.join(work, 'big.bin'), body);
-    await ok('s3', 'cp', 'big.bin', `s3://${mine.bucketName}/big.bin`);
-    const head = JSON.parse(await ok('s3api', 'head-object', '--bucket', mine.bucketName, '--key', 'big.bin', '--output', 'json'));
-    // 5 + 5 + 2 MiB: a three-part upload's ETag.
-    expect(head.ETag).toMatch(/^"[0-9a-f]{32}-3"$/);
-    expect(head.ContentLength).toBe(body.length);
-    await ok('s3', 'cp', `s3://${mine.bucketName}/big.bin`, 'big-back.bin');
-    expect(createHash('sha256').update(fs.readFileSync(path.join(work, 'big-back.bin'))).digest('hex')).toBe(createHash('sha256').update(body).digest('hex'));
-    const uploads = JSON.parse((await ok('s3api', 'list-multipart-uploads', '--bucket', mine.bucketName, '--output', 'json')) || '{}');
-    expect(uploads.Uploads ?? []).toEqual([]);
-    await ok('s3', 'rm', `s3://${mine.bucketName}/big.bin`);
-  }, CLI_TEST_MS);
+  it(
+    'multipart: `aws s3 cp` of 12 MiB in 5 MiB parts, read back whole',
+    async () => {
+      const body = randomBytes(12 * 1024 * 1024);
+      fs.writeFileSync(path.join(work, 'big.bin'), body);
+      await ok('s3', 'cp', 'big.bin', `s3://${mine.bucketName}/big.bin`);
+      const head = JSON.parse(await ok('s3api', 'head-object', '--bucket', mine.bucketName, '--key', 'big.bin', '--output', 'json'));
+      // 5 + 5 + 2 MiB: a three-part upload's ETag.
+      expect(head.ETag).toMatch(/^"[0-9a-f]{32}-3"$/);
+      expect(head.ContentLength).toBe(body.length);
+      await ok('s3', 'cp', `s3://${mine.bucketName}/big.bin`, 'big-back.bin');
+      expect(
+        createHash('sha256')
+          .update(fs.readFileSync(path.join(work, 'big-back.bin')))
+          .digest('hex'),
+      ).toBe(createHash('sha256').update(body).digest('hex'));
+      const uploads = JSON.parse((await ok('s3api', 'list-multipart-uploads', '--bucket', mine.bucketName, '--output', 'json')) || '{}');
+      expect(uploads.Uploads ?? []).toEqual([]);
+      await ok('s3', 'rm', `s3://${mine.bucketName}/big.bin`);
+    },
+    CLI_TEST_MS,
+  );
 
-  it("another app's bucket: AccessDenied, and nothing written there", async () => {
-    fs.writeFileSync(path.join(work, 'x.txt'), 'x');
-    for (const args of [
-      ['s3api', 'put-object', '--bucket', other.bucketName, '--key', 'x.txt', '--body', 'x.txt'],
-      ['s3api', 'list-objects-v2', '--bucket', other.bucketName],
-      ['s3', 'ls', `s3://${other.bucketName}/`],
-    ]) {
-      const r = await aws(...args);
-      expect(r.code, args.join(' ')).not.toBe(0);
-      expect(r.stderr, args.join(' ')).toMatch(/AccessDenied/);
-    }
-    expect(fs.readdirSync(path.join(app.dataDir, 'objects', other.bucketName))).toEqual([]);
-  }, CLI_TEST_MS);
+  it(
+    "another app's bucket: AccessDenied, and nothing written there",
+    async () => {
+      fs.writeFileSync(path.join(work, 'x.txt'), 'x');
+      for (const args of [
+        ['s3api', 'put-object', '--bucket', other.bucketName, '--key', 'x.txt', '--body', 'x.txt'],
+        ['s3api', 'list-objects-v2', '--bucket', other.bucketName],
+        ['s3', 'ls', `s3://${other.bucketName}/`],
+      ]) {
+        const r = await aws(...args);
+        expect(r.code, args.join(' ')).not.toBe(0);
+        expect(r.stderr, args.join(' ')).toMatch(/AccessDenied/);
+      }
+      expect(fs.readdirSync(path.join(app.dataDir, 'objects', other.bucketName))).toEqual([]);
+    },
+    CLI_TEST_MS,
+  );
 });

@@ -33,7 +33,13 @@ beforeAll(async () => {
   const created = await createApp(app, owner, 'full');
   bucket = created.bucketName;
   creds = (await app.request('POST', '/api/tokens/validate', { body: { token: await createToken(app, owner, created.id) } })).body.storage;
-  signer = new SignatureV4({ credentials: { accessKeyId: creds.accessKey, secretAccessKey: creds.secretKey }, region: 'us-east-1', service: 's3', sha256: NodeSha256, uriEscapePath: false });
+  signer = new SignatureV4({
+    credentials: { accessKeyId: creds.accessKey, secretAccessKey: creds.secretKey },
+    region: 'us-east-1',
+    service: 's3',
+    sha256: NodeSha256,
+    uriEscapePath: false,
+  });
 });
 
 afterAll(async () => {

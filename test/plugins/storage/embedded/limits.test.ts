@@ -82,7 +82,13 @@ describe('declared length', () => {
   });
 
   it('an aws-chunked body declaring a decoded length over 5 GiB is refused the same way', async () => {
-    const signer = new SignatureV4({ credentials: { accessKeyId: env.creds.accessKey, secretAccessKey: env.creds.secretKey }, region: 'us-east-1', service: 's3', sha256: NodeSha256, uriEscapePath: false });
+    const signer = new SignatureV4({
+      credentials: { accessKeyId: env.creds.accessKey, secretAccessKey: env.creds.secretKey },
+      region: 'us-east-1',
+      service: 's3',
+      sha256: NodeSha256,
+      uriEscapePath: false,
+    });
     const host = `${env.creds.endPoint}:${env.creds.port}`;
     const headers = {
       host,
@@ -91,7 +97,15 @@ describe('declared length', () => {
       'x-amz-content-sha256': 'STREAMING-UNSIGNED-PAYLOAD-TRAILER',
       'x-amz-decoded-content-length': String(6 * 1024 ** 3),
     };
-    const signed = await signer.sign({ method: 'PUT', protocol: 'http:', hostname: env.creds.endPoint, port: env.creds.port, path: `/${bucket}/huge-chunked.bin`, query: {}, headers });
+    const signed = await signer.sign({
+      method: 'PUT',
+      protocol: 'http:',
+      hostname: env.creds.endPoint,
+      port: env.creds.port,
+      path: `/${bucket}/huge-chunked.bin`,
+      query: {},
+      headers,
+    });
     const lines = Object.entries(signed.headers).filter(([k]) => k !== 'host');
     const head = `PUT /${bucket}/huge-chunked.bin HTTP/1.1\r\nHost: ${host}\r\n${lines.map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`;
     const res = await exchange(head, { limitMs: TIMEOUT_MS / 2 });
@@ -125,20 +139,26 @@ describe('timeouts', () => {
     const u = new URL(url);
     const http = await import('node:http');
     const status = await new Promise<number>((resolve, reject) => {
-      const req = http.request({ host: u.hostname, port: u.port, path: `${u.pathname}${u.search}`, method: 'PUT', headers: { 'content-length': '6' }, agent: false }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = http.request(
+        { host: u.hostname, port: u.port, path: `${u.pathname}${u.search}`, method: 'PUT', headers: { 'content-length': '6' }, agent: false },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on('error', reject);
       // Six bytes over about 2.4 times the timeout, never silent for long.
       let sent = 0;
-      const tick = setInterval(() => {
-        req.write('x');
-        if (++sent === 6) {
-          clearInterval(tick);
-          req.end();
-        }
-      }, (TIMEOUT_MS * 2.4) / 6);
+      const tick = setInterval(
+        () => {
+          req.write('x');
+          if (++sent === 6) {
+            clearInterval(tick);
+            req.end();
+          }
+        },
+        (TIMEOUT_MS * 2.4) / 6,
+      );
     });
     expect(status).toBe(200);
   });

@@ -52,7 +52,15 @@ beforeAll(async () => {
   const c = res.body.storage;
   // Exactly the StorageConfig fields, as a backend would pass them; the region saves the
   // client's GetBucketLocation round trip.
-  client = new Minio.Client({ endPoint: c.endPoint, port: c.port, useSSL: c.useSSL, accessKey: c.accessKey, secretKey: c.secretKey, region: 'us-east-1', partSize: PART });
+  client = new Minio.Client({
+    endPoint: c.endPoint,
+    port: c.port,
+    useSSL: c.useSSL,
+    accessKey: c.accessKey,
+    secretKey: c.secretKey,
+    region: 'us-east-1',
+    partSize: PART,
+  });
 });
 
 afterAll(async () => {
@@ -96,9 +104,11 @@ describe('minio npm client with the validated credentials', () => {
   it('multipart: a 12 MiB stream goes up in 5 MiB parts and reads back whole', async () => {
     const body = randomBytes(12 * 1024 * 1024);
     // A stream (not a Buffer) longer than partSize: the client uses a multipart upload.
-    const source = Readable.from((function* () {
-      for (let at = 0; at < body.length; at += 1 << 20) yield body.subarray(at, at + (1 << 20));
-    })());
+    const source = Readable.from(
+      (function* () {
+        for (let at = 0; at < body.length; at += 1 << 20) yield body.subarray(at, at + (1 << 20));
+      })(),
+    );
     const put = await client.putObject(mine.bucketName, 'big.bin', source, body.length, { 'Content-Type': 'video/mp4' });
     expect(put.etag).toMatch(/^[0-9a-f]{32}-3$/);
     const stat = await client.statObject(mine.bucketName, 'big.bin');

@@ -47,7 +47,13 @@ let endpoint: string;
 let root: S3Client;
 
 function client(c: { accessKey: string; secretKey: string }): S3Client {
-  return new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: c.accessKey, secretAccessKey: c.secretKey }, maxAttempts: 1 });
+  return new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: c.accessKey, secretAccessKey: c.secretKey },
+    maxAttempts: 1,
+  });
 }
 
 /** What an SDK call ended with: 200, or the error's status and code. */
@@ -109,7 +115,9 @@ function setLimit(id: string, storageLimit: number | null) {
 }
 
 function register(token: string, files: { key: string; size: number }[]) {
-  return app.request('POST', '/api/files', { body: { token, files: files.map((f) => ({ ...f, name: path.basename(f.key), type: 'application/octet-stream' })) } });
+  return app.request('POST', '/api/files', {
+    body: { token, files: files.map((f) => ({ ...f, name: path.basename(f.key), type: 'application/octet-stream' })) },
+  });
 }
 
 /** A PUT of a body of unknown length (chunked transfer encoding, no Content-Length) to a presigned URL. */
@@ -168,11 +176,17 @@ describe('PutObject with the app key (AWS SDK)', () => {
     const { bucket, s3 } = await limitedApp(3 * MiB);
     const url = await getSignedUrl(s3, new PutObjectCommand({ Bucket: bucket, Key: 'stream.bin' }));
     // 2 MiB in 64 KiB chunks, no Content-Length: fits.
-    const fits = await putChunked(url, Array.from({ length: 32 }, () => randomBytes(64 * 1024)));
+    const fits = await putChunked(
+      url,
+      Array.from({ length: 32 }, () => randomBytes(64 * 1024)),
+    );
     expect(fits.status, await fits.text()).toBe(200);
     // 2 MiB more to another key: refused once past the 1 MiB left; nothing of it is kept.
     const other = await getSignedUrl(s3, new PutObjectCommand({ Bucket: bucket, Key: 'more.bin' }));
-    const cut = await putChunked(other, Array.from({ length: 32 }, () => randomBytes(64 * 1024))).catch((err: Error) => err);
+    const cut = await putChunked(
+      other,
+      Array.from({ length: 32 }, () => randomBytes(64 * 1024)),
+    ).catch((err: Error) => err);
     if (cut instanceof Response) {
       expect(cut.status).toBe(403);
       expect(await cut.text()).toMatch(/QuotaExceeded/);
@@ -234,7 +248,10 @@ describe('phase 1 and its presigned PUTs', () => {
     expect((await putTo(upload.presignedUrl, file)).status).toBe(200);
     // Writing over the reserved key with the app key counts beyond the reservation only.
     expect(await outcome(s3.send(new PutObjectCommand({ Bucket: bucket, Key: upload.key, Body: randomBytes(601) })))).toEqual(REFUSED);
-    const done = await app.request('POST', '/api/files/upload', { headers: owner.headers, body: { appId: id, action: 'complete', files: [{ key: upload.key, name: upload.name, size: 600, type: 'image/jpeg' }] } });
+    const done = await app.request('POST', '/api/files/upload', {
+      headers: owner.headers,
+      body: { appId: id, action: 'complete', files: [{ key: upload.key, name: upload.name, size: 600, type: 'image/jpeg' }] },
+    });
     expect(done.status, done.text).toBe(200);
     expect(await realBytes(bucket)).toBe(1000);
     // Full: phase 1 refuses.
@@ -267,7 +284,19 @@ describe('multipart uploads and copies', () => {
     expect(await realBytes(bucket)).toBe(6 * MiB);
     // The parts fill the bucket: nothing else goes in.
     expect(await outcome(s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'tiny', Body: 'x' })))).toEqual(REFUSED);
-    const done = await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: 'big.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }] } }));
+    const done = await s3.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: bucket,
+        Key: 'big.bin',
+        UploadId,
+        MultipartUpload: {
+          Parts: [
+            { PartNumber: 1, ETag: e1 },
+            { PartNumber: 2, ETag: e2 },
+          ],
+        },
+      }),
+    );
     expect(done.ETag).toMatch(/-2"$/);
     expect(await realBytes(bucket)).toBe(6 * MiB);
     expect(await keysOf(bucket)).toEqual(['big.bin']);
@@ -282,7 +311,8 @@ describe('multipart uploads and copies', () => {
     const { bucket, s3 } = await limitedApp(1000);
     await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'src', Body: randomBytes(600) }));
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'joined' }));
-    const copyPart = (n: number, range?: string) => s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: 'joined', UploadId, PartNumber: n, CopySource: `${bucket}/src`, CopySourceRange: range }));
+    const copyPart = (n: number, range?: string) =>
+      s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: 'joined', UploadId, PartNumber: n, CopySource: `${bucket}/src`, CopySourceRange: range }));
     // 600 + 300 of 1000: fits.
     expect(await outcome(copyPart(1, 'bytes=0-299'))).toEqual(OK);
     // The whole source again would make 1500.
@@ -340,7 +370,9 @@ describe('writers racing', () => {
     const { bucket, s3 } = await limitedApp(12 * MiB);
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'parts.bin' }));
     const results = await Promise.all(
-      Array.from({ length: 4 }, (_, i) => outcome(s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'parts.bin', UploadId, PartNumber: i + 1, Body: randomBytes(5 * MiB) })))),
+      Array.from({ length: 4 }, (_, i) =>
+        outcome(s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'parts.bin', UploadId, PartNumber: i + 1, Body: randomBytes(5 * MiB) }))),
+      ),
     );
     expect(results.filter((r) => r.status === 200)).toHaveLength(2);
     expect(results.filter((r) => r.code === 'QuotaExceeded')).toHaveLength(2);
@@ -364,7 +396,9 @@ describe('registering and completing', () => {
     await root.send(new PutObjectCommand({ Bucket: bucket, Key: 'admin.bin', Body: randomBytes(500) }));
     const over = await register(token, [{ key: 'admin.bin', size: 500 }]);
     expect(over.status).toBe(413);
-    expect(over.body).toStrictEqual({ error: 'Storage limit exceeded: recording these files would bring the app to 1200 bytes, over its limit of 1000; nothing was recorded' });
+    expect(over.body).toStrictEqual({
+      error: 'Storage limit exceeded: recording these files would bring the app to 1200 bytes, over its limit of 1000; nothing was recorded',
+    });
     expect((await appItem(id)).fileCount).toBe(1);
     s3.destroy();
   });
@@ -376,7 +410,11 @@ describe('registering and completing', () => {
     const [u] = phase1.body.uploads;
     expect((await putTo(u.presignedUrl, file)).status).toBe(200);
     expect((await setLimit(id, 500)).status).toBe(200);
-    const complete = () => app.request('POST', '/api/files/upload', { headers: owner.headers, body: { appId: id, action: 'complete', files: [{ key: u.key, name: u.name, size: 800, type: u.type }] } });
+    const complete = () =>
+      app.request('POST', '/api/files/upload', {
+        headers: owner.headers,
+        body: { appId: id, action: 'complete', files: [{ key: u.key, name: u.name, size: 800, type: u.type }] },
+      });
     const refused = await complete();
     expect(refused.status).toBe(413);
     expect(refused.body.error).toMatch(/^Storage limit exceeded: recording these files would bring the app to 800 bytes, over its limit of 500/);
@@ -438,7 +476,13 @@ describe('usage on GET /api/apps', () => {
     expect(lowered.body.storageLimit).toBe(1000);
     expect(await appItem(id)).toMatchObject({ storageLimit: 1000, storedBytes: 3000, usedBytes: 3000 });
     expect(await outcome(s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'new', Body: 'x' })))).toEqual(REFUSED);
-    expect(await outcome(s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'mp' })).then(({ UploadId }) => s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'mp', UploadId, PartNumber: 1, Body: 'x' }))))).toEqual(REFUSED);
+    expect(
+      await outcome(
+        s3
+          .send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'mp' }))
+          .then(({ UploadId }) => s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'mp', UploadId, PartNumber: 1, Body: 'x' }))),
+      ),
+    ).toEqual(REFUSED);
     expect((await requestUploads(app, owner, id, [localFile('n', 1)])).status).toBe(413);
     // Shrinking an object is a write that frees bytes: allowed.
     expect(await outcome(s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'kept', Body: randomBytes(2000) })))).toEqual(OK);

@@ -90,7 +90,10 @@ describe('buckets with an app key', () => {
     const dir = tempDir('wharf-region-');
     const root = { accessKey: 'WROOTREGIONTEST00001', secretKey: 'region-test-secret-key' };
     const store = await startStandaloneStore({ objectsDir: dir, listen: '127.0.0.1:0', region: 'eu-west-3', root, log: createLogger('silent') });
-    const admin = s3Client({ endPoint: '127.0.0.1', port: Number(new URL(store.url).port), useSSL: false, accessKey: root.accessKey, secretKey: root.secretKey }, { region: 'eu-west-3' });
+    const admin = s3Client(
+      { endPoint: '127.0.0.1', port: Number(new URL(store.url).port), useSSL: false, accessKey: root.accessKey, secretKey: root.secretKey },
+      { region: 'eu-west-3' },
+    );
     try {
       await admin.send(new CreateBucketCommand({ Bucket: 'located' }));
       expect((await admin.send(new GetBucketLocationCommand({ Bucket: 'located' }))).LocationConstraint).toBe('eu-west-3');
@@ -108,11 +111,20 @@ describe('UploadPartCopy', () => {
     const source = randomBytes(6 * MiB);
     await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'copy/source.bin', Body: source }));
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'copy/joined.bin' }));
-    const whole = await s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: 'copy/joined.bin', UploadId, PartNumber: 1, CopySource: `${bucket}/copy/source.bin` }));
+    const whole = await s3.send(
+      new UploadPartCopyCommand({ Bucket: bucket, Key: 'copy/joined.bin', UploadId, PartNumber: 1, CopySource: `${bucket}/copy/source.bin` }),
+    );
     expect(whole.CopyPartResult?.ETag).toBe(`"${md5Hex(source)}"`);
     expect(whole.CopyPartResult?.LastModified).toBeInstanceOf(Date);
     const ranged = await s3.send(
-      new UploadPartCopyCommand({ Bucket: bucket, Key: 'copy/joined.bin', UploadId, PartNumber: 2, CopySource: `${bucket}/copy/source.bin`, CopySourceRange: 'bytes=100-1099' }),
+      new UploadPartCopyCommand({
+        Bucket: bucket,
+        Key: 'copy/joined.bin',
+        UploadId,
+        PartNumber: 2,
+        CopySource: `${bucket}/copy/source.bin`,
+        CopySourceRange: 'bytes=100-1099',
+      }),
     );
     expect(ranged.CopyPartResult?.ETag).toBe(`"${md5Hex(source.subarray(100, 1100))}"`);
     await s3.send(
@@ -149,7 +161,16 @@ describe('UploadPartCopy', () => {
     expect(await copy(undefined, `${bucket}/copy/none.txt`)).toMatchObject({ status: 404, name: 'NoSuchKey' });
     expect(await copy(undefined, `${env.other.bucketName}/x`)).toMatchObject({ status: 403, name: 'AccessDenied' });
     // Nothing was stored as part 1: the last byte is a valid range and works.
-    const last = await s3.send(new UploadPartCopyCommand({ Bucket: bucket, Key: 'copy/bad.bin', UploadId, PartNumber: 1, CopySource: `${bucket}/copy/small.txt`, CopySourceRange: 'bytes=9-9' }));
+    const last = await s3.send(
+      new UploadPartCopyCommand({
+        Bucket: bucket,
+        Key: 'copy/bad.bin',
+        UploadId,
+        PartNumber: 1,
+        CopySource: `${bucket}/copy/small.txt`,
+        CopySourceRange: 'bytes=9-9',
+      }),
+    );
     expect(last.CopyPartResult?.ETag).toBe(`"${md5Hex('9')}"`);
   });
 });
@@ -159,7 +180,8 @@ describe('CompleteMultipartUpload', () => {
     const parts = [randomBytes(5 * MiB), randomBytes(10)];
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'again.bin' }));
     const etags: string[] = [];
-    for (const [i, Body] of parts.entries()) etags.push((await s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'again.bin', UploadId, PartNumber: i + 1, Body }))).ETag!);
+    for (const [i, Body] of parts.entries())
+      etags.push((await s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'again.bin', UploadId, PartNumber: i + 1, Body }))).ETag!);
     const list = { Parts: etags.map((ETag, i) => ({ PartNumber: i + 1, ETag })) };
     const first = await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: 'again.bin', UploadId, MultipartUpload: list }));
     // The client's first answer was lost: it retries the same request.
@@ -169,12 +191,17 @@ describe('CompleteMultipartUpload', () => {
     expect(second.Key).toBe('again.bin');
     expect((await bytesOf('again.bin')).equals(Buffer.concat(parts))).toBe(true);
     // A different part list, or another key, is not the same request.
-    const other = await outcome(s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: 'again.bin', UploadId, MultipartUpload: { Parts: [list.Parts[0]!] } })));
+    const other = await outcome(
+      s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: 'again.bin', UploadId, MultipartUpload: { Parts: [list.Parts[0]!] } })),
+    );
     expect(other).toMatchObject({ status: 404, name: 'NoSuchUpload' });
     const elsewhere = await outcome(s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: 'elsewhere.bin', UploadId, MultipartUpload: list })));
     expect(elsewhere).toMatchObject({ status: 404, name: 'NoSuchUpload' });
     // Parts of a completed upload cannot be added any more.
-    expect(await outcome(s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'again.bin', UploadId, PartNumber: 3, Body: 'x' })))).toMatchObject({ status: 404, name: 'NoSuchUpload' });
+    expect(await outcome(s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'again.bin', UploadId, PartNumber: 3, Body: 'x' })))).toMatchObject({
+      status: 404,
+      name: 'NoSuchUpload',
+    });
   });
 
   it('a part sent twice: the later one wins, and the upload completes with it', async () => {
@@ -188,11 +215,33 @@ describe('CompleteMultipartUpload', () => {
     expect(e1b).not.toBe(e1);
     // The earlier part's ETag no longer names a part of this upload.
     const stale = await outcome(
-      s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: 'resent.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }] } })),
+      s3.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: bucket,
+          Key: 'resent.bin',
+          UploadId,
+          MultipartUpload: {
+            Parts: [
+              { PartNumber: 1, ETag: e1 },
+              { PartNumber: 2, ETag: e2 },
+            ],
+          },
+        }),
+      ),
     );
     expect(stale).toMatchObject({ status: 400, name: 'InvalidPart' });
     const done = await s3.send(
-      new CompleteMultipartUploadCommand({ Bucket: bucket, Key: 'resent.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1b }, { PartNumber: 2, ETag: e2 }] } }),
+      new CompleteMultipartUploadCommand({
+        Bucket: bucket,
+        Key: 'resent.bin',
+        UploadId,
+        MultipartUpload: {
+          Parts: [
+            { PartNumber: 1, ETag: e1b },
+            { PartNumber: 2, ETag: e2 },
+          ],
+        },
+      }),
     );
     expect(done.ETag).toBe(`"${md5Hex(Buffer.concat([md5(late), md5(tail)]))}-2"`);
     expect((await bytesOf('resent.bin')).equals(Buffer.concat([late, tail]))).toBe(true);
@@ -240,15 +289,27 @@ describe('GetObject and HeadObject with partNumber', () => {
       ['parts.bin', 10_000],
       ['single.txt', 2],
     ] as const) {
-      expect(await outcome(s3.send(new GetObjectCommand({ Bucket: bucket, Key, PartNumber }))), `${Key} ${PartNumber}`).toMatchObject({ status: 416, name: 'InvalidPartNumber' });
+      expect(await outcome(s3.send(new GetObjectCommand({ Bucket: bucket, Key, PartNumber }))), `${Key} ${PartNumber}`).toMatchObject({
+        status: 416,
+        name: 'InvalidPartNumber',
+      });
       // HEAD has no body: the SDK names the error by its status.
       expect((await outcome(s3.send(new HeadObjectCommand({ Bucket: bucket, Key, PartNumber })))).status, `HEAD ${Key} ${PartNumber}`).toBe(416);
     }
     for (const PartNumber of [0, 10_001, -1]) {
-      expect(await outcome(s3.send(new GetObjectCommand({ Bucket: bucket, Key: 'parts.bin', PartNumber }))), String(PartNumber)).toMatchObject({ status: 400, name: 'InvalidArgument' });
+      expect(await outcome(s3.send(new GetObjectCommand({ Bucket: bucket, Key: 'parts.bin', PartNumber }))), String(PartNumber)).toMatchObject({
+        status: 400,
+        name: 'InvalidArgument',
+      });
     }
-    expect(await outcome(s3.send(new GetObjectCommand({ Bucket: bucket, Key: 'parts.bin', PartNumber: 1, Range: 'bytes=0-9' })))).toMatchObject({ status: 400, name: 'InvalidRequest' });
-    expect(await outcome(s3.send(new GetObjectCommand({ Bucket: bucket, Key: 'nothing-here', PartNumber: 1 })))).toMatchObject({ status: 404, name: 'NoSuchKey' });
+    expect(await outcome(s3.send(new GetObjectCommand({ Bucket: bucket, Key: 'parts.bin', PartNumber: 1, Range: 'bytes=0-9' })))).toMatchObject({
+      status: 400,
+      name: 'InvalidRequest',
+    });
+    expect(await outcome(s3.send(new GetObjectCommand({ Bucket: bucket, Key: 'nothing-here', PartNumber: 1 })))).toMatchObject({
+      status: 404,
+      name: 'NoSuchKey',
+    });
   });
 });
 
@@ -285,16 +346,26 @@ describe('Content-MD5', () => {
       const out = await outcome(s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'md5/bad.txt', Body: 'hello', ContentMD5 })));
       expect(out, JSON.stringify(ContentMD5)).toMatchObject({ status: 400, name: 'InvalidDigest' });
     }
-    const wrong = await outcome(s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'md5/bad.txt', Body: 'hello', ContentMD5: md5('HELLO').toString('base64') })));
+    const wrong = await outcome(
+      s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'md5/bad.txt', Body: 'hello', ContentMD5: md5('HELLO').toString('base64') })),
+    );
     expect(wrong).toMatchObject({ status: 400, name: 'BadDigest' });
     expect((await outcome(s3.send(new HeadObjectCommand({ Bucket: bucket, Key: 'md5/bad.txt' })))).status).toBe(404);
     // On a part too.
     const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'md5/part.bin' }));
-    expect(await outcome(s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'md5/part.bin', UploadId, PartNumber: 1, Body: 'abc', ContentMD5: 'AAAA' })))).toMatchObject({
+    expect(
+      await outcome(s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'md5/part.bin', UploadId, PartNumber: 1, Body: 'abc', ContentMD5: 'AAAA' }))),
+    ).toMatchObject({
       status: 400,
       name: 'InvalidDigest',
     });
-    expect(await outcome(s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'md5/part.bin', UploadId, PartNumber: 1, Body: 'abc', ContentMD5: md5('abd').toString('base64') })))).toMatchObject({
+    expect(
+      await outcome(
+        s3.send(
+          new UploadPartCommand({ Bucket: bucket, Key: 'md5/part.bin', UploadId, PartNumber: 1, Body: 'abc', ContentMD5: md5('abd').toString('base64') }),
+        ),
+      ),
+    ).toMatchObject({
       status: 400,
       name: 'BadDigest',
     });
@@ -351,13 +422,24 @@ describe('request headers', () => {
   it('Content-Encoding aws-chunked combined with gzip: gzip is stored, aws-chunked stripped', async () => {
     const zipped = (await import('node:zlib')).gzipSync('compressed text');
     // A stream body: the SDK sends it aws-chunked and adds aws-chunked to Content-Encoding.
-    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'enc/gz.txt', Body: Readable.from([zipped]), ContentLength: zipped.length, ContentEncoding: 'gzip', ContentType: 'text/plain' }));
+    await s3.send(
+      new PutObjectCommand({
+        Bucket: bucket,
+        Key: 'enc/gz.txt',
+        Body: Readable.from([zipped]),
+        ContentLength: zipped.length,
+        ContentEncoding: 'gzip',
+        ContentType: 'text/plain',
+      }),
+    );
     const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: 'enc/gz.txt' }));
     expect(head.ContentEncoding).toBe('gzip');
     expect(head.ContentLength).toBe(zipped.length);
     // Written by hand, in the other order, as some clients do.
     const url = `${env.endpoint}/${bucket}/enc/order.txt`;
-    const signed = await getSignedUrl(s3, new PutObjectCommand({ Bucket: bucket, Key: 'enc/order.txt', ContentEncoding: 'gzip, aws-chunked' }), { expiresIn: 60 });
+    const signed = await getSignedUrl(s3, new PutObjectCommand({ Bucket: bucket, Key: 'enc/order.txt', ContentEncoding: 'gzip, aws-chunked' }), {
+      expiresIn: 60,
+    });
     expect(signed.startsWith(url)).toBe(true);
     const raw = await rawRequest(signed, { method: 'PUT', headers: { 'content-encoding': 'gzip, aws-chunked' }, body: zipped });
     // A presigned URL has no streaming payload: aws-chunked cannot apply, S3 refuses it.

@@ -45,12 +45,19 @@ describe("the SigV2 string to sign agrees with AWS's documented examples", () =>
   });
 
   it('query string authentication (Expires in place of Date)', () => {
-    const text = stringToSignV2({ method: 'GET', url: '/johnsmith/photos/puppy.jpg?AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=1175139620&Signature=x', headers: {} }, '1175139620');
+    const text = stringToSignV2(
+      { method: 'GET', url: '/johnsmith/photos/puppy.jpg?AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=1175139620&Signature=x', headers: {} },
+      '1175139620',
+    );
     expect(sign(DOC_SECRET, text)).toBe('NpgCjnDzrM+WFzoENXmpNDUsSn8=');
   });
 
   it('sub-resources and response overrides are signed (sorted, values decoded); other parameters are not', () => {
-    const text = stringToSignV2({ method: 'GET', url: '/b/k?uploadId=abc&partNumber=2&prefix=zzz&response-content-disposition=attachment%3B%20filename%3D%22a%22', headers: { date: 'd' } });
+    const text = stringToSignV2({
+      method: 'GET',
+      url: '/b/k?uploadId=abc&partNumber=2&prefix=zzz&response-content-disposition=attachment%3B%20filename%3D%22a%22',
+      headers: { date: 'd' },
+    });
     expect(text).toBe('GET\n\n\nd\n/b/k?partNumber=2&response-content-disposition=attachment; filename="a"&uploadId=abc');
     // With x-amz-date, the Date line is empty (the header is signed among the x-amz-* ones).
     expect(stringToSignV2({ method: 'GET', url: '/b?acl', headers: { date: 'ignored', 'x-amz-date': 'Tue, 27 Mar 2007 21:20:26 +0000' } })).toBe(
@@ -60,7 +67,8 @@ describe("the SigV2 string to sign agrees with AWS's documented examples", () =>
 });
 
 describe('the verifier on SigV2 requests (clock fixed at the examples’ time)', () => {
-  const lookup = (key: string): Credential | undefined => (key === DOC_KEY ? { principal: { kind: 'bucket', accessKey: key, bucket: 'johnsmith' }, secret: DOC_SECRET } : undefined);
+  const lookup = (key: string): Credential | undefined =>
+    key === DOC_KEY ? { principal: { kind: 'bucket', accessKey: key, bucket: 'johnsmith' }, secret: DOC_SECRET } : undefined;
   const at = (iso: string) => new Verifier(lookup, 'us-east-1', () => Date.parse(iso));
   const refusal = async (p: Promise<unknown>) => {
     try {
@@ -73,16 +81,28 @@ describe('the verifier on SigV2 requests (clock fixed at the examples’ time)',
   };
 
   it('accepts the documented header example, refuses it tampered, skewed, or with an unknown key', async () => {
-    const req = { method: 'GET', url: '/johnsmith/photos/puppy.jpg', headers: { date: 'Tue, 27 Mar 2007 19:36:42 +0000', authorization: `AWS ${DOC_KEY}:bWq2s1WEIj+Ydj0vQ697zp+IXMU=` } };
+    const req = {
+      method: 'GET',
+      url: '/johnsmith/photos/puppy.jpg',
+      headers: { date: 'Tue, 27 Mar 2007 19:36:42 +0000', authorization: `AWS ${DOC_KEY}:bWq2s1WEIj+Ydj0vQ697zp+IXMU=` },
+    };
     const ok = await at('2007-03-27T19:40:00Z').verify(req);
     expect(ok.principal).toMatchObject({ kind: 'bucket', bucket: 'johnsmith' });
     expect(ok.payload).toBe('UNSIGNED-PAYLOAD');
     expect(await refusal(at('2007-03-27T19:40:00Z').verify({ ...req, url: '/johnsmith/photos/kitten.jpg' }))).toBe('403 SignatureDoesNotMatch');
-    expect(await refusal(at('2007-03-27T19:40:00Z').verify({ ...req, headers: { ...req.headers, authorization: `AWS ${DOC_KEY}:cWq2s1WEIj+Ydj0vQ697zp+IXMU=` } }))).toBe('403 SignatureDoesNotMatch');
+    expect(
+      await refusal(at('2007-03-27T19:40:00Z').verify({ ...req, headers: { ...req.headers, authorization: `AWS ${DOC_KEY}:cWq2s1WEIj+Ydj0vQ697zp+IXMU=` } })),
+    ).toBe('403 SignatureDoesNotMatch');
     expect(await refusal(at('2007-03-27T20:00:00Z').verify(req))).toBe('403 RequestTimeTooSkewed');
-    expect(await refusal(at('2007-03-27T19:40:00Z').verify({ ...req, headers: { ...req.headers, authorization: 'AWS AKIANOSUCHKEY:bWq2s1WEIj+Ydj0vQ697zp+IXMU=' } }))).toBe('403 InvalidAccessKeyId');
+    expect(
+      await refusal(
+        at('2007-03-27T19:40:00Z').verify({ ...req, headers: { ...req.headers, authorization: 'AWS AKIANOSUCHKEY:bWq2s1WEIj+Ydj0vQ697zp+IXMU=' } }),
+      ),
+    ).toBe('403 InvalidAccessKeyId');
     expect(await refusal(at('2007-03-27T19:40:00Z').verify({ ...req, headers: { authorization: req.headers.authorization } }))).toBe('403 AccessDenied');
-    expect(await refusal(at('2007-03-27T19:40:00Z').verify({ ...req, headers: { ...req.headers, authorization: 'AWS onlyonepart' } }))).toBe('400 InvalidArgument');
+    expect(await refusal(at('2007-03-27T19:40:00Z').verify({ ...req, headers: { ...req.headers, authorization: 'AWS onlyonepart' } }))).toBe(
+      '400 InvalidArgument',
+    );
   });
 
   it('accepts the documented query example before it expires, not after, nor tampered', async () => {
@@ -90,7 +110,9 @@ describe('the verifier on SigV2 requests (clock fixed at the examples’ time)',
     expect((await at('2007-03-28T00:00:00Z').verify({ method: 'GET', url, headers: {} })).principal).toMatchObject({ bucket: 'johnsmith' });
     expect(await refusal(at('2007-03-30T00:00:00Z').verify({ method: 'GET', url, headers: {} }))).toBe('403 AccessDenied');
     expect(await refusal(at('2007-03-28T00:00:00Z').verify({ method: 'PUT', url, headers: {} }))).toBe('403 SignatureDoesNotMatch');
-    expect(await refusal(at('2007-03-28T00:00:00Z').verify({ method: 'GET', url: url.replace('1175139620', '1175139621'), headers: {} }))).toBe('403 SignatureDoesNotMatch');
+    expect(await refusal(at('2007-03-28T00:00:00Z').verify({ method: 'GET', url: url.replace('1175139620', '1175139621'), headers: {} }))).toBe(
+      '403 SignatureDoesNotMatch',
+    );
     expect(await refusal(at('2007-03-28T00:00:00Z').verify({ method: 'GET', url: url.replace(/&Signature=[^&]*/, ''), headers: {} }))).toBe('403 AccessDenied');
     expect(await refusal(at('2007-03-28T00:00:00Z').verify({ method: 'GET', url: url.replace('1175139620', 'soon'), headers: {} }))).toBe('403 AccessDenied');
     // Valid for more than 7 days from now: refused, as SigV4 URLs are.

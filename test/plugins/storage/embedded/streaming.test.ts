@@ -18,7 +18,11 @@ import { startApp, type TestApp } from '../../../helpers/app.ts';
 import { signIn } from '../../../helpers/identity.ts';
 import { createApp, createToken } from '../../../helpers/storage.ts';
 
-const amzDate = (d: Date) => d.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+const amzDate = (d: Date) =>
+  d
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
 const sha256Hex = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
 function signerFor(accessKeyId: string, secretAccessKey: string): SignatureV4 {
@@ -31,7 +35,9 @@ async function chunkSignatures(signer: SignatureV4, date: Date, seed: string, ch
   const out: string[] = [];
   let previous = seed;
   for (const chunk of chunks) {
-    previous = await signer.sign(['AWS4-HMAC-SHA256-PAYLOAD', amzDate(date), scope, previous, EMPTY_SHA256, sha256Hex(chunk)].join('\n'), { signingDate: date });
+    previous = await signer.sign(['AWS4-HMAC-SHA256-PAYLOAD', amzDate(date), scope, previous, EMPTY_SHA256, sha256Hex(chunk)].join('\n'), {
+      signingDate: date,
+    });
     out.push(previous);
   }
   return out;
@@ -42,7 +48,11 @@ describe("the chunk signing used here agrees with AWS's documented example", () 
   const signer = signerFor('AKIAIOSFODNN7EXAMPLE', 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY');
   const date = new Date(Date.UTC(2013, 4, 24));
   const chunks = [Buffer.alloc(65536, 'a'), Buffer.alloc(1024, 'a'), Buffer.alloc(0)];
-  const expected = ['ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648', '0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497', 'b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9'];
+  const expected = [
+    'ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648',
+    '0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497',
+    'b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9',
+  ];
   const seed = '4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9';
 
   it('seed and chunk signatures; the endpoint’s ChunkSigner accepts them and refuses a changed one', async () => {
@@ -113,7 +123,15 @@ function send(method: string, pathname: string, headers: Record<string, string>,
 async function plain(method: 'GET' | 'HEAD', key: string): Promise<Answer> {
   const host = `${creds.endPoint}:${creds.port}`;
   const p = `/${mine.bucketName}/${key}`;
-  const signed = await signer.sign({ method, protocol: 'http:', hostname: creds.endPoint, port: creds.port, path: p, query: {}, headers: { host, 'x-amz-content-sha256': EMPTY_SHA256 } });
+  const signed = await signer.sign({
+    method,
+    protocol: 'http:',
+    hostname: creds.endPoint,
+    port: creds.port,
+    path: p,
+    query: {},
+    headers: { host, 'x-amz-content-sha256': EMPTY_SHA256 },
+  });
   return send(method, p, signed.headers as Record<string, string>);
 }
 
@@ -145,7 +163,10 @@ async function putStreaming(key: string, data: Buffer, chunkSize: number, opts: 
       ...chunks.flatMap((c, i) => [Buffer.from(`${c.length.toString(16)};chunk-signature=${sigs[i]}\r\n`), c, ...(c.length ? [Buffer.from('\r\n')] : [])]),
       ...(opts.trailer ? [Buffer.from(`${trailerText.replace(/\n$/, '\r\n')}x-amz-trailer-signature:${trailerSig}\r\n\r\n`)] : [Buffer.from('\r\n')]),
     ]);
-  const length = frame(chunks.map(() => '0'.repeat(64)), '0'.repeat(64)).length;
+  const length = frame(
+    chunks.map(() => '0'.repeat(64)),
+    '0'.repeat(64),
+  ).length;
 
   const host = `${creds.endPoint}:${creds.port}`;
   const p = `/${mine.bucketName}/${key}`;
@@ -158,13 +179,18 @@ async function putStreaming(key: string, data: Buffer, chunkSize: number, opts: 
     'x-amz-content-sha256': payload,
     ...(opts.trailer ? { 'x-amz-trailer': 'x-amz-checksum-crc32' } : {}),
   };
-  const signed = await signer.sign({ method: 'PUT', protocol: 'http:', hostname: creds.endPoint, port: creds.port, path: p, query: {}, headers }, { signingDate: date });
+  const signed = await signer.sign(
+    { method: 'PUT', protocol: 'http:', hostname: creds.endPoint, port: creds.port, path: p, query: {}, headers },
+    { signingDate: date },
+  );
   const seed = /Signature=([0-9a-f]{64})/.exec(String(signed.headers.authorization))![1]!;
   const sigs = await chunkSignatures(signer, date, seed, chunks);
   let trailerSig = '';
   if (opts.trailer) {
     const scope = `${amzDate(date).slice(0, 8)}/us-east-1/s3/aws4_request`;
-    trailerSig = await signer.sign(['AWS4-HMAC-SHA256-TRAILER', amzDate(date), scope, sigs[sigs.length - 1], sha256Hex(trailerText)].join('\n'), { signingDate: date });
+    trailerSig = await signer.sign(['AWS4-HMAC-SHA256-TRAILER', amzDate(date), scope, sigs[sigs.length - 1], sha256Hex(trailerText)].join('\n'), {
+      signingDate: date,
+    });
   }
   if (opts.tamperChunk !== undefined) sigs[opts.tamperChunk] = flip(sigs[opts.tamperChunk]!);
   if (opts.tamperTrailer) trailerSig = flip(trailerSig);
@@ -226,13 +252,23 @@ describe('signed streaming uploads to the embedded endpoint', () => {
 async function getBytes(key: string): Promise<Buffer> {
   const host = `${creds.endPoint}:${creds.port}`;
   const p = `/${mine.bucketName}/${key}`;
-  const signed = await signer.sign({ method: 'GET', protocol: 'http:', hostname: creds.endPoint, port: creds.port, path: p, query: {}, headers: { host, 'x-amz-content-sha256': EMPTY_SHA256 } });
+  const signed = await signer.sign({
+    method: 'GET',
+    protocol: 'http:',
+    hostname: creds.endPoint,
+    port: creds.port,
+    path: p,
+    query: {},
+    headers: { host, 'x-amz-content-sha256': EMPTY_SHA256 },
+  });
   return new Promise((resolve, reject) => {
     http
       .get({ host: creds.endPoint, port: creds.port, path: p, headers: signed.headers as Record<string, string> }, (res) => {
         const parts: Buffer[] = [];
         res.on('data', (d: Buffer) => parts.push(d));
-        res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(parts)) : reject(new Error(`GET ${key}: ${res.statusCode} ${Buffer.concat(parts).toString()}`))));
+        res.on('end', () =>
+          res.statusCode === 200 ? resolve(Buffer.concat(parts)) : reject(new Error(`GET ${key}: ${res.statusCode} ${Buffer.concat(parts).toString()}`)),
+        );
       })
       .on('error', reject);
   });

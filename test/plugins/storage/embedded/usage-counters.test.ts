@@ -33,7 +33,9 @@ function summed(dir: string, bucket: string) {
   const db = new Database(path.join(dir, '.wharf/index.db'), { readonly: true });
   try {
     const o = db.prepare('SELECT count(*) AS n, coalesce(sum(size), 0) AS b FROM objects WHERE bucket = ?').get(bucket) as { n: number; b: number };
-    const p = db.prepare('SELECT coalesce(sum(p.size), 0) AS b FROM parts p JOIN uploads u ON u.id = p.upload_id WHERE u.bucket = ?').get(bucket) as { b: number };
+    const p = db.prepare('SELECT coalesce(sum(p.size), 0) AS b FROM parts p JOIN uploads u ON u.id = p.upload_id WHERE u.bucket = ?').get(bucket) as {
+      b: number;
+    };
     return { objects: o.n, objectBytes: o.b, partBytes: p.b };
   } finally {
     db.close();

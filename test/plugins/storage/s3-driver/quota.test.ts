@@ -61,12 +61,20 @@ describe('the s3 driver: enforced on Wharf paths, reconciled from the bucket', (
     // The store takes 300 bytes it cannot refuse; the next reconciliation finds them.
     const written = Date.now();
     await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'stray', Body: randomBytes(300) }));
-    expect(await reconciledAfter(made.id, written + 1000)).toMatchObject({ storedBytes: 0, fileCount: 0, unregisteredBytes: 300, unregisteredCount: 1, usedBytes: 300 });
+    expect(await reconciledAfter(made.id, written + 1000)).toMatchObject({
+      storedBytes: 0,
+      fileCount: 0,
+      unregisteredBytes: 300,
+      unregisteredCount: 1,
+      usedBytes: 300,
+    });
 
     // Phase 1 counts them.
     const over = await requestUploads(app, owner, made.id, [localFile('big', 701)]);
     expect(over.status).toBe(413);
-    expect(over.body).toStrictEqual({ error: 'Storage limit exceeded: 300 bytes stored, 0 reserved by unfinished uploads and 701 requested, over the limit of 1000' });
+    expect(over.body).toStrictEqual({
+      error: 'Storage limit exceeded: 300 bytes stored, 0 reserved by unfinished uploads and 701 requested, over the limit of 1000',
+    });
     const file = localFile('fits', 700);
     const phase1 = await requestUploads(app, owner, made.id, [file]);
     expect(phase1.status).toBe(200);
@@ -80,7 +88,10 @@ describe('the s3 driver: enforced on Wharf paths, reconciled from the bucket', (
     // The reserved upload completes: it was counted all along.
     const [u] = phase1.body.uploads;
     expect((await putTo(u.presignedUrl, file)).status).toBe(200);
-    const done = await app.request('POST', '/api/files/upload', { headers: owner.headers, body: { appId: made.id, action: 'complete', files: [{ key: u.key, name: u.name, size: 700, type: u.type }] } });
+    const done = await app.request('POST', '/api/files/upload', {
+      headers: owner.headers,
+      body: { appId: made.id, action: 'complete', files: [{ key: u.key, name: u.name, size: 700, type: u.type }] },
+    });
     expect(done.status, done.text).toBe(200);
     expect(await appItem(made.id)).toMatchObject({ storedBytes: 1000, fileCount: 2, usedBytes: 1000 });
 
@@ -89,7 +100,11 @@ describe('the s3 driver: enforced on Wharf paths, reconciled from the bucket', (
     const refused = await register(token, [{ key: 'extra', size: 10 }]);
     expect(refused.status).toBe(413);
     // 1010, or 1020 when a reconciliation listed the object in between (counted until the next run).
-    expect(refused.body).toStrictEqual({ error: expect.stringMatching(/^Storage limit exceeded: recording these files would bring the app to 10[12]0 bytes, over its limit of 1000; nothing was recorded$/) });
+    expect(refused.body).toStrictEqual({
+      error: expect.stringMatching(
+        /^Storage limit exceeded: recording these files would bring the app to 10[12]0 bytes, over its limit of 1000; nothing was recorded$/,
+      ),
+    });
     expect(await appItem(made.id)).toMatchObject({ storedBytes: 1000, fileCount: 2 });
   });
 
