@@ -4,7 +4,9 @@ export default defineConfig({
   test: {
     reporters: ['default', './test/summary-reporter.ts'],
     pool: 'forks',
-    testTimeout: 30_000,
+    // Many tests start real processes (the CLI, Ceph, the binary): on a loaded two-core machine a
+    // single start can take seconds, so a test may run long before it is stuck.
+    testTimeout: 90_000,
     hookTimeout: 300_000,
     // Tests start real servers (Ceph RGW, the built binary); two cores, so keep parallelism modest.
     maxWorkers: 2,

@@ -19,7 +19,7 @@ import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
 import { type Principal, type PrincipalKind, requirePrincipal } from './auth.ts';
 import type { Envelope } from './errors.ts';
-import { readBody } from './http.ts';
+import { readBody } from './body.ts';
 import { validate } from './validate.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';

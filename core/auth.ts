@@ -16,9 +16,6 @@ export interface PrincipalKinds {}
 export type PrincipalKind = keyof PrincipalKinds & string;
 export type Principal = PrincipalKinds[PrincipalKind] extends never ? { kind: string } : PrincipalKinds[PrincipalKind];
 
-/** Where a credential was found. */
-export type CredentialSource = 'bearer' | 'cookie';
-
 export interface Resolver {
   /** For logs and errors. */
   name: string;

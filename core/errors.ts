@@ -22,7 +22,7 @@ export type ErrorCode =
   | 'unavailable';
 
 /** The code-to-status table. */
-export const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
+const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
   bad_request: 400,
   invalid_json: 400,
   validation_failed: 422,
@@ -111,7 +111,7 @@ const MESSAGING_MIDDLEWARE_CODES: ReadonlySet<ErrorCode> = new Set([
 ]);
 
 /** The message a caller may see: 5xx messages are replaced by one naming the request id. */
-export function publicMessage(err: WharfError, requestId: string): string {
+function publicMessage(err: WharfError, requestId: string): string {
   if (err.status === 500) return `Internal server error (request id ${requestId})`;
   if (err.status >= 500) return `${err.message} (request id ${requestId})`;
   return err.message;

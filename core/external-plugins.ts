@@ -31,7 +31,7 @@ export interface LoadedPlugins {
 const MODULE_FILE = /\.(m|c)?js$/;
 
 /** The kit every external plugin's `define` receives: the core's own instances. */
-export function pluginKit(): PluginKit {
+function pluginKit(): PluginKit {
   return Object.freeze({ contract: PLUGIN_CONTRACT, z, WharfError, PUBLIC, plugin: definePlugin });
 }
 

@@ -77,7 +77,7 @@ export function loadKeys(dataDir: string): Keys {
   return makeKeys(signingKey, secret);
 }
 
-export function makeKeys(signingKey: KeyObject, secret: Buffer): Keys {
+function makeKeys(signingKey: KeyObject, secret: Buffer): Keys {
   const encryptionKey = Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), 'wharf:encryption:v1', 32));
   return {
     signingKey,

@@ -8,7 +8,7 @@ import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino';
 export type Logger = PinoLogger;
 
 /** Paths whose values never reach a log line. */
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'authorization',
   'cookie',
   'token',

@@ -12,7 +12,7 @@ import type { Database } from './db.ts';
 import type { Keys } from './keys.ts';
 import type { Logger } from './logger.ts';
 import type { Registry } from 'prom-client';
-import type { CoreConfig } from './config.ts';
+import type { CoreConfig } from './core-config.ts';
 import type { WharfError } from './errors.ts';
 
 /**

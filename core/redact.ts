@@ -5,7 +5,7 @@
  */
 
 /** Query parameters whose values are credentials (compared case-insensitively). */
-export const SECRET_QUERY_PARAMS: readonly string[] = [
+const SECRET_QUERY_PARAMS: readonly string[] = [
   // AWS Signature Version 4, presigned.
   'x-amz-signature',
   'x-amz-credential',

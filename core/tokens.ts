@@ -10,10 +10,3 @@ export function randomToken(bytes = 32): string {
 export function sha256Hex(value: string): string {
   return createHash('sha256').update(value).digest('hex');
 }
-
-/** Constant-time equality of two strings (false when their lengths differ). */
-export function safeEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}

@@ -6,7 +6,7 @@ import { SignJWT, errors as joseErrors, jwtVerify } from 'jose';
 import { VerifiedTokens } from '../../core/cache.ts';
 import type { Keys } from '../../core/keys.ts';
 
-export const CLI_AUDIENCE = 'wharf-cli';
+const CLI_AUDIENCE = 'wharf-cli';
 /** Looks like a JWT (three base64url parts, a JSON header): cheap to test before verifying. */
 export const JWT_SHAPE = /^eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import type { ConfigProblem } from '../../core/plugin.ts';
 
-export const oidcConfig = z
+const oidcConfig = z
   .strictObject({
     issuer: z
       .url()

@@ -25,7 +25,7 @@ import type { Org } from './types.ts';
 export const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 export const REFRESH_TOKEN_GRANT = 'refresh_token';
 /** RFC 8628 §6.1: consonants only, no vowels (no words) and nothing that looks like a digit. */
-export const USER_CODE_ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ';
+const USER_CODE_ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ';
 const USER_CODE_LENGTH = 8;
 const USER_CODE = new RegExp(`^[${USER_CODE_ALPHABET}]{${USER_CODE_LENGTH}}$`);
 /** RFC 8628 §3.5: each slow_down raises the interval of that code by 5 seconds. */
@@ -89,19 +89,19 @@ export interface TokenResponse {
 export type Decision = { status: 'approved'; org: Org } | { status: 'denied' };
 
 /** A random user code, formatted `XXXX-XXXX`. */
-export function generateUserCode(): string {
+function generateUserCode(): string {
   let letters = '';
   for (let i = 0; i < USER_CODE_LENGTH; i++) letters += USER_CODE_ALPHABET[randomInt(USER_CODE_ALPHABET.length)];
   return formatUserCode(letters);
 }
 
 /** The 8 letters of a user code as typed (any case, dashes, spaces), or null when it cannot be one. */
-export function normalizeUserCode(input: string): string | null {
+function normalizeUserCode(input: string): string | null {
   const letters = input.toUpperCase().replace(/[^A-Z0-9]/g, '');
   return USER_CODE.test(letters) ? letters : null;
 }
 
-export function formatUserCode(letters: string): string {
+function formatUserCode(letters: string): string {
   return `${letters.slice(0, 4)}-${letters.slice(4)}`;
 }
 

@@ -1,7 +1,7 @@
 /** Minimal server-rendered pages (setup, device approval): no JavaScript, escaped text only. */
 import { z } from 'zod';
 
-export function escapeHtml(value: unknown): string {
+function escapeHtml(value: unknown): string {
   return String(value ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 

@@ -35,7 +35,7 @@ import type { IdentityService, OAuthPrincipal, Org, Role, SessionPrincipal, User
 const DISCOVERY_TIMEOUT_MS = 10_000;
 const JWKS_TIMEOUT_MS = 5_000;
 /** Accepted clock difference between Wharf and the provider for `exp`, `nbf` and `iat`. */
-export const CLOCK_TOLERANCE_SECONDS = 5;
+const CLOCK_TOLERANCE_SECONDS = 5;
 /** Asymmetric signatures only: a JWKS never carries the shared secret an HS* token would need. */
 const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 const VERIFIED_CACHE_LIMIT = 10_000;
@@ -53,7 +53,7 @@ export interface ProviderMetadata {
  * HTTP 200, JSON, `issuer` exactly the configured one, an http(s) `jwks_uri`. Redirects are not
  * followed. Throws an Error naming the issuer otherwise.
  */
-export async function discoverProvider(issuer: string): Promise<ProviderMetadata> {
+async function discoverProvider(issuer: string): Promise<ProviderMetadata> {
   const url = `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
   const fail = (why: string) => new Error(`OpenID provider ${issuer}: ${why}`);
   let res: Response;
@@ -100,7 +100,7 @@ function describeFetchError(err: unknown): string {
 }
 
 /** The provider's keys could not be fetched: the token was not judged. */
-export class ProviderUnavailableError extends Error {
+class ProviderUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'ProviderUnavailableError';
@@ -108,7 +108,7 @@ export class ProviderUnavailableError extends Error {
 }
 
 /** A token that verified but is refused by a rule of Wharf's (the `azp` allow-list). */
-export class TokenRefusedError extends Error {
+class TokenRefusedError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'TokenRefusedError';
@@ -126,7 +126,7 @@ export interface VerifierOptions {
 }
 
 /** Verifies the provider's JWTs against its JWKS, and remembers verified ones until they expire. */
-export class OidcTokenVerifier {
+class OidcTokenVerifier {
   readonly #options: VerifierOptions;
   readonly #getKey: JWTVerifyGetKey;
   readonly #verified = new Map<string, JWTPayload>();
@@ -232,7 +232,7 @@ export interface MappedClaims {
   org: { id: string; externalId: string; name: string | null; role: Role | null } | null;
 }
 
-export function mapClaims(payload: Readonly<Record<string, unknown>>, config: IdentityConfig['oidc'], issuer: string): MappedClaims | null {
+function mapClaims(payload: Readonly<Record<string, unknown>>, config: IdentityConfig['oidc'], issuer: string): MappedClaims | null {
   const subject = idClaim(claimAt(payload, config.user_claim));
   if (!subject) return null;
   const orgId = idClaim(claimAt(payload, config.org_claim));
@@ -263,7 +263,7 @@ export interface Account {
  * or changed, in one transaction; all of it synchronous, so two first requests of one user
  * cannot both create it.
  */
-export class OidcAccounts {
+class OidcAccounts {
   readonly #store: IdentityStore;
   readonly #autoProvision: boolean;
   readonly #log: Logger;
@@ -456,4 +456,4 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
 }
 
 /** What only built-in mode serves: password sign-in, the setup link, Wharf's own device flow. */
-export const BUILTIN_ONLY_PREFIXES = ['/auth', '/setup', '/device', '/oauth'];
+const BUILTIN_ONLY_PREFIXES = ['/auth', '/setup', '/device', '/oauth'];

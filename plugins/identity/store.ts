@@ -50,14 +50,14 @@ const toInvitation = (r: InvitationRow): Invitation => ({
 });
 const toOrg = (r: OrgRow): Org => ({ id: r.id, slug: r.slug, name: r.name, createdAt: r.created_at });
 
-export const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
+const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase();
 }
 
-export function slugify(name: string): string {
+function slugify(name: string): string {
   const slug = name
     .normalize('NFKD')
     .replace(/[\u0300-\u036f]/g, '')

@@ -71,7 +71,7 @@ const customRule = z.strictObject({
   window_seconds: windowSeconds.describe(docs.window),
 });
 
-export const BUILTIN_RULES = ['default', 'send_message', 'sessions', 'files', 'login'] as const;
+const BUILTIN_RULES = ['default', 'send_message', 'sessions', 'files', 'login'] as const;
 
 const rules = z
   .object({

@@ -58,7 +58,7 @@ export function compileRules(config: RateLimitConfig, store: RateLimitStore): Co
 }
 
 /** The rule of a path: the longest prefix it is under (core/paths.ts), health, readiness and metrics excepted. */
-export function ruleFinder(rules: readonly CompiledRule[]) {
+function ruleFinder(rules: readonly CompiledRule[]) {
   const ruleOf = longestPrefix(rules.flatMap((rule) => rule.prefixes.map((prefix) => [prefix, rule] as const)));
   const exempt = new Set(EXEMPT_PATHS);
   return function ruleFor(path: string): CompiledRule | undefined {

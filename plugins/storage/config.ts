@@ -7,7 +7,7 @@ const storeUrl = z.url({ protocol: /^https?$/ }).refine((value) => {
   return (url.pathname === '/' || url.pathname === '') && !url.search && !url.hash && !url.username && !url.password;
 }, 'expected scheme, host and port only, for example http://127.0.0.1:9000 (no path, query or credentials)');
 
-export const s3Config = z
+const s3Config = z
   .strictObject({
     endpoint: storeUrl
       .optional()
@@ -79,7 +79,7 @@ const listenAddress = z
   .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]*):\d{1,5}$/, 'expected HOST:PORT, for example 127.0.0.1:3900')
   .refine((s) => Number(s.slice(s.lastIndexOf(':') + 1)) <= 65535, 'port must be at most 65535');
 
-export const fsConfig = z
+const fsConfig = z
   .strictObject({
     listen: listenAddress
       .default('127.0.0.1:3900')

@@ -27,7 +27,7 @@ function clipBytes(text: string, bytes: number): string {
 }
 
 /** One path segment made safe: unsafe characters become `_`, no runs of dots, no leading or trailing dots. */
-export function sanitizeSegment(raw: string): string {
+function sanitizeSegment(raw: string): string {
   return raw
     .normalize('NFC')
     .replace(UNSAFE, '_')

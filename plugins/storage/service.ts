@@ -15,7 +15,7 @@ import type { AppState, Direction, StorageStore } from './store.ts';
 import type { App, FileRecord } from './types.ts';
 
 /** Presigned URLs are valid one hour (the spec), upload URLs less when reservations are shorter. */
-export const URL_TTL_SECONDS = 3600;
+const URL_TTL_SECONDS = 3600;
 /** S3 accepts at most 5 GiB in one PUT; larger objects need multipart uploads. */
 export const MAX_PUT_BYTES = 5 * 1024 ** 3;
 /** How many objects are checked with the store at once. */

@@ -74,7 +74,7 @@ const toApp = (r: AppRow): AppState => ({
   usageCheckedAt: r.usage_checked_at,
 });
 
-export const toFile = (r: FileRow): FileRecord => ({
+const toFile = (r: FileRow): FileRecord => ({
   id: r.id,
   appId: r.app_id,
   key: r.key,

@@ -11,5 +11,3 @@ export const tokensConfig = z.strictObject({
       'lastUsedAt is written in batches: at most this long after a validation, and at once before any read of the token list, in milliseconds (0 = written at every validation).',
     ),
 });
-
-export type TokensConfig = z.output<typeof tokensConfig>;

@@ -18,10 +18,10 @@ const DISPLAY_LENGTH = TOKEN_PREFIX.length + 7;
 export const listQuery = z.object({ appId: queryParam.one(uuid).pipe(z.string({ error: 'is required' })) });
 export const createBody = z.object({ appId: uuid, name: z.string().trim().min(1, 'must not be empty').max(100, 'must be at most 100 characters') });
 export const deleteBody = z.object({ tokenId: uuid });
-export const validateBody = z.object({ token: z.string().min(1, 'must not be empty') });
+const validateBody = z.object({ token: z.string().min(1, 'must not be empty') });
 
 /** A new raw token: the live prefix and 32 random bytes as URL-safe text. */
-export function newToken(): string {
+function newToken(): string {
   return `${TOKEN_PREFIX}${randomToken(32)}`;
 }
 

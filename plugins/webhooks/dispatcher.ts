@@ -19,7 +19,7 @@ import { signatureHeaders } from './signing.ts';
 import type { Completion, DueRow, WebhooksStore } from './store.ts';
 
 /** What the response excerpt on an attempt record keeps, in bytes. */
-export const EXCERPT_BYTES = 1024;
+const EXCERPT_BYTES = 1024;
 const USER_AGENT = 'Wharf-Webhooks/1';
 /** Outcomes are written together: at most this many wait... */
 const FLUSH_BATCH = 256;

@@ -27,7 +27,7 @@ export interface SignInput {
 }
 
 /** The key Standard Webhooks libraries derive from a secret: its base64 decoding (a `whsec_` prefix dropped). */
-export function standardWebhooksKey(secret: string): Buffer {
+function standardWebhooksKey(secret: string): Buffer {
   return Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
 }
 

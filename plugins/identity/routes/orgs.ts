@@ -13,11 +13,11 @@ import { ROLES, type IdentityService, type Invitation, type Org, type Role, type
 import { TAG as tag } from './auth.ts';
 
 /** `POST /api/orgs`. */
-export const createOrgBody = z.object({ name: z.string().trim().min(1).max(100), slug: z.string().min(1).max(48).optional() });
+const createOrgBody = z.object({ name: z.string().trim().min(1).max(100), slug: z.string().min(1).max(48).optional() });
 /** `POST /api/orgs/{org}/invitations`, and `POST /api/orgs/{org}/members`, its alias. */
-export const inviteBody = z.object({ email: z.string().min(3).max(320), role: z.enum(ROLES).default('member') });
+const inviteBody = z.object({ email: z.string().min(3).max(320), role: z.enum(ROLES).default('member') });
 /** `PATCH /api/orgs/{org}/members/{userId}`. */
-export const roleBody = z.object({ role: z.enum(ROLES) });
+const roleBody = z.object({ role: z.enum(ROLES) });
 
 const orgSchema = z.object({ id: z.string(), slug: z.string(), name: z.string(), role: z.enum(ROLES) });
 const invitationSchema = z.object({

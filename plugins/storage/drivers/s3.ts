@@ -25,7 +25,7 @@ import { SigV4Presigner } from './sigv4.ts';
 import { type DeleteOutcome, type StorageConnection, type StorageDriver, type StoreFailure, StoreError, unconfiguredDriver } from './types.ts';
 
 /** DeleteObjects takes at most this many keys per request. */
-export const DELETE_BATCH = 1000;
+const DELETE_BATCH = 1000;
 
 interface SdkError {
   name?: string;
@@ -37,7 +37,7 @@ interface SdkError {
 const AUTH_ERRORS = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'AccessDenied', 'InvalidToken', 'ExpiredToken']);
 
 /** Turns an SDK error into a StoreError saying what it means for the caller. */
-export function classify(err: unknown, doing: string): StoreError {
+function classify(err: unknown, doing: string): StoreError {
   if (err instanceof StoreError) return err;
   const e = (err ?? {}) as SdkError;
   const status = e.$metadata?.httpStatusCode;

@@ -30,12 +30,12 @@ export interface PresignRequest {
 }
 
 /** RFC 3986 percent-encoding, as SigV4 wants it: everything but A-Z a-z 0-9 - _ . ~ */
-export function uriEncode(text: string): string {
+function uriEncode(text: string): string {
   return encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
 /** An object key as a canonical path: each segment encoded, `/` kept. */
-export function encodeKey(key: string): string {
+function encodeKey(key: string): string {
   return key.split('/').map(uriEncode).join('/');
 }
 

@@ -10,7 +10,7 @@ const name = z.string().trim().min(1, 'must not be empty').max(100, 'must be at 
 const storageLimit = z.int('must be an integer number of bytes or null').min(0, 'must not be negative').max(Number.MAX_SAFE_INTEGER).nullable();
 
 export const createBody = z.object({ name, storageLimit: storageLimit.optional() });
-export const patchBody = z.object({ appId: uuid, name: name.optional(), storageLimit: storageLimit.optional() });
+const patchBody = z.object({ appId: uuid, name: name.optional(), storageLimit: storageLimit.optional() });
 export const deleteBody = z.object({ appId: uuid });
 const getQuery = z.object({ appId: queryParam.one(uuid).describe("One app's id") });
 

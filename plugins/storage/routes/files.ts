@@ -21,7 +21,7 @@ export const listQuery = z.object({
   pageSize: queryParam.int(10, 1, 100),
   dir: queryParam.one(z.enum(['asc', 'desc'], { error: 'must be "asc" or "desc"' })).describe('Direction on uploadedAt (default desc)'),
 });
-export const registerBody = z.object({ token: z.string().min(1, 'must not be empty'), files: fileList(fileInput) });
+const registerBody = z.object({ token: z.string().min(1, 'must not be empty'), files: fileList(fileInput) });
 export const deleteBody = z.object({
   keys: z
     .array(z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'))
@@ -39,7 +39,7 @@ export const requestBody = z.object({
   prefix: z.string().max(1024, 'must be at most 1024 characters').optional(),
   files: fileList(fileInput.omit({ key: true })),
 });
-export const completeBody = z.object({ appId: uuid, action: z.literal('complete'), files: fileList(fileInput) });
+const completeBody = z.object({ appId: uuid, action: z.literal('complete'), files: fileList(fileInput) });
 /** Phase 1 without `action`, phase 2 with `action: "complete"`. */
 export const uploadBody = z.discriminatedUnion('action', [requestBody, completeBody], {
   error: (issue) => (issue.code === 'invalid_union' ? 'must be "complete" (or absent, to request upload URLs)' : undefined),

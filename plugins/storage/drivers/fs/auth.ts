@@ -18,9 +18,9 @@ import { SignatureV4 } from '@smithy/signature-v4';
 import { S3Error } from './objects.ts';
 
 /** Largest difference between a request's date and ours. */
-export const MAX_SKEW_MS = 15 * 60 * 1000;
+const MAX_SKEW_MS = 15 * 60 * 1000;
 /** Longest presigned URL validity SigV4 allows. */
-export const MAX_PRESIGN_SECONDS = 7 * 24 * 3600;
+const MAX_PRESIGN_SECONDS = 7 * 24 * 3600;
 
 export const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
@@ -92,7 +92,7 @@ function encodeSegment(segment: string): string {
 }
 
 /** The decoded path, re-encoded as SigV4 canonical form (as MinIO does), so any client's escaping agrees. */
-export function canonicalPath(rawPath: string): string {
+function canonicalPath(rawPath: string): string {
   return rawPath
     .split('/')
     .map((s) => {

@@ -36,8 +36,8 @@ import { child, childrenNamed, el, esc, parseXml, S3_NS, XML_HEAD, type XmlNode 
 /** S3's largest single PUT (and part). */
 export const MAX_PUT_BYTES = 5 * 1024 ** 3;
 /** Defaults of the endpoint's timeouts ([plugins.storage.fs] request_timeout_ms, headers_timeout_ms). */
-export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
-export const DEFAULT_HEADERS_TIMEOUT_MS = 60_000;
+const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+const DEFAULT_HEADERS_TIMEOUT_MS = 60_000;
 const MAX_XML_BYTES = 2 * 1024 * 1024;
 const STORED_HEADERS = ['content-encoding', 'content-disposition', 'cache-control', 'content-language', 'expires'];
 const RESPONSE_OVERRIDES: Record<string, string> = {

@@ -79,7 +79,7 @@ function accessKeyId(prefix: string): string {
 const newSecret = () => randomBytes(30).toString('base64url');
 
 /** The root key: from the config, or read from (generated into) `<data_dir>/keys/s3-root.json`. */
-export function rootKey(config: FsConfig, dataDir: string): RootKey {
+function rootKey(config: FsConfig, dataDir: string): RootKey {
   if (config.root_access_key && config.root_secret_key) return { accessKey: config.root_access_key, secretKey: config.root_secret_key };
   const file = path.join(dataDir, 'keys', 's3-root.json');
   if (!fs.existsSync(file)) writeSecretFile(file, `${JSON.stringify({ accessKey: accessKeyId('WROOT'), secretKey: newSecret() }, null, 2)}\n`);

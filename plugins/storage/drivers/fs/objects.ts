@@ -21,10 +21,10 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { openDatabase, type Database } from '../../../../core/db.ts';
 
-export const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 /** S3's largest key, in UTF-8 bytes. */
 export const MAX_KEY_BYTES = 1024;
-export const MIN_PART_BYTES = 5 * 1024 * 1024;
+const MIN_PART_BYTES = 5 * 1024 * 1024;
 export const MAX_PARTS = 10_000;
 
 /** An S3 error: code, HTTP status and message, as the endpoint answers it. */
@@ -42,8 +42,8 @@ export class S3Error extends Error {
   }
 }
 
-export const noSuchBucket = (bucket: string) => new S3Error('NoSuchBucket', 404, `The specified bucket does not exist: ${bucket}`);
-export const noSuchKey = () => new S3Error('NoSuchKey', 404, 'The specified key does not exist.');
+const noSuchBucket = (bucket: string) => new S3Error('NoSuchBucket', 404, `The specified bucket does not exist: ${bucket}`);
+const noSuchKey = () => new S3Error('NoSuchKey', 404, 'The specified key does not exist.');
 export const noSuchUpload = () => new S3Error('NoSuchUpload', 404, 'The specified multipart upload does not exist.');
 
 /** Metadata kept with an object besides its bytes. */
@@ -132,7 +132,7 @@ export interface CompletedUpload {
 }
 
 /** How long a completed upload is remembered for a retried CompleteMultipartUpload. */
-export const COMPLETED_UPLOAD_TTL_MS = 24 * 3600 * 1000;
+const COMPLETED_UPLOAD_TTL_MS = 24 * 3600 * 1000;
 
 /** The ETag of a multipart object: MD5 of the parts' MD5s, then "-" and the part count. */
 export function multipartEtag(partEtags: readonly string[]): string {

@@ -38,7 +38,7 @@ export interface QuotaHold {
   release(): void;
 }
 
-export const quotaExceeded = (limit: number, used: number, adds: number) =>
+const quotaExceeded = (limit: number, used: number, adds: number) =>
   new S3Error(
     'QuotaExceeded',
     403,
