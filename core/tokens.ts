@@ -1,5 +1,5 @@
-/** Helpers for opaque secrets: generation, the hash stored in place of a secret, comparison. */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+/** Helpers for opaque secrets: generation, and the hash stored in place of a secret. */
+import { createHash, randomBytes } from 'node:crypto';
 
 /** `bytes` random bytes as URL-safe text. */
 export function randomToken(bytes = 32): string {
