@@ -133,6 +133,10 @@ async function serve(args: GlobalArgs, plugins: PluginSet): Promise<void> {
   );
   process.stderr.write(`Wharf ${pkg.version} listening on ${running.url} (public URL ${config.core.server.public_url})\n`);
   for (const line of running.notices) process.stderr.write(`${line}\n`);
+  // Said once listening, so a server that fails to start never points at a link it did not print.
+  // The notices themselves (a setup link is a credential) stay out of the log.
+  if (running.notices.length)
+    log.warn({ lines: running.notices.length }, 'notices for the operator are printed on stderr (for example the first-start setup link)');
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

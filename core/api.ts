@@ -18,8 +18,8 @@ import Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
 import { type Principal, type PrincipalKind, requirePrincipal } from './auth.ts';
-import type { Envelope } from './errors.ts';
 import { readBody } from './body.ts';
+import { type Envelope, WharfError } from './errors.ts';
 import { validate } from './validate.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -159,11 +159,19 @@ export class ApiRegistry {
         const principal = await requirePrincipal(ctx, credential.kinds === 'any' ? undefined : credential.kinds, credential.needs, credential.invalid);
         auth = credential.load ? await credential.load(ctx, principal) : principal;
       }
-      await readBody(ctx, bodyLimit);
+      const body = await readBody(ctx, bodyLimit);
+      // A body of a type the route does not take (text/plain JSON, say) is refused by name, not
+      // reported as missing fields.
+      if (body === 'unread' && spec.body && !(spec.bodyTypes ?? []).some((type) => type === '*/*' || ctx.request.is(type))) {
+        throw new WharfError(
+          'unsupported_media_type',
+          `Send the body as application/json${spec.bodyTypes?.length ? ` or ${spec.bodyTypes.join(', ')}` : ''} (Content-Type was ${ctx.get('content-type') || 'missing'})`,
+        );
+      }
       const params = spec.params ? validate(spec.params, ctx.params, { status }) : ctx.params;
       const query = spec.query ? validate(spec.query, ctx.query, { status }) : undefined;
-      const body = spec.body ? validate(spec.body, ctx.request.body, { status }) : undefined;
-      await spec.handler(ctx, { params, query, body, auth });
+      const input = spec.body ? validate(spec.body, ctx.request.body, { status }) : undefined;
+      await spec.handler(ctx, { params, query, body: input, auth });
     });
   }
 

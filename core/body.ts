@@ -37,17 +37,17 @@ function jsonDepth(raw: Buffer): number {
 /**
  * Reads a JSON or urlencoded form body up to `limit` bytes into `ctx.request.body` (and a JSON
  * body's exact bytes into `ctx.request.rawBody`): 413 past the limit, 400 for malformed JSON.
- * Other content types are left unread for handlers that stream (uploads). Declared routes call
- * it after authorizing, so a caller without a credential is refused before its body is judged.
- * Reads once; later calls return at once.
+ * Other content types are left unread for handlers that stream (uploads), and answered
+ * `unread`. Declared routes call it after authorizing, so a caller without a credential is refused
+ * before its body is judged. Reads once; later calls answer what the first found.
  */
-export async function readBody(ctx: Context, limit: number): Promise<void> {
-  const state = ctx.state as { [BODY_READ]?: true };
-  if (state[BODY_READ]) return;
-  state[BODY_READ] = true;
+export async function readBody(ctx: Context, limit: number): Promise<'none' | 'read' | 'unread'> {
+  const state = ctx.state as { [BODY_READ]?: 'none' | 'read' | 'unread' };
+  if (state[BODY_READ]) return state[BODY_READ];
   const hasBody = ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
   const type = hasBody ? ctx.request.is(...JSON_TYPES, FORM_TYPE) : false;
-  if (!type) return;
+  state[BODY_READ] = !hasBody ? 'none' : type ? 'read' : 'unread';
+  if (!type) return state[BODY_READ];
   let raw: Buffer;
   try {
     raw = await getRawBody(ctx.req, { limit, length: ctx.request.length });
@@ -68,4 +68,5 @@ export async function readBody(ctx: Context, limit: number): Promise<void> {
       throw new WharfError('invalid_json', position ? `Malformed JSON body (at position ${position})` : 'Malformed JSON body');
     }
   }
+  return 'read';
 }

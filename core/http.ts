@@ -71,7 +71,10 @@ export function requestHandling(options: { log: Logger; metrics: Registry; group
       if (ctx.status === 404 && ctx.body == null) throw new WharfError('not_found', groupFor(ctx.path).notFound ?? 'Not found');
     } catch (thrown) {
       const err = toWharfError(thrown);
-      if (err.status >= 500) ctx.log.error({ err: thrown, code: err.code }, 'request failed');
+      // A bug (500) is an error with its stack; a dependency that is down (503: a store, a network)
+      // is expected from time to time and says why in one line; a refusal is the caller's.
+      if (err.status === 500) ctx.log.error({ err: thrown, code: err.code }, 'request failed');
+      else if (err.status > 500) ctx.log.warn({ code: err.code, message: err.message, cause: causeOf(thrown) }, 'request answered unavailable');
       else ctx.log.debug({ code: err.code, message: err.message }, 'request refused');
       writeError(ctx, err, groupFor(ctx.path).envelope);
     } finally {
@@ -82,6 +85,12 @@ export function requestHandling(options: { log: Logger; metrics: Registry; group
       access({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, durationMs: Math.round(seconds * 1e4) / 10 });
     }
   };
+}
+
+/** The message of what caused an error, when it has a cause (no stack). */
+function causeOf(thrown: unknown): string | undefined {
+  const cause = (thrown as { cause?: unknown })?.cause;
+  return cause instanceof Error ? cause.message : undefined;
 }
 
 /** Writes an error in the given envelope; 429 uses its own shape everywhere. */

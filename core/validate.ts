@@ -90,3 +90,17 @@ export const queryParam = {
       .meta({ type: 'integer', minimum: min, ...(max === Number.MAX_SAFE_INTEGER ? {} : { maximum: max }), default: fallback });
   },
 };
+
+/** C0 controls and DEL: no name needs them, SQLite cuts text at NUL, and a terminal obeys escape codes. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds.
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** Text with no control characters (a name, a search term). */
+export function plainText(schema: z.ZodString = z.string()) {
+  return schema.refine((v) => !CONTROL.test(v), 'must not contain control characters');
+}
+
+/** A display name: trimmed, 1 to `max` characters, no control characters. */
+export function displayName(max = 100) {
+  return plainText(z.string().trim().min(1, 'must not be empty').max(max, `must be at most ${max} characters`));
+}

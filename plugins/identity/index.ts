@@ -23,7 +23,7 @@ import { DeviceFlow } from './device.ts';
 import { createIdentityService } from './service.ts';
 import { SESSION_COOKIE, SessionManager } from './sessions.ts';
 import { IdentityStore } from './store.ts';
-import type { IdentityService, OAuthPrincipal, UserPrincipal } from './types.ts';
+import type { IdentityService, OAuthPrincipal, SessionPrincipal, UserPrincipal } from './types.ts';
 
 /** Applies `X-Service-Org` (id or slug) after a membership check: 403 alike for a stranger's and a missing organization. */
 export function withOrgOverride<P extends UserPrincipal>(principal: P, ctx: Context, store: IdentityStore): P {
@@ -160,7 +160,6 @@ export default definePlugin({
       const ttl = config.setup_link_ttl_minutes;
       store.newSetupToken(sha256Hex(token), new Date(Date.now() + ttl * 60_000).toISOString());
       const link = `${core.server.public_url}/setup?token=${token}`;
-      log.warn({ expires_in_minutes: ttl }, 'no users yet: open the setup link printed on stderr to create the first owner');
       notices.push(`No users yet. Open this link within ${ttl} minutes to create the first owner:`, `  ${link}`);
     }
 
@@ -187,7 +186,12 @@ export default definePlugin({
       routes: [
         authRoutes(deps),
         setupRoutes(deps),
-        orgRoutes(api, store, identity, { invitations }),
+        orgRoutes(api, store, identity, {
+          invitations,
+          activate: (principal, orgId) => {
+            if (principal.kind === 'session') sessions.setActiveOrg(principal as SessionPrincipal, orgId);
+          },
+        }),
         ...oauthRoutes(api, deviceFlow),
         devicePageRoutes({ ...deps, flow: deviceFlow }),
         cliRoutes(api, store, auth, () => ({

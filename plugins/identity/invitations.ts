@@ -9,7 +9,7 @@ import { EMAIL } from './service.ts';
 import type { IdentityStore } from './store.ts';
 import type { Invitation, OrgWithRole, ReceivedInvitation, Role } from './types.ts';
 
-const NO_INVITATION = 'No pending invitation with that id (it may have expired, been revoked or declined)';
+const NO_INVITATION = 'No pending invitation with that id (it may have expired, been revoked, declined or already accepted)';
 
 /** The domain rules of invitations; the SQL is the store's. */
 export class Invitations {

@@ -5,7 +5,7 @@ import { type ApiRegistry, PUBLIC } from '../../core/api.ts';
 import { WharfError } from '../../core/errors.ts';
 import type { RouteGroup } from '../../core/api.ts';
 import { randomToken, sha256Hex } from '../../core/tokens.ts';
-import { queryParam, uuid } from '../../core/validate.ts';
+import { displayName, queryParam, uuid } from '../../core/validate.ts';
 import type { StorageService } from '../storage/types.ts';
 import type { TokensStore } from './store.ts';
 import type { LastUsed } from './usage.ts';
@@ -16,7 +16,7 @@ export const TOKEN_PREFIX = 'svc_live_';
 const DISPLAY_LENGTH = TOKEN_PREFIX.length + 7;
 
 export const listQuery = z.object({ appId: queryParam.one(uuid).pipe(z.string({ error: 'is required' })) });
-export const createBody = z.object({ appId: uuid, name: z.string().trim().min(1, 'must not be empty').max(100, 'must be at most 100 characters') });
+export const createBody = z.object({ appId: uuid, name: displayName(100) });
 export const deleteBody = z.object({ tokenId: uuid });
 const validateBody = z.object({ token: z.string().min(1, 'must not be empty') });
 

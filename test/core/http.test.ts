@@ -76,6 +76,10 @@ describe('errors answer in the route group envelope', () => {
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('5');
     expect(res.body).toEqual({ error: `Storage is unreachable (request id ${res.headers.get('x-request-id')})` });
+    // Expected from time to time: a warning in one line, not an error with a stack.
+    const line = app.logs.find((l) => l.request_id === res.headers.get('x-request-id') && l.msg !== 'request');
+    expect(line).toMatchObject({ level: 'warn', msg: 'request answered unavailable', code: 'unavailable', message: 'Storage is unreachable' });
+    expect(JSON.stringify(line)).not.toContain('stack');
   });
 
   it('keeps a sane incoming X-Request-Id and replaces a bad one', async () => {

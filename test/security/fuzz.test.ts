@@ -262,6 +262,8 @@ const FIELD_MUTATIONS = [
   '[1,"a",null]',
   HUGE,
   '"a\\u0000b"',
+  '"\\u0000abc"',
+  '"a\\u001b[2Jb"',
   '"\\ud800"',
   '"x\\udfffy"',
   nested(50),
@@ -325,7 +327,25 @@ function fieldPaths(schema: Schema | undefined, baseline: Json): (string | numbe
   return paths;
 }
 
-const QUERY_VALUES = ['', 'abc', '-1', '0', '1.5', '1e999', '99999999999999999999', 'x'.repeat(5000), '%00', '%ED%A0%80', '%ZZ', 'true', '[]', '{}'];
+const QUERY_VALUES = [
+  '',
+  'abc',
+  '-1',
+  '0',
+  '1.5',
+  '1e999',
+  '99999999999999999999',
+  'x'.repeat(5000),
+  '%00',
+  '%00ab',
+  'ab%00cd',
+  '%1B%5B2J',
+  '%ED%A0%80',
+  '%ZZ',
+  'true',
+  '[]',
+  '{}',
+];
 const PATH_VALUES = [
   '0',
   '-1',

@@ -44,7 +44,7 @@ export function oauthRoutes(api: ApiRegistry, flow: DeviceFlow): RouteGroup[] {
       await next();
     } catch (thrown) {
       const err =
-        thrown instanceof WharfError && (thrown.code === 'bad_request' || thrown.code === 'invalid_json') && !(thrown instanceof OAuthError)
+        thrown instanceof WharfError && ['bad_request', 'invalid_json', 'unsupported_media_type'].includes(thrown.code) && !(thrown instanceof OAuthError)
           ? new OAuthError('invalid_request', thrown.message)
           : thrown;
       if (!(err instanceof OAuthError)) throw err;

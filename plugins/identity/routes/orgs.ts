@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { type ApiRegistry, type Credential, PUBLIC } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
+import { displayName } from '../../../core/validate.ts';
 import type { RouteGroup } from '../../../core/api.ts';
 import { signedInUser } from '../credentials.ts';
 import { requireManager, type Invitations } from '../invitations.ts';
@@ -13,7 +14,7 @@ import { ROLES, type IdentityService, type Invitation, type Org, type Role, type
 import { TAG as tag } from './auth.ts';
 
 /** `POST /api/orgs`. */
-const createOrgBody = z.object({ name: z.string().trim().min(1).max(100), slug: z.string().min(1).max(48).optional() });
+const createOrgBody = z.object({ name: displayName(100), slug: z.string().min(1).max(48).optional() });
 /** `POST /api/orgs/{org}/invitations`, and `POST /api/orgs/{org}/members`, its alias. */
 const inviteBody = z.object({ email: z.string().min(3).max(320), role: z.enum(ROLES).default('member') });
 /** `PATCH /api/orgs/{org}/members/{userId}`. */
@@ -43,6 +44,8 @@ const invitationView = (i: Invitation, withInviter: boolean) => ({
 export interface OrgRouteOptions {
   /** Built-in mode's invitations; absent in OIDC mode, where the invitation routes answer 404 with `unavailable`. */
   invitations?: Invitations;
+  /** Makes an organization just joined the active one of a dashboard session that has none. */
+  activate?(principal: UserPrincipal, orgId: string): void;
   unavailable?: string;
 }
 
@@ -243,7 +246,10 @@ function invitationRoutes(
     success: { schema: z.object({ org: orgSchema }) },
     errors: { 404: 'No such pending invitation for this account (unknown, expired, revoked, declined or another email): `{error}`' },
     handler(ctx, { params, auth: p }) {
-      const { id, slug, name, role } = available().accept((p as UserPrincipal).userId, params.id!);
+      const user = p as UserPrincipal;
+      const { id, slug, name, role } = available().accept(user.userId, params.id!);
+      // Someone who had no organization now acts in this one, without a separate switch.
+      if (!user.orgId) options.activate?.(user, id);
       ctx.body = { org: { id, slug, name, role } };
     },
   });

@@ -6,6 +6,7 @@
  * credential loaded as `input.auth`.
  */
 import { z } from 'zod';
+import { displayName } from '../../../core/validate.ts';
 import type { ApiRegistry } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
 import type { SessionsConfig } from '../config.ts';
@@ -74,7 +75,7 @@ export const webhookEvents = z
 
 /** Session settings shared by create and update (all optional here). */
 export const sessionSettings = {
-  name: z.string().trim().min(1).max(100).describe('Display name; also the push name sandbox recipients see.'),
+  name: displayName(100).describe('Display name; also the push name sandbox recipients see.'),
   phone_number: phoneNumber.describe('The account number, E.164.'),
   account_protection: z.boolean().describe('Limit sends to one message per interval (default 5 seconds).'),
   log_messages: z.boolean().describe('Keep message content in the message log (needed to resend failed messages).'),

@@ -10,6 +10,7 @@
  * except participant changes, which answer 200 with a per-participant 403 as WhatsApp does.
  */
 import { z } from 'zod';
+import { displayName } from '../../../core/validate.ts';
 import type { RouteGroup } from '../../../core/api.ts';
 import { participantJid } from '../networks/nodes.ts';
 import type { GroupMetadata, GroupParticipant } from '../networks/types.ts';
@@ -43,7 +44,7 @@ const participantList = z
   .describe('Phone numbers (E.164) or phone JIDs.');
 
 const createBody = z.strictObject({
-  name: z.string().trim().min(1).max(100).describe('The group subject.'),
+  name: displayName(100).describe('The group subject.'),
   participants: participantList.optional().describe('Members besides this account: phone numbers (E.164) or phone JIDs.'),
 });
 const participantsBody = z.strictObject({ participants: participantList });

@@ -189,6 +189,8 @@ export function mediaRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     body: uploadBody,
+    // The file itself may be the body, of its own type.
+    bodyTypes: ['multipart/form-data', '*/*'],
     query: uploadQuery,
     success: { schema: urlResult },
     errors: {

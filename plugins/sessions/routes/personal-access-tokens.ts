@@ -4,12 +4,13 @@
  * rule (`../personal-access-tokens.ts`).
  */
 import { z } from 'zod';
+import { displayName } from '../../../core/validate.ts';
 import type { RouteGroup } from '../../../core/api.ts';
 import type { PatRow } from '../store.ts';
 import { type RouteDeps, success } from './common.ts';
 
 const createBody = z.strictObject({
-  name: z.string().trim().min(1).max(100).describe('What the token is for.'),
+  name: displayName(100).describe('What the token is for.'),
   expires_at: z.iso.datetime({ offset: true }).nullable().optional().describe('When the token stops working (ISO 8601, in the future); absent or null: never.'),
 });
 

@@ -2,11 +2,10 @@
 import { z } from 'zod';
 import type { ApiRegistry } from '../../../core/api.ts';
 import type { RouteGroup } from '../../../core/api.ts';
-import { queryParam, uuid } from '../../../core/validate.ts';
-import { publicApp } from '../service.ts';
+import { displayName, queryParam, uuid } from '../../../core/validate.ts';
 import { appInOrg, dashboardSession, type RouteDeps, TAG as tag } from './common.ts';
 
-const name = z.string().trim().min(1, 'must not be empty').max(100, 'must be at most 100 characters');
+const name = displayName(100);
 const storageLimit = z.int('must be an integer number of bytes or null').min(0, 'must not be negative').max(Number.MAX_SAFE_INTEGER).nullable();
 
 export const createBody = z.object({ name, storageLimit: storageLimit.optional() });
@@ -46,7 +45,7 @@ export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): Rout
     async handler(ctx, { body, auth: orgId }) {
       const app = await storage.createApp(orgId, { name: body.name, storageLimit: body.storageLimit ?? null });
       ctx.status = 201;
-      ctx.body = publicApp(app);
+      ctx.body = storage.appView(app);
     },
   });
 
@@ -60,7 +59,7 @@ export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): Rout
     errors: { 404: 'App not found: `{error}`' },
     handler(ctx, { body, auth: orgId }) {
       const app = appInOrg(store, body.appId, orgId);
-      ctx.body = publicApp(storage.updateApp(app, { name: body.name, storageLimit: body.storageLimit }));
+      ctx.body = storage.appView(storage.updateApp(app, { name: body.name, storageLimit: body.storageLimit }));
     },
   });
 

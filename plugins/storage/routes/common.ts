@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import type { Credential } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
+import { plainText } from '../../../core/validate.ts';
 import type { Storage } from '../service.ts';
 import type { AppState, StorageStore } from '../store.ts';
 import type { AppTokenPrincipal } from '../types.ts';
@@ -16,7 +17,7 @@ export const MAX_ITEMS = 1000;
 
 export const fileInput = z.object({
   key: z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'),
-  name: z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'),
+  name: plainText(z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters')),
   size: z.int().min(0, 'must not be negative').max(Number.MAX_SAFE_INTEGER),
   type: z.string().min(1, 'must not be empty').max(255, 'must be at most 255 characters'),
 });

@@ -9,14 +9,14 @@ import { type ApiRegistry, PUBLIC } from '../../../core/api.ts';
 import type { AuthRegistry } from '../../../core/auth.ts';
 import { WharfError } from '../../../core/errors.ts';
 import type { RouteGroup } from '../../../core/api.ts';
-import { queryParam, uuid } from '../../../core/validate.ts';
+import { plainText, queryParam, uuid } from '../../../core/validate.ts';
 import type { AppState } from '../store.ts';
 import type { AppTokenPrincipal } from '../types.ts';
 import { appInOrg, appTokenOrSession, dashboardSession, fileInput, fileList, INVALID_TOKEN, MAX_ITEMS, type RouteDeps, TAG as tag } from './common.ts';
 
 export const listQuery = z.object({
   appId: queryParam.one(uuid).describe('The app, with a dashboard session (ignored with a Bearer token)'),
-  search: queryParam.one(z.string().max(1024, 'must be at most 1024 characters')).describe('Case-sensitive substring of the name'),
+  search: queryParam.one(plainText(z.string().max(1024, 'must be at most 1024 characters'))).describe('Case-sensitive substring of the name'),
   page: queryParam.int(1, 1, Number.MAX_SAFE_INTEGER),
   pageSize: queryParam.int(10, 1, 100),
   dir: queryParam.one(z.enum(['asc', 'desc'], { error: 'must be "asc" or "desc"' })).describe('Direction on uploadedAt (default desc)'),

@@ -155,6 +155,19 @@ describe('the invitee', () => {
     expect(again.status).toBe(404);
   });
 
+  it('accepted by someone with no organization yet: the organization becomes the active one of the session', async () => {
+    const email = `loner-${Date.now()}@example.test`;
+    await identityOf(app).createUser({ email, password: 'loner password 1' });
+    const cookie = await login(app, email, 'loner password 1');
+    const headers = { cookie, origin: app.url };
+    expect((await app.request('GET', '/auth/session', { headers })).body.activeOrgId).toBeNull();
+    const sent = await invite(owner, email);
+    expect((await app.request('POST', `/api/orgs/invitations/${sent.body.invitation.id}/accept`, { headers })).status).toBe(200);
+    expect((await app.request('GET', '/auth/session', { headers })).body.activeOrgId).toBe(owner.orgId);
+    const again = await app.request('POST', `/api/orgs/invitations/${sent.body.invitation.id}/accept`, { headers });
+    expect(again.body.error).toMatch(/already accepted/);
+  });
+
   it('declines: the invitation is gone and no membership is made', async () => {
     const invitee = await signIn(app);
     const sent = await invite(owner, invitee.email);
@@ -243,7 +256,7 @@ describe('expiry and renewal', () => {
     expect(list.body.invitations.map((i: { id: string }) => i.id)).not.toContain(sent.id);
     const late = await app.request('POST', `/api/orgs/invitations/${sent.id}/accept`, { headers: invitee.headers });
     expect(late.status).toBe(404);
-    expect(late.body).toStrictEqual({ error: 'No pending invitation with that id (it may have expired, been revoked or declined)' });
+    expect(late.body).toStrictEqual({ error: 'No pending invitation with that id (it may have expired, been revoked, declined or already accepted)' });
     expect((await app.request('GET', '/api/orgs', { headers: invitee.headers })).body.orgs.map((o: { id: string }) => o.id)).not.toContain(owner.orgId);
   });
 

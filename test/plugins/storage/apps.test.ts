@@ -74,8 +74,22 @@ describe('POST /api/apps provisions a bucket', () => {
       storageLimit: null,
       createdAt: expect.stringMatching(ISO),
       updatedAt: res.body.createdAt,
+      // The usage fields GET /api/apps shows, so a new app reads the same everywhere.
+      storedBytes: 0,
+      fileCount: 0,
+      unregisteredBytes: 0,
+      unregisteredCount: 0,
+      usedBytes: 0,
+      // The embedded store counts live; the s3 driver has not reconciled a new bucket yet.
+      usageCheckedAt: process.env.WHARF_TEST_STORE === 'embedded' ? expect.stringMatching(ISO) : null,
     });
     expect(await bucketExists(res.body.bucketName)).toBe(true);
+  });
+
+  it('refuses a body of another type by name (415), rather than as missing fields', async () => {
+    const res = await app.request('POST', '/api/apps', { raw: '{"name":"typed"}', headers: { ...owner.headers, 'content-type': 'text/plain' } });
+    expect(res.status).toBe(415);
+    expect(res.body).toStrictEqual({ error: 'Send the body as application/json (Content-Type was text/plain)' });
   });
 
   it('defaults storageLimit to null and keeps an integer limit', async () => {
@@ -94,6 +108,15 @@ describe('the Apps table, row by row', () => {
     ['no credential', 'nobody', 'GET', '/api/apps', undefined, 401, { error: 'Authentication required' }],
     ['an app token is not a session', 'token', 'GET', '/api/apps', undefined, 403, { error: 'This operation requires a dashboard session' }],
     ['create: name missing', 'owner', 'POST', '/api/apps', {}, 400, { error: 'name is required' }],
+    [
+      'create: name with an escape code',
+      'owner',
+      'POST',
+      '/api/apps',
+      { name: 'evil\u001b]0;pwned\u0007' },
+      400,
+      { error: 'name: must not contain control characters' },
+    ],
     ['create: name empty', 'owner', 'POST', '/api/apps', { name: '   ' }, 400, { error: 'name: must not be empty' }],
     ['create: name not text', 'owner', 'POST', '/api/apps', { name: 5 }, 400, { error: 'name must be a string' }],
     ['create: limit as text', 'owner', 'POST', '/api/apps', { name: 'x', storageLimit: '10' }, 400, { error: expect.stringMatching(/^storageLimit/) }],

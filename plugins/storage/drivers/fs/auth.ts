@@ -369,10 +369,13 @@ export class Verifier {
     });
     const mine = String(out.query?.['X-Amz-Signature'] ?? '');
     if (!sameText(mine, signature) || out.query?.['X-Amz-SignedHeaders'] !== signed.join(';')) {
+      // The usual cause with a URL from upload phase 1: a Content-Type or size other than the
+      // declared one, both of which the URL signs. Say which headers count, not their values.
+      const headers = signed.filter((h) => h !== 'host');
       throw new S3Error(
         'SignatureDoesNotMatch',
         403,
-        'The request signature we calculated does not match the signature you provided. Check your key and signing method.',
+        `The request signature we calculated does not match the signature you provided. Check your key and signing method.${headers.length ? ` This URL signs ${headers.join(', ')}: send exactly the values it was made for.` : ''}`,
       );
     }
     return { principal: cred.principal, payload: 'UNSIGNED-PAYLOAD', signedHeaders: new Set(signed) };
