@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -5,7 +6,7 @@ import { resolveConfig } from '../core/config.ts';
 import { PLUGIN_CONTRACT } from '../core/plugin.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { tempDir } from './helpers/app.ts';
-import { freePort, serve, wharf } from './helpers/cli.ts';
+import { cleanEnv, freePort, root, serve, wharf } from './helpers/cli.ts';
 
 describe('wharf command', () => {
   it('runs on the pinned Node 24 LTS', () => {
@@ -51,6 +52,27 @@ describe('wharf command', () => {
     const env = wharf(['config', 'check', good], { env: { WHARF_LOG__LEVEL: 'loud' } });
     expect(env.status).toBe(2);
     expect(env.stderr).toMatch(/^wharf: config error: WHARF_LOG__LEVEL: "log.level": expected one of/);
+  });
+
+  it('checks the embedded defaults and the WHARF_* variables when no file is named', () => {
+    const cwd = tempDir();
+    const enabled = resolveConfig(builtinPlugins, {}).order.map((p) => p.name).join(', ');
+    expect(wharf(['config', 'check'], { cwd })).toMatchObject({ status: 0, stdout: `embedded defaults: ok (plugins: ${enabled})\n`, stderr: '' });
+    const vars = { WHARF_SERVER__LISTEN: '127.0.0.1:9999', WHARF_PLUGINS__EXAMPLE__ENABLED: 'true' };
+    const withExample = resolveConfig(builtinPlugins, { env: vars }).order.map((p) => p.name);
+    expect(withExample).toContain('example');
+    expect(wharf(['config', 'check'], { cwd, env: vars })).toMatchObject({ status: 0, stdout: `embedded defaults + 2 WHARF_* variables: ok (plugins: ${withExample.join(', ')})\n` });
+    expect(wharf(['config', 'check'], { cwd, env: { WHARF_SERVER__LISTEN: 'nowhere' } })).toMatchObject({
+      status: 2,
+      stdout: '',
+      stderr: 'wharf: config error: WHARF_SERVER__LISTEN: "server.listen": expected HOST:PORT, for example 127.0.0.1:8080\n',
+    });
+    expect(wharf(['config', 'check'], { cwd, env: { WHARF_SERVER__BOGUS: '1' } })).toMatchObject({ status: 2, stderr: 'wharf: config error: WHARF_SERVER__BOGUS: unknown key "server.bogus"\n' });
+    // WHARF_CONFIG (or --config) names the file to check when no FILE is given.
+    fs.writeFileSync(path.join(cwd, 'w.toml'), '[server]\nlisten = "127.0.0.1:9999"\n');
+    expect(wharf(['config', 'check'], { cwd, env: { WHARF_CONFIG: 'w.toml' } })).toMatchObject({ status: 0, stdout: `w.toml: ok (plugins: ${enabled})\n` });
+    expect(wharf(['config', 'check', '--config', 'nope.toml'], { cwd })).toMatchObject({ status: 2, stderr: 'wharf: config error: nope.toml: file not found\n' });
+    expect(fs.readdirSync(cwd)).toEqual(['w.toml']);
   });
 
   it('lists plugins and shows and applies migrations', () => {
@@ -168,5 +190,77 @@ describe('wharf and plugins outside the binary', () => {
       stderr: `wharf: ${path.join(cwd, 'busy')} exists and is not empty\n`,
     });
     expect(fs.readdirSync(cwd)).toEqual(['busy']);
+  });
+});
+
+/**
+ * What a new user types: `./bin/wharf.ts`, `npx wharf`, or a `wharf` link on PATH, from a shell
+ * whose `node` is not the pinned one (Debian's is 20, which cannot parse a .ts file).
+ */
+describe('the wharf launcher', () => {
+  const entry = path.join(root, 'bin/wharf.ts');
+  /** The machine's PATH without any node_modules/.bin (npm test and npx add the project's). */
+  const systemPath = (process.env.PATH ?? '').split(path.delimiter).filter((d) => d && !d.includes('node_modules')).join(path.delimiter);
+
+  /** A directory whose `node` is an old Node that fails loudly if anyone runs a script with it. */
+  function oldNode(): string {
+    const dir = tempDir();
+    const node = path.join(dir, 'node');
+    fs.writeFileSync(node, '#!/bin/sh\n[ "$1" = -v ] && { echo v20.11.1; exit 0; }\necho "old node ran: $*" >&2\nexit 99\n', { mode: 0o755 });
+    return dir;
+  }
+
+  const run = (cmd: string, args: string[], env: NodeJS.ProcessEnv, cwd = tempDir()) => {
+    const r = spawnSync(cmd, args, { cwd, env: { ...cleanEnv(), ...env }, encoding: 'utf8', timeout: 120_000 });
+    return { status: r.status, stdout: r.stdout, stderr: r.stderr, error: r.error };
+  };
+
+  it('is tracked executable, so npx (which chmods bins) leaves the tree unchanged', () => {
+    const staged = spawnSync('git', ['ls-files', '-s', 'bin/wharf.ts'], { cwd: root, encoding: 'utf8' }).stdout;
+    expect(staged).toMatch(/^100755 /);
+    expect(fs.statSync(entry).mode & 0o111).toBe(0o111);
+    expect(JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).bin).toEqual({ wharf: 'bin/wharf.ts' });
+  });
+
+  it('./bin/wharf.ts runs on the pinned Node 24 whatever node is on PATH', () => {
+    const system = spawnSync('node', ['-v'], { env: { PATH: systemPath }, encoding: 'utf8' });
+    for (const PATH of [`${oldNode()}${path.delimiter}${systemPath}`, systemPath]) {
+      const r = run(entry, ['version'], { PATH });
+      expect(r.stderr).toBe('');
+      expect(r.stdout).toMatch(/^wharf \d+\.\d+\.\d+\nnode 24\.21\.0\n/);
+    }
+    // What the machine's own node is (v20 on Debian 12/13 at the time of writing), for the record.
+    expect(system.error === undefined ? system.stdout : 'no node').toMatch(/^(v\d+\.|no node)/);
+  });
+
+  it('a wharf link on PATH (ln -s .../bin/wharf.ts ~/.local/bin/wharf) works from any directory', () => {
+    const bin = tempDir();
+    fs.symlinkSync(entry, path.join(bin, 'wharf'));
+    const r = run('wharf', ['version', '--json'], { PATH: [bin, oldNode(), systemPath].join(path.delimiter) });
+    expect(r.stderr).toBe('');
+    expect(JSON.parse(r.stdout)).toMatchObject({ node: '24.21.0' });
+  });
+
+  it('npx wharf works in the project with the system npm, and keeps bin/wharf.ts as it is', () => {
+    const before = fs.statSync(entry).mode;
+    const r = run('npx', ['--no', 'wharf', 'version'], { PATH: systemPath, HOME: process.env.HOME }, path.join(root, 'test'));
+    expect(r.error).toBeUndefined();
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^wharf \d+\.\d+\.\d+\nnode 24\.21\.0\n/);
+    // npm links the project's bin and chmods it 0755: a no-op only because git tracks it so.
+    expect(fs.statSync(entry).mode).toBe(before);
+  }, 120_000);
+
+  it('outside an installed project, with an old node, it says so in one line', () => {
+    const copy = path.join(tempDir(), 'bin');
+    fs.mkdirSync(copy);
+    fs.copyFileSync(entry, path.join(copy, 'wharf.ts'));
+    fs.chmodSync(path.join(copy, 'wharf.ts'), 0o755);
+    const r = run(path.join(copy, 'wharf.ts'), ['version'], { PATH: `${oldNode()}${path.delimiter}/usr/bin${path.delimiter}/bin` });
+    expect(r).toMatchObject({
+      status: 1,
+      stdout: '',
+      stderr: `wharf: needs Node 24 (the node on PATH is v20.11.1): run npm install in ${path.dirname(copy)}, which puts Node 24 in node_modules/.bin\n`,
+    });
   });
 });
