@@ -315,7 +315,7 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
       const v = await versions();
       process.stdout.write(args.json ? `${JSON.stringify(v)}\n` : `wharf ${v.wharf}\nnode ${v.node}\nsqlite ${v.sqlite}\n`);
     });
-  addClientCommands(cli as unknown as Argv);
+  addClientCommands(cli as unknown as Argv, { localInstance: (args) => loadConfig(args as GlobalArgs, plugins).core.server.public_url });
   addPluginCommands(cli as unknown as Argv<GlobalArgs>, plugins);
   await cli
     .demandCommand(1, 'name a command (see wharf --help)')

@@ -14,11 +14,25 @@ export interface ClientArgs {
   instance?: string;
   org?: string;
   json?: boolean;
+  /** The local server's own address (set by addClientCommands; not an option). */
+  localInstance?: () => string;
 }
 
-/** The instance a command talks to: --instance, WHARF_INSTANCE, or the last one signed in to. */
+export interface ClientCommandOptions {
+  /**
+   * The address of the server this machine's config describes (`server.public_url`, which
+   * defaults to `http://<listen>`), read from the same --config / WHARF_CONFIG / WHARF_* the
+   * server would read. Called only when nothing else names an instance.
+   */
+  localInstance(args: object): string;
+}
+
+/**
+ * The instance a command talks to: --instance, WHARF_INSTANCE, the last one signed in to, else
+ * the local server from the config, so the first commands after `npm start` need no flag.
+ */
 export function instanceOf(args: ClientArgs): string {
-  const chosen = args.instance ?? process.env.WHARF_INSTANCE ?? readCredentials().current;
+  const chosen = args.instance ?? process.env.WHARF_INSTANCE ?? readCredentials().current ?? args.localInstance?.();
   if (!chosen) throw new ClientError('no instance: give --instance URL (or sign in first with wharf login --instance URL)');
   return normalizeInstance(chosen);
 }
@@ -47,9 +61,18 @@ export function run<A extends ClientArgs>(fn: (args: A) => Promise<void>): (args
   };
 }
 
-export function addClientCommands(cli: Argv): void {
+export function addClientCommands(cli: Argv, options: ClientCommandOptions): void {
   cli
-    .option('instance', { type: 'string', describe: 'Wharf instance URL for client commands (or WHARF_INSTANCE)', global: true })
+    // Every client command reads the local address the same way; a middleware hands it over
+    // without threading it through each command (non-enumerable: never printed or validated).
+    .middleware((argv) => {
+      Object.defineProperty(argv, 'localInstance', { value: () => options.localInstance(argv), enumerable: false });
+    })
+    .option('instance', {
+      type: 'string',
+      describe: 'Wharf instance URL for client commands (default: WHARF_INSTANCE, the last one signed in to, else this config\'s server.public_url)',
+      global: true,
+    })
     .option('org', { type: 'string', describe: 'Organization (id or slug) client commands act in (X-Service-Org)', global: true })
     .command(
       'login',

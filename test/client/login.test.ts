@@ -59,9 +59,33 @@ describe('wharf login', () => {
     const out = await wharf(['logout'], { env });
     expect(out.stdout).toBe(`Signed out of ${app.url}\n`);
     expect(JSON.parse(fs.readFileSync(file, 'utf8')).instances).toEqual({});
-    const none = await wharf(['whoami'], { env });
+    // Signed in nowhere: the default is the local server of the embedded defaults.
+    const none = await wharf(['whoami'], { env, cwd: tempDir() });
     expect(none.status).toBe(1);
-    expect(none.stderr).toBe('wharf: no instance: give --instance URL (or sign in first with wharf login --instance URL)\n');
+    expect(none.stderr).toBe('wharf: not signed in to http://127.0.0.1:8080; run wharf login --instance http://127.0.0.1:8080\n');
+  }, 90_000);
+
+  it('without --instance, signs in to the server the local config describes, then keeps using it', async () => {
+    const home = tempDir();
+    const cwd = tempDir();
+    const { port } = new URL(app.url);
+    fs.writeFileSync(path.join(cwd, 'wharf.toml'), `[server]\nlisten = "0.0.0.0:${port}"\npublic_url = "${app.url}"\n`);
+    const r = await cliLogin(app, user, home, true, { args: ['--config', 'wharf.toml'], cwd });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.startsWith(`Signed in to ${app.url} as ${user.email} (organizations: `), r.stdout).toBe(true);
+
+    // The last instance signed in to wins over the config from then on.
+    const env = { XDG_CONFIG_HOME: home, WHARF_SERVER__LISTEN: '127.0.0.1:9' };
+    const me = await wharf(['whoami', '--json'], { env });
+    expect(me.status, me.stderr).toBe(0);
+    expect(JSON.parse(me.stdout)).toMatchObject({ userId: user.userId });
+
+    // Not signed in, the listen address of the environment names the instance (public_url = http://<listen>).
+    const fresh = tempDir();
+    const listen = await wharf(['whoami'], { env: { XDG_CONFIG_HOME: fresh, WHARF_SERVER__LISTEN: `0.0.0.0:${port}` } });
+    expect(listen.stderr).toBe(`wharf: not signed in to http://localhost:${port}; run wharf login --instance http://localhost:${port}\n`);
+    const bad = await wharf(['whoami'], { env: { XDG_CONFIG_HOME: fresh, WHARF_SERVER__LISTEN: 'nowhere' } });
+    expect(bad).toMatchObject({ status: 2, stderr: 'wharf: config error: WHARF_SERVER__LISTEN: "server.listen": expected HOST:PORT, for example 127.0.0.1:8080\n' });
   }, 90_000);
 
   it('reports a denied sign-in and an unreachable or wrong instance in one line', async () => {

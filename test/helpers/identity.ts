@@ -55,13 +55,21 @@ export async function login(app: TestApp, email: string, password: string): Prom
 }
 
 /**
- * Runs `wharf login --instance <app>` with its credentials under `configHome`, and approves (or
- * denies) the code it prints as `user`, the way a person would in the browser.
+ * Runs `wharf login --instance <app>` (or `wharf login ...args`) with its credentials under
+ * `configHome`, and approves (or denies) the code it prints as `user`, the way a person would in
+ * the browser.
  */
-export function cliLogin(app: TestApp, user: SignedIn, configHome: string, approve = true): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function cliLogin(
+  app: TestApp,
+  user: SignedIn,
+  configHome: string,
+  approve = true,
+  options: { args?: string[]; env?: NodeJS.ProcessEnv; cwd?: string } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, 'bin/wharf.ts'), 'login', '--instance', app.url], {
-      env: { ...cleanEnv(), XDG_CONFIG_HOME: configHome },
+    const child = spawn(process.execPath, [path.join(root, 'bin/wharf.ts'), 'login', ...(options.args ?? ['--instance', app.url])], {
+      env: { ...cleanEnv(), ...options.env, XDG_CONFIG_HOME: configHome },
+      cwd: options.cwd ?? root,
     });
     let stdout = '';
     let stderr = '';
