@@ -5,6 +5,7 @@
 import type { Argv } from 'yargs';
 import { credentialsPath, normalizeInstance, readCredentials, writeCredentials } from './credentials.ts';
 import { Client, ClientError } from './http.ts';
+import { UsageError } from './errors.ts';
 import { login } from './login.ts';
 import { addDispatchCommands } from './dispatches.ts';
 import { addFileCommands } from './files.ts';
@@ -45,12 +46,17 @@ function out(args: ClientArgs, text: string, json: unknown): void {
   process.stdout.write(args.json ? `${JSON.stringify(json)}\n` : `${text}\n`);
 }
 
-/** Runs a client command body, turning a ClientError into one line on stderr and exit 1. */
+/** Runs a client command body, turning a ClientError into one line on stderr and exit 1 (a UsageError: exit 2). */
 export function run<A extends ClientArgs>(fn: (args: A) => Promise<void>): (args: object) => Promise<void> {
   return async (args) => {
     try {
       await fn(args as A);
     } catch (err) {
+      if (err instanceof UsageError) {
+        process.stderr.write(`wharf: ${err.message} (see wharf --help)\n`);
+        process.exitCode = 2;
+        return;
+      }
       if (err instanceof ClientError) {
         process.stderr.write(`wharf: ${err.message}\n`);
         process.exitCode = 1;

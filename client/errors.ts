@@ -7,3 +7,11 @@ export class ClientError extends Error {
     this.status = status;
   }
 }
+
+/** A command given wrong or missing flags, found after parsing: one line, exit code 2. */
+export class UsageError extends ClientError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}

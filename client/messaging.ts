@@ -1,12 +1,13 @@
 /**
  * The messaging client commands: `wharf pat create|list|revoke`, `wharf sessions
- * list|create|get|delete|connect|disconnect|regenerate-key` and `wharf sandbox receive`. They act
+ * list|create|get|update|delete|connect|disconnect|regenerate-key` and `wharf sandbox receive`. They act
  * as the signed-in user (the OAuth token of `wharf login`); `sandbox receive` reads the session's
  * API key with it and then calls the session-scoped route with that key.
  */
 import type { Argv } from 'yargs';
 import pkg from '../package.json' with { type: 'json' };
-import { ClientError, errorText, readJson } from './http.ts';
+import { type Client, ClientError, errorText, readJson } from './http.ts';
+import { UsageError } from './errors.ts';
 import { type ClientArgs, clientFor, run } from './commands.ts';
 
 interface Token {
@@ -37,6 +38,12 @@ interface Session {
   [field: string]: unknown;
 }
 
+/** The session's signing mode (not part of the session object the API returns). */
+async function signingOf(client: Client, id: string): Promise<string> {
+  const { data } = await client.request<Envelope<{ mode: string }>>('GET', `/api/whatsapp-sessions/${id}/webhook-signing`);
+  return data.mode;
+}
+
 interface Envelope<T> {
   success: true;
   data: T;
@@ -49,11 +56,7 @@ function print(args: ClientArgs, text: string, json: unknown): void {
 /** Left-aligned columns, two spaces apart. */
 export function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
-      .join('  ')
-      .trimEnd();
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
   return [line(header), ...rows.map(line)].join('\n');
 }
 
@@ -82,7 +85,12 @@ async function withSessionKey<T>(instance: string, apiKey: string, method: strin
   return parsed as T;
 }
 
-function sessionText(s: Session): string {
+/** How `webhook_events` reads: null delivers nothing, [] delivers every event. */
+function eventsText(events: string[] | null): string {
+  return events === null ? '- (none)' : events.length === 0 ? '[] (all)' : events.join(', ');
+}
+
+function sessionText(s: Session, options: { secret?: boolean } = {}): string {
   return [
     `id: ${s.id}`,
     `name: ${s.name}`,
@@ -92,11 +100,78 @@ function sessionText(s: Session): string {
     `api_key: ${s.api_key}`,
     `webhook_url: ${s.webhook_url ?? '-'}`,
     `webhook_enabled: ${s.webhook_enabled}`,
-    `webhook_events: ${s.webhook_events === null ? '- (none)' : s.webhook_events.length === 0 ? '[] (all)' : s.webhook_events.join(', ')}`,
+    `webhook_events: ${eventsText(s.webhook_events)}`,
+    ...(typeof s.webhook_signing === 'string' ? [`webhook_signing: ${s.webhook_signing}`] : []),
+    ...(options.secret && typeof s.webhook_secret === 'string' ? [`webhook_secret: ${s.webhook_secret}`] : []),
     `account_protection: ${s.account_protection}`,
     `log_messages: ${s.log_messages}`,
     `created_at: ${when(s.created_at)}`,
   ].join('\n');
+}
+
+/**
+ * Why a session's webhook would deliver nothing, or null when it delivers: the three settings
+ * that must all be set, named by the flag that sets each.
+ */
+function silentWebhook(s: Session): string | null {
+  const missing = [
+    ...(s.webhook_url ? [] : ['no webhook_url (--webhook-url URL)']),
+    ...(s.webhook_enabled ? [] : ['webhook_enabled is false (--webhook-enabled)']),
+    ...(s.webhook_events === null ? ['webhook_events subscribes to nothing (--events all, or names)'] : []),
+  ];
+  return missing.length ? missing.join('; ') : null;
+}
+
+/**
+ * `--events`: names, separated by commas or given several times; `all` is every event (`[]`),
+ * `none` is no event (`null`), as the API spells them.
+ */
+export function parseEvents(values: readonly string[] | undefined): string[] | null | undefined {
+  if (values === undefined) return undefined;
+  const names = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  if (names.length === 1 && names[0] === 'all') return [];
+  if (names.length === 1 && names[0] === 'none') return null;
+  if (names.includes('all') || names.includes('none')) throw new ClientError('--events: "all" and "none" stand alone, not beside event names');
+  if (!names.length) throw new ClientError('--events: give event names (GET /api/webhook-events lists them), all, or none');
+  return names;
+}
+
+interface WebhookArgs {
+  webhookUrl?: string;
+  webhookEnabled?: boolean;
+  events?: string[];
+  signing?: 'secret' | 'hmac';
+}
+
+/** The settings of a session the flags name (only those given). */
+function settingsOf(args: WebhookArgs & { name?: string; phone?: string; accountProtection?: boolean; logMessages?: boolean }): Record<string, unknown> {
+  const events = parseEvents(args.events);
+  return {
+    ...(args.name !== undefined ? { name: args.name } : {}),
+    ...(args.phone !== undefined ? { phone_number: args.phone } : {}),
+    // An empty --webhook-url "" removes the URL.
+    ...(args.webhookUrl !== undefined ? { webhook_url: args.webhookUrl === '' ? null : args.webhookUrl } : {}),
+    ...(args.webhookEnabled !== undefined ? { webhook_enabled: args.webhookEnabled } : {}),
+    ...(events !== undefined ? { webhook_events: events } : {}),
+    ...(args.accountProtection !== undefined ? { account_protection: args.accountProtection } : {}),
+    ...(args.logMessages !== undefined ? { log_messages: args.logMessages } : {}),
+  };
+}
+
+/** The webhook flags shared by create and update. */
+function webhookOptions<T>(c: Argv<T>, create: boolean) {
+  return c
+    .option('webhook-url', {
+      type: 'string',
+      describe: create ? 'Where webhook events are POSTed; subscribes to every event and enables the webhook unless --events / --no-webhook-enabled say otherwise' : 'Where webhook events are POSTed ("" removes it)',
+    })
+    .option('webhook-enabled', { type: 'boolean', describe: create ? 'Deliver webhooks (default: on when --webhook-url is given)' : 'Deliver webhooks (--no-webhook-enabled pauses them)' })
+    .option('events', {
+      type: 'string',
+      array: true,
+      describe: `Events to deliver: names (comma-separated or repeated), all, or none${create ? ' (default with --webhook-url: all)' : ''}`,
+    })
+    .option('signing', { choices: ['secret', 'hmac'] as const, describe: 'secret: X-Webhook-Signature is the secret; hmac: HMAC-SHA256 of the body, plus Standard Webhooks headers' });
 }
 
 interface PatCreateArgs extends ClientArgs {
@@ -108,13 +183,23 @@ interface SessionArgs extends ClientArgs {
   id: string;
 }
 
-interface SessionCreateArgs extends ClientArgs {
+interface SessionCreateArgs extends ClientArgs, WebhookArgs {
   name: string;
   phone?: string;
   sandbox?: boolean;
-  webhookUrl?: string;
   accountProtection?: boolean;
   logMessages?: boolean;
+}
+
+interface SessionUpdateArgs extends SessionArgs, WebhookArgs {
+  name?: string;
+  phone?: string;
+  accountProtection?: boolean;
+  logMessages?: boolean;
+}
+
+interface SessionGetArgs extends SessionArgs {
+  showSecret?: boolean;
 }
 
 interface ReceiveArgs extends ClientArgs {
@@ -140,11 +225,7 @@ export function addMessagingCommands(cli: Argv): void {
           run<PatCreateArgs>(async (args) => {
             const body = { name: args.name, ...(args.expiresAt ? { expires_at: args.expiresAt } : {}) };
             const { data } = await clientFor(args).request<Envelope<Token>>('POST', '/api/personal-access-tokens', { body });
-            print(
-              args,
-              `Created personal access token ${data.id} "${data.name}"${data.expires_at ? ` (expires ${when(data.expires_at)})` : ''}. It is shown only this once:\n${data.token}`,
-              data,
-            );
+            print(args, `Created personal access token ${data.id} "${data.name}"${data.expires_at ? ` (expires ${when(data.expires_at)})` : ''}. It is shown only this once:\n${data.token}`, data);
           }),
         )
         .command(
@@ -162,10 +243,7 @@ export function addMessagingCommands(cli: Argv): void {
           'Revoke a personal access token; it fails from the next request on',
           (c) => c.positional('id', { type: 'string', demandOption: true, describe: 'Token id (wharf pat list)' }),
           run<SessionArgs>(async (args) => {
-            const { data } = await clientFor(args).request<Envelope<{ id: number; revoked: boolean }>>(
-              'DELETE',
-              `/api/personal-access-tokens/${encodeURIComponent(args.id)}`,
-            );
+            const { data } = await clientFor(args).request<Envelope<{ id: number; revoked: boolean }>>('DELETE', `/api/personal-access-tokens/${encodeURIComponent(args.id)}`);
             print(args, `Revoked personal access token ${data.id}`, data);
           }),
         )
@@ -187,34 +265,89 @@ export function addMessagingCommands(cli: Argv): void {
           'create',
           'Create a session (--sandbox: a sandbox session, connected at once)',
           (c) =>
-            c
-              .option('name', { type: 'string', demandOption: true, describe: 'Display name' })
-              .option('phone', { type: 'string', describe: 'Phone number, E.164 (required for WhatsApp sessions; sandbox default +1555...)' })
-              .option('sandbox', { type: 'boolean', default: false, describe: 'Create a sandbox session (POST /api/sandbox-sessions)' })
-              .option('webhook-url', { type: 'string', describe: 'Where webhook events are POSTed' })
+            webhookOptions(
+              c
+                .option('name', { type: 'string', demandOption: true, describe: 'Display name' })
+                .option('phone', { type: 'string', describe: 'Phone number, E.164 (required for WhatsApp sessions; sandbox default +1555...)' })
+                .option('sandbox', { type: 'boolean', default: false, describe: 'Create a sandbox session (POST /api/sandbox-sessions)' }),
+              true,
+            )
               .option('account-protection', { type: 'boolean', describe: 'One send per interval (default off)' })
               .option('log-messages', { type: 'boolean', describe: 'Keep message content in the message log' }),
           run<SessionCreateArgs>(async (args) => {
-            const body = {
-              name: args.name,
-              ...(args.phone !== undefined ? { phone_number: args.phone } : {}),
-              ...(args.webhookUrl !== undefined ? { webhook_url: args.webhookUrl } : {}),
-              ...(args.accountProtection !== undefined ? { account_protection: args.accountProtection } : {}),
-              ...(args.logMessages !== undefined ? { log_messages: args.logMessages } : {}),
-            };
-            const { data } = await clientFor(args).request<Envelope<Session>>('POST', args.sandbox ? '/api/sandbox-sessions' : '/api/whatsapp-sessions', {
-              body,
-            });
-            print(args, `Created ${data.type} session ${data.id} "${data.name}" (${data.phone_number}, ${data.status})\napi_key: ${data.api_key}`, data);
+            const body = settingsOf(args);
+            // A URL alone means "deliver here": subscribe to every event and enable, unless told otherwise.
+            if (typeof body.webhook_url === 'string') {
+              body.webhook_events ??= [];
+              body.webhook_enabled ??= true;
+            }
+            const client = clientFor(args);
+            const { data } = await client.request<Envelope<Session>>('POST', args.sandbox ? '/api/sandbox-sessions' : '/api/whatsapp-sessions', { body });
+            let signing = '';
+            if (args.signing) {
+              try {
+                await client.request('PUT', `/api/whatsapp-sessions/${data.id}/webhook-signing`, { body: { mode: args.signing } });
+              } catch (err) {
+                throw new ClientError(`created session ${data.id}, but setting --signing ${args.signing} failed: ${(err as Error).message}; run wharf sessions update ${data.id} --signing ${args.signing}`);
+              }
+              data.webhook_signing = args.signing;
+              signing = `, ${args.signing} signing`;
+            }
+            const webhook = data.webhook_url ? `\nwebhook: ${data.webhook_url} (${data.webhook_enabled ? 'enabled' : 'disabled'}, events: ${eventsText(data.webhook_events)}${signing})` : '';
+            print(args, `Created ${data.type} session ${data.id} "${data.name}" (${data.phone_number}, ${data.status})\napi_key: ${data.api_key}${webhook}`, data);
+          }),
+        )
+        .command(
+          'update <id>',
+          "Change a session's settings: name, phone, webhook URL, enabled, events, signing; the others stay as they are",
+          (c) =>
+            webhookOptions(
+              c
+                .positional('id', { type: 'string', demandOption: true })
+                .option('name', { type: 'string', describe: 'Display name' })
+                .option('phone', { type: 'string', describe: 'Phone number, E.164' }),
+              false,
+            )
+              .option('account-protection', { type: 'boolean', describe: 'One send per interval' })
+              .option('log-messages', { type: 'boolean', describe: 'Keep message content in the message log' }),
+          run<SessionUpdateArgs>(async (args) => {
+            const id = sessionId(args.id);
+            const body = settingsOf(args);
+            if (!Object.keys(body).length && !args.signing) {
+              throw new UsageError('nothing to update: give --webhook-url, --webhook-enabled, --events, --signing, --name, --phone, --account-protection or --log-messages');
+            }
+            const client = clientFor(args);
+            let session: Session;
+            if (Object.keys(body).length) {
+              ({ data: session } = await client.request<Envelope<Session>>('PUT', `/api/whatsapp-sessions/${id}`, { body }));
+            } else {
+              ({ data: session } = await client.request<Envelope<Session>>('GET', `/api/whatsapp-sessions/${id}`));
+            }
+            if (args.signing) {
+              try {
+                await client.request('PUT', `/api/whatsapp-sessions/${id}/webhook-signing`, { body: { mode: args.signing } });
+              } catch (err) {
+                throw new ClientError(`${Object.keys(body).length ? `updated session ${id}, but ` : ''}setting --signing ${args.signing} failed: ${(err as Error).message}`);
+              }
+            }
+            session.webhook_signing = args.signing ?? (await signingOf(client, id));
+            const { webhook_secret: _secret, ...shown } = session;
+            print(args, `Updated session ${id}\n${sessionText(session)}`, shown);
+            const silent = silentWebhook(session);
+            if (silent && !args.json) process.stderr.write(`wharf: note: session ${id} delivers no webhooks: ${silent}\n`);
           }),
         )
         .command(
           'get <id>',
-          'Show a session, with its API key',
-          (c) => c.positional('id', { type: 'string', demandOption: true }),
-          run<SessionArgs>(async (args) => {
-            const { data } = await clientFor(args).request<Envelope<Session>>('GET', `/api/whatsapp-sessions/${sessionId(args.id)}`);
-            print(args, sessionText(data), data);
+          'Show a session, with its API key (and its webhook secret with --show-secret)',
+          (c) => c.positional('id', { type: 'string', demandOption: true }).option('show-secret', { type: 'boolean', default: false, describe: 'Also print the webhook secret' }),
+          run<SessionGetArgs>(async (args) => {
+            const id = sessionId(args.id);
+            const client = clientFor(args);
+            const { data } = await client.request<Envelope<Session>>('GET', `/api/whatsapp-sessions/${id}`);
+            data.webhook_signing ??= await signingOf(client, id);
+            if (!args.showSecret) delete data.webhook_secret;
+            print(args, sessionText(data, { secret: args.showSecret }), data);
           }),
         )
         .command(
@@ -233,15 +366,8 @@ export function addMessagingCommands(cli: Argv): void {
           (c) => c.positional('id', { type: 'string', demandOption: true }),
           run<SessionArgs>(async (args) => {
             const id = sessionId(args.id);
-            const { data } = await clientFor(args).request<Envelope<{ status: string; qrCode?: string; message?: string }>>(
-              'POST',
-              `/api/whatsapp-sessions/${id}/connect`,
-              { body: {} },
-            );
-            print(args, `Session ${id}: ${data.status}${data.message ? ` (${data.message})` : ''}${data.qrCode ? `\nQR code: ${data.qrCode}` : ''}`, {
-              id: Number(id),
-              ...data,
-            });
+            const { data } = await clientFor(args).request<Envelope<{ status: string; qrCode?: string; message?: string }>>('POST', `/api/whatsapp-sessions/${id}/connect`, { body: {} });
+            print(args, `Session ${id}: ${data.status}${data.message ? ` (${data.message})` : ''}${data.qrCode ? `\nQR code: ${data.qrCode}` : ''}`, { id: Number(id), ...data });
           }),
         )
         .command(
@@ -250,9 +376,7 @@ export function addMessagingCommands(cli: Argv): void {
           (c) => c.positional('id', { type: 'string', demandOption: true }),
           run<SessionArgs>(async (args) => {
             const id = sessionId(args.id);
-            const { data } = await clientFor(args).request<Envelope<{ status: string; message?: string }>>('POST', `/api/whatsapp-sessions/${id}/disconnect`, {
-              body: {},
-            });
+            const { data } = await clientFor(args).request<Envelope<{ status: string; message?: string }>>('POST', `/api/whatsapp-sessions/${id}/disconnect`, { body: {} });
             print(args, `Session ${id}: ${data.status}${data.message ? ` (${data.message})` : ''}`, { id: Number(id), ...data });
           }),
         )
@@ -292,17 +416,8 @@ export function addMessagingCommands(cli: Argv): void {
               ...(args.pushName !== undefined ? { pushName: args.pushName } : {}),
               ...(args.groupJid !== undefined ? { groupJid: args.groupJid } : {}),
             };
-            const { data } = await withSessionKey<Envelope<{ key: { id: string; remoteJid: string } }>>(
-              client.instance,
-              session.api_key,
-              'POST',
-              '/api/sandbox/receive',
-              body,
-            );
-            print(args, `Session ${id} received message ${data.key.id} from ${args.from} in a ${args.chat} chat (${data.key.remoteJid})`, {
-              session: Number(id),
-              key: data.key,
-            });
+            const { data } = await withSessionKey<Envelope<{ key: { id: string; remoteJid: string } }>>(client.instance, session.api_key, 'POST', '/api/sandbox/receive', body);
+            print(args, `Session ${id} received message ${data.key.id} from ${args.from} in a ${args.chat} chat (${data.key.remoteJid})`, { session: Number(id), key: data.key });
           }),
         )
         .demandCommand(1, 'name a sandbox command'),

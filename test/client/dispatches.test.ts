@@ -27,24 +27,12 @@ afterAll(async () => {
 
 describe('wharf dispatches', () => {
   it('lists, shows and redelivers the dispatch records of a sandbox delivery', async () => {
-    const created = await wharf(['sessions', 'create', '--sandbox', '--name', 'Hooked', '--webhook-url', receiver.url(), '--json']);
+    // Subscribed to messages.received only, enabled: one command.
+    const created = await wharf(['sessions', 'create', '--sandbox', '--name', 'Hooked', '--webhook-url', receiver.url(), '--events', 'messages.received', '--json']);
     expect(created.status, created.stderr).toBe(0);
     const session = JSON.parse(created.stdout) as { id: number };
-    // Subscribe to messages.received only.
-    const subscribed = await wharf(['sessions', 'get', String(session.id), '--json']);
-    expect(subscribed.status).toBe(0);
-    const key = JSON.parse(subscribed.stdout).api_key as string;
-    const pat = (await app.request('POST', '/api/personal-access-tokens', { body: { name: 'setup' }, headers: user.headers })).body.data.token as string;
-    const put = await app.request('PUT', `/api/whatsapp-sessions/${session.id}`, {
-      body: { webhook_enabled: true, webhook_events: ['messages.received'] },
-      headers: { authorization: `Bearer ${pat}` },
-    });
-    expect(put.status, put.text).toBe(200);
-    const got = await app.request('POST', '/api/sandbox/receive', {
-      body: { from: '+14155550123', text: 'hello hook' },
-      headers: { authorization: `Bearer ${key}` },
-    });
-    expect(got.status, got.text).toBe(200);
+    const got = await wharf(['sandbox', 'receive', '--session', String(session.id), '--from', '+14155550123', '--text', 'hello hook']);
+    expect(got.status, got.stderr).toBe(0);
     await receiver.waitFor(1);
 
     let list = await wharf(['dispatches', 'list', '--session', String(session.id), '--json']);
@@ -63,11 +51,7 @@ describe('wharf dispatches', () => {
 
     const shown = await wharf(['dispatches', 'get', String(dispatch.id)]);
     expect(shown.status, shown.stderr).toBe(0);
-    expect(shown.stdout).toMatch(
-      new RegExp(
-        `^dispatch ${dispatch.id}: messages.received of session ${session.id} to ${receiver.url().replace(/[/.]/g, '\\$&')}\\nstatus delivered, 1 of 5 attempts\\nwebhook-id msg_`,
-      ),
-    );
+    expect(shown.stdout).toMatch(new RegExp(`^dispatch ${dispatch.id}: messages.received of session ${session.id} to ${receiver.url().replace(/[/.]/g, '\\$&')}\\nstatus delivered, 1 of 5 attempts\\nwebhook-id msg_`));
     expect(shown.stdout).toMatch(/\n1\s+200\s+\d+ ms/);
 
     const again = await wharf(['dispatches', 'redeliver', String(dispatch.id), '--json']);
