@@ -4,13 +4,17 @@
  * connection details, bytes go straight to the store, `POST /api/files` records them, and
  * `GET|DELETE /api/files` list and remove them. No sign-in is needed.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { Argv } from 'yargs';
 import { type ClientArgs, instanceOf, run } from './commands.ts';
 import { ClientError, errorText, readJson } from './http.ts';
 import { table } from './messaging.ts';
+import { humanBytes, Progress } from './progress.ts';
+import { headObject, MIN_PART_BYTES, type Outcome, parseSize, planUploads, transfer } from './upload.ts';
 
 interface FilesArgs extends ClientArgs {
   token?: string;
@@ -30,23 +34,6 @@ interface FileRecord {
   type: string;
   uploadedAt: string;
 }
-
-const TYPES: Record<string, string> = {
-  '.txt': 'text/plain',
-  '.html': 'text/html',
-  '.json': 'application/json',
-  '.pdf': 'application/pdf',
-  '.png': 'image/png',
-  '.jpg': 'image/jpeg',
-  '.jpeg': 'image/jpeg',
-  '.gif': 'image/gif',
-  '.webp': 'image/webp',
-  '.svg': 'image/svg+xml',
-  '.mp4': 'video/mp4',
-  '.mp3': 'audio/mpeg',
-  '.zip': 'application/zip',
-  '.csv': 'text/csv',
-};
 
 function tokenOf(args: FilesArgs): string {
   const token = args.token ?? process.env.WHARF_APP_TOKEN;
@@ -72,6 +59,17 @@ async function call<T>(instance: string, method: string, pathname: string, optio
   const body = await readJson(res);
   if (!res.ok) throw new ClientError(errorText(body, res.status), res.status);
   return body as T;
+}
+
+/** The most files `POST /api/files` and `DELETE /api/files` take in one request. */
+const BATCH = 1000;
+/** Uploaded files are recorded in batches of this many, so an interrupted run loses few records. */
+const RECORD_EVERY = 100;
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
 }
 
 /** The S3 client for the app's bucket, with the key validation handed out (loaded only when needed). */
@@ -100,49 +98,82 @@ export function addFileCommands(cli: Argv): void {
       .option('token', { type: 'string', describe: 'The app API token (svc_live_...; or WHARF_APP_TOKEN)' })
       .command(
         'upload <paths..>',
-        'Upload local files to the app and record them',
+        'Upload files and folders (recursively) to the app and record them; large files go up in parts and a re-run continues them',
         (c) =>
           c
-            .positional('paths', { type: 'string', array: true, demandOption: true })
-            .option('prefix', { type: 'string', default: '', describe: 'Key prefix inside the bucket, for example photos/' }),
-        run<FilesArgs & { paths: string[]; prefix: string }>(async (args) => {
+            .positional('paths', { type: 'string', array: true, demandOption: true, describe: 'Files and folders' })
+            .option('prefix', { type: 'string', default: '', describe: 'Key prefix inside the bucket, for example photos/' })
+            .option('concurrency', { type: 'number', default: 4, describe: 'Transfers (files or parts) at once, 1 to 32' })
+            .option('multipart-threshold', { type: 'string', default: '16MiB', describe: 'Files from this size up go through multipart upload (resumable)' })
+            .option('part-size', { type: 'string', default: '8MiB', describe: 'Multipart part size (at least 5MiB)' }),
+        run<FilesArgs & { paths: string[]; prefix: string; concurrency: number; multipartThreshold: string; partSize: string }>(async (args) => {
           const instance = instanceOf(args);
           const token = tokenOf(args);
-          const files = args.paths.map((p) => {
-            let size: number;
-            try {
-              const stat = fs.statSync(p);
-              if (!stat.isFile()) throw new Error('not a file');
-              size = stat.size;
-            } catch (err) {
-              throw new ClientError(`${p}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
-            }
-            const name = path.basename(p);
-            const prefix = args.prefix.replace(/^\/+/, '').replace(/(?<!\/)$/, args.prefix ? '/' : '');
-            const safe = name.replace(/[^\w.-]+/g, '_');
-            return {
-              path: p,
-              name,
-              size,
-              type: TYPES[path.extname(name).toLowerCase()] ?? 'application/octet-stream',
-              key: `${prefix}${randomUUID()}/${safe}`,
-            };
-          });
+          if (!Number.isInteger(args.concurrency) || args.concurrency < 1 || args.concurrency > 32) throw new ClientError(`--concurrency must be a whole number from 1 to 32: ${args.concurrency}`);
+          const threshold = parseSize(args.multipartThreshold, '--multipart-threshold');
+          const partSize = parseSize(args.partSize, '--part-size');
+          if (partSize < MIN_PART_BYTES) throw new ClientError(`--part-size must be at least 5MiB (the store's smallest part): ${args.partSize}`);
+          const plan = planUploads(args.paths, args.prefix);
+          if (plan.skipped.length) {
+            const n = plan.skipped.length;
+            process.stderr.write(`wharf: skipping ${n === 1 ? '1 entry that is not a regular file' : `${n} entries that are not regular files`} (symbolic links and the like; first: ${plan.skipped[0]})\n`);
+          }
+          const order = new Map(plan.files.map((f, i) => [f, i]));
+          const totalBytes = plan.files.reduce((sum, f) => sum + f.size, 0);
+          const progress = new Progress({ totalBytes, totalFiles: plan.files.length, stream: process.stderr, lines: args.json ? null : process.stdout });
+          const started = Date.now();
+
           const { s3, bucket } = await storeFor(instance, token);
-          const { PutObjectCommand } = await import('@aws-sdk/client-s3');
+          const recorded: { at: number; record: FileRecord }[] = [];
+          const failures: string[] = [];
+          let pending: Outcome[] = [];
+          // Records are written one batch at a time, in the order files finish.
+          let recording: Promise<void> = Promise.resolve();
+          const record = (batch: Outcome[]) => {
+            recording = recording.then(async () => {
+              for (const part of chunks(batch, BATCH)) {
+                const files = part.map(({ file: { key, name, size, type } }) => ({ key, name, size, type }));
+                try {
+                  const out = await call<{ files: FileRecord[] }>(instance, 'POST', '/api/files', { body: { token, files } });
+                  out.files.forEach((r, i) => recorded.push({ at: order.get(part[i]!.file) ?? 0, record: r }));
+                } catch (err) {
+                  for (const o of part) failures.push(`${o.file.path}: in the store as ${o.file.key}, but recording it failed: ${(err as Error).message}`);
+                }
+              }
+            });
+            return recording;
+          };
           try {
-            for (const f of files) {
-              await s3.send(new PutObjectCommand({ Bucket: bucket, Key: f.key, Body: fs.readFileSync(f.path), ContentType: f.type }));
-            }
-          } catch (err) {
-            throw new ClientError(`upload to the store failed: ${(err as Error).message}`);
+            await transfer(plan.files, { s3, bucket, threshold, partSize, concurrency: args.concurrency, onBytes: (n) => progress.add(n) }, async (outcome) => {
+              const f = outcome.file;
+              if (outcome.result === 'failed') {
+                failures.push(`${f.path}: ${outcome.detail}`);
+                progress.fileDone(null);
+                return;
+              }
+              const verb = { uploaded: 'uploaded', unchanged: 'unchanged', resumed: 'resumed' }[outcome.result];
+              const detail = outcome.result === 'uploaded' ? '' : `: ${outcome.detail}`;
+              progress.fileDone(`${verb} ${f.name} (${f.size} bytes) as ${f.key}${detail}`);
+              pending.push(outcome);
+              if (pending.length >= RECORD_EVERY) {
+                const batch = pending;
+                pending = [];
+                await record(batch);
+              }
+            });
+            await record(pending);
           } finally {
             s3.destroy();
+            progress.finish();
           }
-          const recorded = await call<{ files: FileRecord[] }>(instance, 'POST', '/api/files', {
-            body: { token, files: files.map(({ key, name, size, type }) => ({ key, name, size, type })) },
-          });
-          print(args, recorded.files.map((f) => `uploaded ${f.name} (${f.size} bytes) as ${f.key}`).join('\n'), recorded.files);
+          const records = recorded.sort((a, b) => a.at - b.at).map((r) => r.record);
+          const seconds = (Date.now() - started) / 1000;
+          if (args.json) process.stdout.write(`${JSON.stringify(records)}\n`);
+          else if (plan.files.length > 1) process.stdout.write(`${records.length} of ${plan.files.length} files recorded, ${humanBytes(totalBytes)} in ${seconds.toFixed(1)} s\n`);
+          if (failures.length) {
+            for (const line of failures.slice(0, 20)) process.stderr.write(`wharf: ${line}\n`);
+            throw new ClientError(`${failures.length} of ${plan.files.length} files failed; run the same command again to continue (large files resume where they stopped)`);
+          }
         }),
       )
       .command(
@@ -156,19 +187,10 @@ export function addFileCommands(cli: Argv): void {
         run<FilesArgs & { search?: string; page: number; pageSize: number }>(async (args) => {
           const query = new URLSearchParams({ page: String(args.page), pageSize: String(args.pageSize) });
           if (args.search) query.set('search', args.search);
-          const result = await call<{ files: FileRecord[]; pagination: { page: number; totalPages: number; total: number } }>(
-            instanceOf(args),
-            'GET',
-            `/api/files?${query}`,
-            { token: tokenOf(args) },
-          );
+          const result = await call<{ files: FileRecord[]; pagination: { page: number; totalPages: number; total: number } }>(instanceOf(args), 'GET', `/api/files?${query}`, { token: tokenOf(args) });
           const rows = result.files.map((f) => [f.key, String(f.size), f.type, f.uploadedAt]);
           const { page, totalPages, total } = result.pagination;
-          print(
-            args,
-            rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${total} files)` : 'No files.',
-            result,
-          );
+          print(args, rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${total} files)` : 'No files.', result);
         }),
       )
       .command(
@@ -176,29 +198,80 @@ export function addFileCommands(cli: Argv): void {
         'Delete files (their objects, then their records)',
         (c) => c.positional('keys', { type: 'string', array: true, demandOption: true }),
         run<FilesArgs & { keys: string[] }>(async (args) => {
-          await call(instanceOf(args), 'DELETE', '/api/files', { token: tokenOf(args), body: { keys: args.keys } });
-          print(args, `deleted ${args.keys.length} file${args.keys.length === 1 ? '' : 's'}`, { deleted: args.keys });
+          const instance = instanceOf(args);
+          const token = tokenOf(args);
+          const keys = [...new Set(args.keys)];
+          // The API deletes what exists and says nothing of the rest, so ask the store first
+          // which keys hold an object; every key is still sent, so a stray record goes too.
+          const { s3, bucket } = await storeFor(instance, token);
+          const missing: string[] = [];
+          try {
+            const queue = [...keys];
+            await Promise.all(
+              Array.from({ length: Math.min(8, keys.length) }, async () => {
+                for (let key = queue.shift(); key !== undefined; key = queue.shift()) {
+                  if (!(await headObject(s3, bucket, key))) missing.push(key);
+                }
+              }),
+            );
+          } catch (err) {
+            throw new ClientError(`cannot check the keys in the store: ${(err as Error).message}`);
+          } finally {
+            s3.destroy();
+          }
+          for (const batch of chunks(keys, BATCH)) await call(instance, 'DELETE', '/api/files', { token, body: { keys: batch } });
+          const gone = new Set(missing);
+          const deleted = keys.filter((k) => !gone.has(k));
+          const notFound = keys.filter((k) => gone.has(k));
+          print(args, `deleted ${deleted.length} file${deleted.length === 1 ? '' : 's'}`, { deleted, notFound });
+          if (notFound.length) {
+            for (const key of notFound) process.stderr.write(`wharf: no file with key ${key}\n`);
+            process.exitCode = 1;
+          }
         }),
       )
       .command(
         'get <key>',
-        "Download a file's bytes from the store",
+        "Download a file's bytes from the store (never over an existing file without --force)",
         (c) =>
           c
             .positional('key', { type: 'string', demandOption: true })
-            .option('out', { type: 'string', describe: 'Where to write it (default: its name in the current directory)' }),
-        run<FilesArgs & { key: string; out?: string }>(async (args) => {
+            .option('out', { type: 'string', describe: 'Where to write it: a file, or a folder to put it in (default: its name in the current directory)' })
+            .option('force', { type: 'boolean', default: false, describe: 'Replace the file at --out if there is one' }),
+        run<FilesArgs & { key: string; out?: string; force: boolean }>(async (args) => {
+          let out = args.out ?? path.basename(args.key);
+          if (fs.statSync(out, { throwIfNoEntry: false })?.isDirectory()) out = path.join(out, path.basename(args.key));
+          const exists = () => new ClientError(`${out} exists; add --force to replace it, or choose another --out`);
+          if (!args.force && fs.existsSync(out)) throw exists();
           const { s3, bucket } = await storeFor(instanceOf(args), tokenOf(args));
           const { GetObjectCommand } = await import('@aws-sdk/client-s3');
-          const out = args.out ?? path.basename(args.key);
+          // The bytes land in a temporary file beside the target, which takes its place only
+          // once complete: an interrupted download never leaves half a file under the name.
+          const tmp = path.join(path.dirname(out), `.${path.basename(out)}.${randomBytes(4).toString('hex')}.wharf-part`);
           try {
             const got = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: args.key }));
-            const bytes = Buffer.from(await got.Body!.transformToByteArray());
-            fs.writeFileSync(out, bytes);
-            print(args, `wrote ${bytes.length} bytes to ${out}`, { key: args.key, out, size: bytes.length });
+            await pipeline(got.Body as Readable, fs.createWriteStream(tmp, { flags: 'wx', mode: 0o644 }));
+            const size = fs.statSync(tmp).size;
+            if (args.force) fs.renameSync(tmp, out);
+            else {
+              // link() fails if the name appeared meanwhile: no race overwrites a file.
+              try {
+                fs.linkSync(tmp, out);
+              } catch (err) {
+                if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw exists();
+                throw err;
+              }
+              fs.rmSync(tmp);
+            }
+            print(args, `wrote ${size} bytes to ${out}`, { key: args.key, out, size });
           } catch (err) {
+            fs.rmSync(tmp, { force: true });
+            if (err instanceof ClientError) throw err;
             const name = (err as { name?: string }).name;
-            throw new ClientError(name === 'NoSuchKey' ? `no file with key ${args.key}` : `download failed: ${(err as Error).message}`);
+            const code = (err as NodeJS.ErrnoException).code;
+            if (name === 'NoSuchKey') throw new ClientError(`no file with key ${args.key}`);
+            if (code === 'ENOENT' || code === 'EACCES' || code === 'ENOTDIR') throw new ClientError(`cannot write ${out}: ${(err as Error).message}`);
+            throw new ClientError(`download failed: ${(err as Error).message}`);
           } finally {
             s3.destroy();
           }

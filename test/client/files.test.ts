@@ -51,12 +51,12 @@ describe('wharf files', () => {
 
     // Another app's token sees none of these files and cannot fetch them.
     expect(JSON.parse((await wharf(['files', 'ls', '--token', otherToken, '--json'])).stdout).files).toEqual([]);
-    const foreign = await wharf(['files', 'get', uploaded[1]!.key, '--token', otherToken]);
+    const foreign = await wharf(['files', 'get', uploaded[1]!.key, '--out', path.join(dir, 'foreign.txt'), '--token', otherToken]);
     expect(foreign.status).toBe(1);
     expect(foreign.stderr).toBe(`wharf: no file with key ${uploaded[1]!.key}\n`);
 
     const rm = await wharf(['files', 'rm', uploaded[0]!.key, '--token', token]);
-    expect(rm.stdout).toBe('deleted 1 file\n');
+    expect(rm).toMatchObject({ status: 0, stdout: 'deleted 1 file\n', stderr: '' });
     const left = JSON.parse((await wharf(['files', 'ls', '--token', token, '--json'])).stdout);
     expect(left.files.map((f: { name: string }) => f.name)).toEqual(['notes.txt']);
     const gone = await wharf(['files', 'get', uploaded[0]!.key, '--token', token]);
@@ -65,10 +65,53 @@ describe('wharf files', () => {
 
   it('answers bad input in one line', async () => {
     expect(await wharf(['files', 'ls'])).toMatchObject({ status: 1, stderr: 'wharf: give the app API token with --token (or WHARF_APP_TOKEN)\n' });
-    expect(await wharf(['files', 'ls', '--token', 'svc_live_nope'])).toMatchObject({
-      status: 1,
-      stderr: expect.stringMatching(/^wharf: .*(invalid|Invalid).*\n$/),
-    });
-    expect(await wharf(['files', 'upload', 'missing.bin', '--token', token])).toMatchObject({ status: 1, stderr: 'wharf: missing.bin: no such file\n' });
+    expect(await wharf(['files', 'ls', '--token', 'svc_live_nope'])).toMatchObject({ status: 1, stderr: expect.stringMatching(/^wharf: .*(invalid|Invalid).*\n$/) });
+    expect(await wharf(['files', 'upload', 'missing.bin', '--token', token])).toMatchObject({ status: 1, stderr: 'wharf: missing.bin: no such file or folder\n' });
   });
+});
+
+describe('wharf files rm', () => {
+  it('deletes the keys that exist and names the ones that did not, exit 1', async () => {
+    const up = JSON.parse((await wharf(['files', 'upload', 'notes.txt', 'report 2026.pdf', '--prefix', 'rm', '--token', token, '--json'])).stdout) as { key: string }[];
+    const [a, b] = up.map((f) => f.key);
+    const r = await wharf(['files', 'rm', a!, 'rm/never-there.txt', b!, 'nope', '--token', token]);
+    expect(r).toMatchObject({ status: 1, stdout: 'deleted 2 files\n', stderr: 'wharf: no file with key rm/never-there.txt\nwharf: no file with key nope\n' });
+    const left = JSON.parse((await wharf(['files', 'ls', '--search', '2026', '--token', token, '--json'])).stdout).files.map((f: { key: string }) => f.key);
+    expect(left).not.toContain(b);
+    // Deleting them again: nothing existed.
+    const again = await wharf(['files', 'rm', a!, '--token', token, '--json']);
+    expect(again.status).toBe(1);
+    expect(JSON.parse(again.stdout)).toEqual({ deleted: [], notFound: [a] });
+    expect(again.stderr).toBe(`wharf: no file with key ${a}\n`);
+  }, 60_000);
+});
+
+describe('wharf files get', () => {
+  it('never replaces an existing file without --force, and never leaves half a file', async () => {
+    const [f] = JSON.parse((await wharf(['files', 'upload', 'notes.txt', '--prefix', 'get', '--token', token, '--json'])).stdout) as { key: string }[];
+    const out = path.join(dir, 'kept.txt');
+    fs.writeFileSync(out, 'mine, do not touch\n');
+    const refused = await wharf(['files', 'get', f!.key, '--out', out, '--token', token]);
+    expect(refused).toMatchObject({ status: 1, stdout: '', stderr: `wharf: ${out} exists; add --force to replace it, or choose another --out\n` });
+    expect(fs.readFileSync(out, 'utf8')).toBe('mine, do not touch\n');
+    // The default name (notes.txt) exists in the working directory too.
+    expect((await wharf(['files', 'get', f!.key, '--token', token])).stderr).toBe('wharf: notes.txt exists; add --force to replace it, or choose another --out\n');
+    expect(fs.readFileSync(path.join(dir, 'notes.txt'), 'utf8')).toBe('hello from the command line\n');
+
+    const forced = await wharf(['files', 'get', f!.key, '--out', out, '--force', '--token', token]);
+    expect(forced).toMatchObject({ status: 0, stdout: `wrote 28 bytes to ${out}\n` });
+    expect(fs.readFileSync(out, 'utf8')).toBe('hello from the command line\n');
+
+    // --out a folder: the file goes inside under its own name.
+    const folder = fs.mkdtempSync(path.join(dir, 'into-'));
+    expect(await wharf(['files', 'get', f!.key, '--out', folder, '--token', token])).toMatchObject({ status: 0, stdout: `wrote 28 bytes to ${path.join(folder, 'notes.txt')}\n` });
+    expect(await wharf(['files', 'get', f!.key, '--out', path.join(dir, 'no/such/dir/x.txt'), '--token', token])).toMatchObject({
+      status: 1,
+      stderr: expect.stringMatching(/^wharf: cannot write .*no\/such\/dir\/x\.txt: ENOENT/),
+    });
+    // A missing key leaves no file and no temporary file behind.
+    const before = fs.readdirSync(folder);
+    expect((await wharf(['files', 'get', 'get/none.txt', '--out', folder, '--token', token])).stderr).toBe('wharf: no file with key get/none.txt\n');
+    expect(fs.readdirSync(folder)).toEqual(before);
+  }, 60_000);
 });
