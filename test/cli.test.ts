@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -249,6 +249,53 @@ describe('the wharf launcher', () => {
     expect(r.stdout).toMatch(/^wharf \d+\.\d+\.\d+\nnode 24\.21\.0\n/);
     // npm links the project's bin and chmods it 0755: a no-op only because git tracks it so.
     expect(fs.statSync(entry).mode).toBe(before);
+  }, 120_000);
+
+  it('after npm start, npx wharf login and whoami reach the local server with no --instance', async () => {
+    const cwd = tempDir();
+    const identity = { WHARF_PLUGINS__IDENTITY__SCRYPT_COST: '1024', WHARF_PLUGINS__IDENTITY__DEVICE_POLL_INTERVAL_SECONDS: '1' };
+    const server = await serve([], { cwd, env: identity });
+    try {
+      const email = 'first-hour@example.test';
+      const password = 'correct horse battery staple';
+      expect(wharf(['admin', 'create-user', '--email', email, '--password', password, '--org', 'First Hour'], { cwd, env: identity }).status).toBe(0);
+      const signed = await fetch(`${server.url}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', origin: server.url }, body: JSON.stringify({ email, password }) });
+      expect(signed.status).toBe(200);
+      const cookie = signed.headers.getSetCookie().find((c) => c.startsWith('__session='))!.split(';')[0]!;
+      const me = (await (await fetch(`${server.url}/api/cli/me`, { headers: { cookie } })).json()) as { orgs: { id: string }[] };
+
+      // What the README says to type, in a shell whose node is the system's: the same config
+      // the server read (here its listen address, as WHARF_SERVER__LISTEN), no --instance.
+      const home = tempDir();
+      const env = { ...cleanEnv(), PATH: systemPath, HOME: process.env.HOME, XDG_CONFIG_HOME: home };
+      const login = spawn('npx', ['--no', 'wharf', 'login'], { cwd: root, env: { ...env, WHARF_SERVER__LISTEN: new URL(server.url).host } });
+      let stdout = '';
+      let stderr = '';
+      let approved: Promise<Response> | undefined;
+      login.stdout.on('data', (d) => (stdout += d));
+      login.stderr.on('data', (d) => {
+        stderr += d;
+        const code = /confirm the code ([A-Z]{4}-[A-Z]{4})/.exec(stderr)?.[1];
+        if (code && !approved) {
+          approved = fetch(`${server.url}/oauth/device/approve`, {
+            method: 'POST',
+            headers: { cookie, origin: server.url, 'content-type': 'application/json' },
+            body: JSON.stringify({ user_code: code, orgId: me.orgs[0]!.id, approve: true }),
+          });
+        }
+      });
+      const status = await new Promise((resolve) => login.once('exit', resolve));
+      expect(status, stderr).toBe(0);
+      expect((await approved!).status).toBe(200);
+      expect(stderr).toContain(`Open ${server.url}/device?user_code=`);
+      expect(stdout).toBe(`Signed in to ${server.url} as ${email} (organizations: first-hour)\n`);
+      // From then on the last sign-in is the default, whatever the config says.
+      const whoami = run('npx', ['--no', 'wharf', 'whoami'], { ...env, WHARF_SERVER__LISTEN: '127.0.0.1:9' }, root);
+      expect(whoami.status, whoami.stderr).toBe(0);
+      expect(whoami.stdout).toMatch(new RegExp(`^${email} on ${server.url.replace(/[.]/g, '\\.')}\norganizations: first-hour \\(First Hour\\)\n`));
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
   }, 120_000);
 
   it('outside an installed project, with an old node, it says so in one line', () => {
