@@ -1,5 +1,5 @@
 #!/bin/sh
-':' //; h=$(dirname "$(readlink -f "$0")"); [ -x "$h/../node_modules/.bin/node" ] && exec "$h/../node_modules/.bin/node" "$0" "$@"; v=$(node -v 2>/dev/null); case $v in v2[4-9].*|v[3-9]?.*) exec node "$0" "$@";; esac; echo "wharf: needs Node 24 (the node on PATH is ${v:-missing}): run npm install in $(dirname "$h"), which puts Node 24 in node_modules/.bin" >&2; exit 1
+//usr/bin/env true; h=$(dirname "$(readlink -f "$0")"); [ -x "$h/../node_modules/.bin/node" ] && exec "$h/../node_modules/.bin/node" "$0" "$@"; v=$(node -v 2>/dev/null); case $v in v2[4-9].*|v[3-9]?.*) exec node "$0" "$@";; esac; echo "wharf: needs Node 24 (the node on PATH is ${v:-missing}): run npm install in $(dirname "$h"), which puts Node 24 in node_modules/.bin" >&2; exit 1
 /**
  * The `wharf` command: the server (`serve`), its operations (`migrate`, `config check`,
  * `plugins list`, `plugins new`, `version`) and the commands plugins add (built-in ones and
@@ -10,7 +10,8 @@
  * whatever Node the machine has: a Node older than 22.18 cannot even parse a .ts file, so the
  * check has to happen before Node starts. The shell runs line 2 and execs the project's pinned
  * Node (node_modules/.bin, from npm install), else a Node 24+ on PATH, else prints one line and
- * exits 1; Node itself reads line 1 as a hashbang and line 2 as a harmless string statement.
+ * exits 1. The shell runs `//usr/bin/env true` (that is, `true`) first; Node reads line 1 as a
+ * hashbang and line 2 as a comment, which no formatter rewrites.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -256,7 +257,9 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
             const config = loadConfig(args, plugins, file);
             const env = Object.keys(process.env).filter((k) => k.startsWith('WHARF_') && k.includes('__')).length;
             const what = file ? path.basename(file) : 'embedded defaults';
-            process.stdout.write(`${what}${env ? ` + ${env} WHARF_* variable${env === 1 ? '' : 's'}` : ''}: ok (plugins: ${config.order.map((p) => p.name).join(', ') || 'none'})\n`);
+            process.stdout.write(
+              `${what}${env ? ` + ${env} WHARF_* variable${env === 1 ? '' : 's'}` : ''}: ok (plugins: ${config.order.map((p) => p.name).join(', ') || 'none'})\n`,
+            );
           },
         )
         .demandCommand(1, 'name a config command'),

@@ -76,7 +76,7 @@ export function addClientCommands(cli: Argv, options: ClientCommandOptions): voi
     })
     .option('instance', {
       type: 'string',
-      describe: 'Wharf instance URL for client commands (default: WHARF_INSTANCE, the last one signed in to, else this config\'s server.public_url)',
+      describe: "Wharf instance URL for client commands (default: WHARF_INSTANCE, the last one signed in to, else this config's server.public_url)",
       global: true,
     })
     .option('org', { type: 'string', describe: 'Organization (id or slug) client commands act in (X-Service-Org)', global: true })

@@ -109,14 +109,17 @@ export function addFileCommands(cli: Argv): void {
         run<FilesArgs & { paths: string[]; prefix: string; concurrency: number; multipartThreshold: string; partSize: string }>(async (args) => {
           const instance = instanceOf(args);
           const token = tokenOf(args);
-          if (!Number.isInteger(args.concurrency) || args.concurrency < 1 || args.concurrency > 32) throw new ClientError(`--concurrency must be a whole number from 1 to 32: ${args.concurrency}`);
+          if (!Number.isInteger(args.concurrency) || args.concurrency < 1 || args.concurrency > 32)
+            throw new ClientError(`--concurrency must be a whole number from 1 to 32: ${args.concurrency}`);
           const threshold = parseSize(args.multipartThreshold, '--multipart-threshold');
           const partSize = parseSize(args.partSize, '--part-size');
           if (partSize < MIN_PART_BYTES) throw new ClientError(`--part-size must be at least 5MiB (the store's smallest part): ${args.partSize}`);
           const plan = planUploads(args.paths, args.prefix);
           if (plan.skipped.length) {
             const n = plan.skipped.length;
-            process.stderr.write(`wharf: skipping ${n === 1 ? '1 entry that is not a regular file' : `${n} entries that are not regular files`} (symbolic links and the like; first: ${plan.skipped[0]})\n`);
+            process.stderr.write(
+              `wharf: skipping ${n === 1 ? '1 entry that is not a regular file' : `${n} entries that are not regular files`} (symbolic links and the like; first: ${plan.skipped[0]})\n`,
+            );
           }
           const order = new Map(plan.files.map((f, i) => [f, i]));
           const totalBytes = plan.files.reduce((sum, f) => sum + f.size, 0);
@@ -135,7 +138,7 @@ export function addFileCommands(cli: Argv): void {
                 const files = part.map(({ file: { key, name, size, type } }) => ({ key, name, size, type }));
                 try {
                   const out = await call<{ files: FileRecord[] }>(instance, 'POST', '/api/files', { body: { token, files } });
-                  out.files.forEach((r, i) => recorded.push({ at: order.get(part[i]!.file) ?? 0, record: r }));
+                  for (const [i, r] of out.files.entries()) recorded.push({ at: order.get(part[i]!.file) ?? 0, record: r });
                 } catch (err) {
                   for (const o of part) failures.push(`${o.file.path}: in the store as ${o.file.key}, but recording it failed: ${(err as Error).message}`);
                 }
@@ -169,10 +172,13 @@ export function addFileCommands(cli: Argv): void {
           const records = recorded.sort((a, b) => a.at - b.at).map((r) => r.record);
           const seconds = (Date.now() - started) / 1000;
           if (args.json) process.stdout.write(`${JSON.stringify(records)}\n`);
-          else if (plan.files.length > 1) process.stdout.write(`${records.length} of ${plan.files.length} files recorded, ${humanBytes(totalBytes)} in ${seconds.toFixed(1)} s\n`);
+          else if (plan.files.length > 1)
+            process.stdout.write(`${records.length} of ${plan.files.length} files recorded, ${humanBytes(totalBytes)} in ${seconds.toFixed(1)} s\n`);
           if (failures.length) {
             for (const line of failures.slice(0, 20)) process.stderr.write(`wharf: ${line}\n`);
-            throw new ClientError(`${failures.length} of ${plan.files.length} files failed; run the same command again to continue (large files resume where they stopped)`);
+            throw new ClientError(
+              `${failures.length} of ${plan.files.length} files failed; run the same command again to continue (large files resume where they stopped)`,
+            );
           }
         }),
       )
@@ -187,10 +193,19 @@ export function addFileCommands(cli: Argv): void {
         run<FilesArgs & { search?: string; page: number; pageSize: number }>(async (args) => {
           const query = new URLSearchParams({ page: String(args.page), pageSize: String(args.pageSize) });
           if (args.search) query.set('search', args.search);
-          const result = await call<{ files: FileRecord[]; pagination: { page: number; totalPages: number; total: number } }>(instanceOf(args), 'GET', `/api/files?${query}`, { token: tokenOf(args) });
+          const result = await call<{ files: FileRecord[]; pagination: { page: number; totalPages: number; total: number } }>(
+            instanceOf(args),
+            'GET',
+            `/api/files?${query}`,
+            { token: tokenOf(args) },
+          );
           const rows = result.files.map((f) => [f.key, String(f.size), f.type, f.uploadedAt]);
           const { page, totalPages, total } = result.pagination;
-          print(args, rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${total} files)` : 'No files.', result);
+          print(
+            args,
+            rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${total} files)` : 'No files.',
+            result,
+          );
         }),
       )
       .command(

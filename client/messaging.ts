@@ -56,7 +56,11 @@ function print(args: ClientArgs, text: string, json: unknown): void {
 /** Left-aligned columns, two spaces apart. */
 export function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(header), ...rows.map(line)].join('\n');
 }
 
@@ -128,7 +132,10 @@ function silentWebhook(s: Session): string | null {
  */
 export function parseEvents(values: readonly string[] | undefined): string[] | null | undefined {
   if (values === undefined) return undefined;
-  const names = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  const names = values
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter(Boolean);
   if (names.length === 1 && names[0] === 'all') return [];
   if (names.length === 1 && names[0] === 'none') return null;
   if (names.includes('all') || names.includes('none')) throw new ClientError('--events: "all" and "none" stand alone, not beside event names');
@@ -163,15 +170,23 @@ function webhookOptions<T>(c: Argv<T>, create: boolean) {
   return c
     .option('webhook-url', {
       type: 'string',
-      describe: create ? 'Where webhook events are POSTed; subscribes to every event and enables the webhook unless --events / --no-webhook-enabled say otherwise' : 'Where webhook events are POSTed ("" removes it)',
+      describe: create
+        ? 'Where webhook events are POSTed; subscribes to every event and enables the webhook unless --events / --no-webhook-enabled say otherwise'
+        : 'Where webhook events are POSTed ("" removes it)',
     })
-    .option('webhook-enabled', { type: 'boolean', describe: create ? 'Deliver webhooks (default: on when --webhook-url is given)' : 'Deliver webhooks (--no-webhook-enabled pauses them)' })
+    .option('webhook-enabled', {
+      type: 'boolean',
+      describe: create ? 'Deliver webhooks (default: on when --webhook-url is given)' : 'Deliver webhooks (--no-webhook-enabled pauses them)',
+    })
     .option('events', {
       type: 'string',
       array: true,
       describe: `Events to deliver: names (comma-separated or repeated), all, or none${create ? ' (default with --webhook-url: all)' : ''}`,
     })
-    .option('signing', { choices: ['secret', 'hmac'] as const, describe: 'secret: X-Webhook-Signature is the secret; hmac: HMAC-SHA256 of the body, plus Standard Webhooks headers' });
+    .option('signing', {
+      choices: ['secret', 'hmac'] as const,
+      describe: 'secret: X-Webhook-Signature is the secret; hmac: HMAC-SHA256 of the body, plus Standard Webhooks headers',
+    });
 }
 
 interface PatCreateArgs extends ClientArgs {
@@ -225,7 +240,11 @@ export function addMessagingCommands(cli: Argv): void {
           run<PatCreateArgs>(async (args) => {
             const body = { name: args.name, ...(args.expiresAt ? { expires_at: args.expiresAt } : {}) };
             const { data } = await clientFor(args).request<Envelope<Token>>('POST', '/api/personal-access-tokens', { body });
-            print(args, `Created personal access token ${data.id} "${data.name}"${data.expires_at ? ` (expires ${when(data.expires_at)})` : ''}. It is shown only this once:\n${data.token}`, data);
+            print(
+              args,
+              `Created personal access token ${data.id} "${data.name}"${data.expires_at ? ` (expires ${when(data.expires_at)})` : ''}. It is shown only this once:\n${data.token}`,
+              data,
+            );
           }),
         )
         .command(
@@ -243,7 +262,10 @@ export function addMessagingCommands(cli: Argv): void {
           'Revoke a personal access token; it fails from the next request on',
           (c) => c.positional('id', { type: 'string', demandOption: true, describe: 'Token id (wharf pat list)' }),
           run<SessionArgs>(async (args) => {
-            const { data } = await clientFor(args).request<Envelope<{ id: number; revoked: boolean }>>('DELETE', `/api/personal-access-tokens/${encodeURIComponent(args.id)}`);
+            const { data } = await clientFor(args).request<Envelope<{ id: number; revoked: boolean }>>(
+              'DELETE',
+              `/api/personal-access-tokens/${encodeURIComponent(args.id)}`,
+            );
             print(args, `Revoked personal access token ${data.id}`, data);
           }),
         )
@@ -288,13 +310,21 @@ export function addMessagingCommands(cli: Argv): void {
               try {
                 await client.request('PUT', `/api/whatsapp-sessions/${data.id}/webhook-signing`, { body: { mode: args.signing } });
               } catch (err) {
-                throw new ClientError(`created session ${data.id}, but setting --signing ${args.signing} failed: ${(err as Error).message}; run wharf sessions update ${data.id} --signing ${args.signing}`);
+                throw new ClientError(
+                  `created session ${data.id}, but setting --signing ${args.signing} failed: ${(err as Error).message}; run wharf sessions update ${data.id} --signing ${args.signing}`,
+                );
               }
               data.webhook_signing = args.signing;
               signing = `, ${args.signing} signing`;
             }
-            const webhook = data.webhook_url ? `\nwebhook: ${data.webhook_url} (${data.webhook_enabled ? 'enabled' : 'disabled'}, events: ${eventsText(data.webhook_events)}${signing})` : '';
-            print(args, `Created ${data.type} session ${data.id} "${data.name}" (${data.phone_number}, ${data.status})\napi_key: ${data.api_key}${webhook}`, data);
+            const webhook = data.webhook_url
+              ? `\nwebhook: ${data.webhook_url} (${data.webhook_enabled ? 'enabled' : 'disabled'}, events: ${eventsText(data.webhook_events)}${signing})`
+              : '';
+            print(
+              args,
+              `Created ${data.type} session ${data.id} "${data.name}" (${data.phone_number}, ${data.status})\napi_key: ${data.api_key}${webhook}`,
+              data,
+            );
           }),
         )
         .command(
@@ -314,7 +344,9 @@ export function addMessagingCommands(cli: Argv): void {
             const id = sessionId(args.id);
             const body = settingsOf(args);
             if (!Object.keys(body).length && !args.signing) {
-              throw new UsageError('nothing to update: give --webhook-url, --webhook-enabled, --events, --signing, --name, --phone, --account-protection or --log-messages');
+              throw new UsageError(
+                'nothing to update: give --webhook-url, --webhook-enabled, --events, --signing, --name, --phone, --account-protection or --log-messages',
+              );
             }
             const client = clientFor(args);
             let session: Session;
@@ -327,7 +359,9 @@ export function addMessagingCommands(cli: Argv): void {
               try {
                 await client.request('PUT', `/api/whatsapp-sessions/${id}/webhook-signing`, { body: { mode: args.signing } });
               } catch (err) {
-                throw new ClientError(`${Object.keys(body).length ? `updated session ${id}, but ` : ''}setting --signing ${args.signing} failed: ${(err as Error).message}`);
+                throw new ClientError(
+                  `${Object.keys(body).length ? `updated session ${id}, but ` : ''}setting --signing ${args.signing} failed: ${(err as Error).message}`,
+                );
               }
             }
             session.webhook_signing = args.signing ?? (await signingOf(client, id));
@@ -340,7 +374,10 @@ export function addMessagingCommands(cli: Argv): void {
         .command(
           'get <id>',
           'Show a session, with its API key (and its webhook secret with --show-secret)',
-          (c) => c.positional('id', { type: 'string', demandOption: true }).option('show-secret', { type: 'boolean', default: false, describe: 'Also print the webhook secret' }),
+          (c) =>
+            c
+              .positional('id', { type: 'string', demandOption: true })
+              .option('show-secret', { type: 'boolean', default: false, describe: 'Also print the webhook secret' }),
           run<SessionGetArgs>(async (args) => {
             const id = sessionId(args.id);
             const client = clientFor(args);
@@ -366,8 +403,15 @@ export function addMessagingCommands(cli: Argv): void {
           (c) => c.positional('id', { type: 'string', demandOption: true }),
           run<SessionArgs>(async (args) => {
             const id = sessionId(args.id);
-            const { data } = await clientFor(args).request<Envelope<{ status: string; qrCode?: string; message?: string }>>('POST', `/api/whatsapp-sessions/${id}/connect`, { body: {} });
-            print(args, `Session ${id}: ${data.status}${data.message ? ` (${data.message})` : ''}${data.qrCode ? `\nQR code: ${data.qrCode}` : ''}`, { id: Number(id), ...data });
+            const { data } = await clientFor(args).request<Envelope<{ status: string; qrCode?: string; message?: string }>>(
+              'POST',
+              `/api/whatsapp-sessions/${id}/connect`,
+              { body: {} },
+            );
+            print(args, `Session ${id}: ${data.status}${data.message ? ` (${data.message})` : ''}${data.qrCode ? `\nQR code: ${data.qrCode}` : ''}`, {
+              id: Number(id),
+              ...data,
+            });
           }),
         )
         .command(
@@ -376,7 +420,9 @@ export function addMessagingCommands(cli: Argv): void {
           (c) => c.positional('id', { type: 'string', demandOption: true }),
           run<SessionArgs>(async (args) => {
             const id = sessionId(args.id);
-            const { data } = await clientFor(args).request<Envelope<{ status: string; message?: string }>>('POST', `/api/whatsapp-sessions/${id}/disconnect`, { body: {} });
+            const { data } = await clientFor(args).request<Envelope<{ status: string; message?: string }>>('POST', `/api/whatsapp-sessions/${id}/disconnect`, {
+              body: {},
+            });
             print(args, `Session ${id}: ${data.status}${data.message ? ` (${data.message})` : ''}`, { id: Number(id), ...data });
           }),
         )
@@ -416,8 +462,17 @@ export function addMessagingCommands(cli: Argv): void {
               ...(args.pushName !== undefined ? { pushName: args.pushName } : {}),
               ...(args.groupJid !== undefined ? { groupJid: args.groupJid } : {}),
             };
-            const { data } = await withSessionKey<Envelope<{ key: { id: string; remoteJid: string } }>>(client.instance, session.api_key, 'POST', '/api/sandbox/receive', body);
-            print(args, `Session ${id} received message ${data.key.id} from ${args.from} in a ${args.chat} chat (${data.key.remoteJid})`, { session: Number(id), key: data.key });
+            const { data } = await withSessionKey<Envelope<{ key: { id: string; remoteJid: string } }>>(
+              client.instance,
+              session.api_key,
+              'POST',
+              '/api/sandbox/receive',
+              body,
+            );
+            print(args, `Session ${id} received message ${data.key.id} from ${args.from} in a ${args.chat} chat (${data.key.remoteJid})`, {
+              session: Number(id),
+              key: data.key,
+            });
           }),
         )
         .demandCommand(1, 'name a sandbox command'),

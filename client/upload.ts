@@ -96,8 +96,8 @@ export function normalizePrefix(prefix: string): string {
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 function checkKey(key: string, local: string): void {
-  // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(key)) throw new ClientError(`${local}: the name holds control characters, which S3 keys cannot carry; rename it`);
+  const control = [...key].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f);
+  if (control) throw new ClientError(`${local}: the name holds control characters, which S3 keys cannot carry; rename it`);
   if (Buffer.byteLength(key) > MAX_KEY_BYTES) throw new ClientError(`${local}: its key would be longer than ${MAX_KEY_BYTES} bytes: ${key.slice(0, 60)}...`);
 }
 
@@ -125,7 +125,7 @@ export function planUploads(paths: readonly string[], prefixOption: string): Pla
     const stat = statOf(p);
     if (stat.isFile()) {
       const name = path.basename(p);
-      const safe = name.replace(/[^\w.\-]+/g, '_');
+      const safe = name.replace(/[^\w.-]+/g, '_');
       const key = `${prefix}${randomUUID()}/${safe}`;
       checkKey(key, p);
       const keyPattern = new RegExp(`^${escapeRegExp(prefix)}[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/${escapeRegExp(safe)}$`);
@@ -349,7 +349,9 @@ async function multipart(file: PlannedFile, options: TransferOptions, slots: Slo
       const head = await headObject(s3, bucket, file.key);
       if (head && head.size === file.size) {
         const md5s = await localMd5s();
-        const etag = `${createHash('md5').update(Buffer.concat(md5s.map((h) => Buffer.from(h, 'hex')))).digest('hex')}-${count}`;
+        const etag = `${createHash('md5')
+          .update(Buffer.concat(md5s.map((h) => Buffer.from(h, 'hex'))))
+          .digest('hex')}-${count}`;
         if (head.etag === etag) {
           options.onBytes(file.size);
           return { file, result: 'unchanged', detail: 'already in the store' };
@@ -386,7 +388,9 @@ async function multipart(file: PlannedFile, options: TransferOptions, slots: Slo
       missing.map((n) =>
         slots.run(async () => {
           const body = await readRange(fd, (n - 1) * partSize, sizeOf(n));
-          const out = await s3.send(new sdk.UploadPartCommand({ Bucket: bucket, Key: file.key, UploadId: uploadId, PartNumber: n, Body: body, ContentLength: body.length }));
+          const out = await s3.send(
+            new sdk.UploadPartCommand({ Bucket: bucket, Key: file.key, UploadId: uploadId, PartNumber: n, Body: body, ContentLength: body.length }),
+          );
           etags.set(n, unquote(out.ETag));
           options.onBytes(body.length);
         }),

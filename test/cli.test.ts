@@ -56,22 +56,33 @@ describe('wharf command', () => {
 
   it('checks the embedded defaults and the WHARF_* variables when no file is named', () => {
     const cwd = tempDir();
-    const enabled = resolveConfig(builtinPlugins, {}).order.map((p) => p.name).join(', ');
+    const enabled = resolveConfig(builtinPlugins, {})
+      .order.map((p) => p.name)
+      .join(', ');
     expect(wharf(['config', 'check'], { cwd })).toMatchObject({ status: 0, stdout: `embedded defaults: ok (plugins: ${enabled})\n`, stderr: '' });
     const vars = { WHARF_SERVER__LISTEN: '127.0.0.1:9999', WHARF_PLUGINS__EXAMPLE__ENABLED: 'true' };
     const withExample = resolveConfig(builtinPlugins, { env: vars }).order.map((p) => p.name);
     expect(withExample).toContain('example');
-    expect(wharf(['config', 'check'], { cwd, env: vars })).toMatchObject({ status: 0, stdout: `embedded defaults + 2 WHARF_* variables: ok (plugins: ${withExample.join(', ')})\n` });
+    expect(wharf(['config', 'check'], { cwd, env: vars })).toMatchObject({
+      status: 0,
+      stdout: `embedded defaults + 2 WHARF_* variables: ok (plugins: ${withExample.join(', ')})\n`,
+    });
     expect(wharf(['config', 'check'], { cwd, env: { WHARF_SERVER__LISTEN: 'nowhere' } })).toMatchObject({
       status: 2,
       stdout: '',
       stderr: 'wharf: config error: WHARF_SERVER__LISTEN: "server.listen": expected HOST:PORT, for example 127.0.0.1:8080\n',
     });
-    expect(wharf(['config', 'check'], { cwd, env: { WHARF_SERVER__BOGUS: '1' } })).toMatchObject({ status: 2, stderr: 'wharf: config error: WHARF_SERVER__BOGUS: unknown key "server.bogus"\n' });
+    expect(wharf(['config', 'check'], { cwd, env: { WHARF_SERVER__BOGUS: '1' } })).toMatchObject({
+      status: 2,
+      stderr: 'wharf: config error: WHARF_SERVER__BOGUS: unknown key "server.bogus"\n',
+    });
     // WHARF_CONFIG (or --config) names the file to check when no FILE is given.
     fs.writeFileSync(path.join(cwd, 'w.toml'), '[server]\nlisten = "127.0.0.1:9999"\n');
     expect(wharf(['config', 'check'], { cwd, env: { WHARF_CONFIG: 'w.toml' } })).toMatchObject({ status: 0, stdout: `w.toml: ok (plugins: ${enabled})\n` });
-    expect(wharf(['config', 'check', '--config', 'nope.toml'], { cwd })).toMatchObject({ status: 2, stderr: 'wharf: config error: nope.toml: file not found\n' });
+    expect(wharf(['config', 'check', '--config', 'nope.toml'], { cwd })).toMatchObject({
+      status: 2,
+      stderr: 'wharf: config error: nope.toml: file not found\n',
+    });
     expect(fs.readdirSync(cwd)).toEqual(['w.toml']);
   });
 
@@ -200,7 +211,10 @@ describe('wharf and plugins outside the binary', () => {
 describe('the wharf launcher', () => {
   const entry = path.join(root, 'bin/wharf.ts');
   /** The machine's PATH without any node_modules/.bin (npm test and npx add the project's). */
-  const systemPath = (process.env.PATH ?? '').split(path.delimiter).filter((d) => d && !d.includes('node_modules')).join(path.delimiter);
+  const systemPath = (process.env.PATH ?? '')
+    .split(path.delimiter)
+    .filter((d) => d && !d.includes('node_modules'))
+    .join(path.delimiter);
 
   /** A directory whose `node` is an old Node that fails loudly if anyone runs a script with it. */
   function oldNode(): string {
@@ -259,9 +273,16 @@ describe('the wharf launcher', () => {
       const email = 'first-hour@example.test';
       const password = 'correct horse battery staple';
       expect(wharf(['admin', 'create-user', '--email', email, '--password', password, '--org', 'First Hour'], { cwd, env: identity }).status).toBe(0);
-      const signed = await fetch(`${server.url}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', origin: server.url }, body: JSON.stringify({ email, password }) });
+      const signed = await fetch(`${server.url}/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin: server.url },
+        body: JSON.stringify({ email, password }),
+      });
       expect(signed.status).toBe(200);
-      const cookie = signed.headers.getSetCookie().find((c) => c.startsWith('__session='))!.split(';')[0]!;
+      const cookie = signed.headers
+        .getSetCookie()
+        .find((c) => c.startsWith('__session='))!
+        .split(';')[0]!;
       const me = (await (await fetch(`${server.url}/api/cli/me`, { headers: { cookie } })).json()) as { orgs: { id: string }[] };
 
       // What the README says to type, in a shell whose node is the system's: the same config

@@ -28,7 +28,18 @@ afterAll(async () => {
 describe('wharf dispatches', () => {
   it('lists, shows and redelivers the dispatch records of a sandbox delivery', async () => {
     // Subscribed to messages.received only, enabled: one command.
-    const created = await wharf(['sessions', 'create', '--sandbox', '--name', 'Hooked', '--webhook-url', receiver.url(), '--events', 'messages.received', '--json']);
+    const created = await wharf([
+      'sessions',
+      'create',
+      '--sandbox',
+      '--name',
+      'Hooked',
+      '--webhook-url',
+      receiver.url(),
+      '--events',
+      'messages.received',
+      '--json',
+    ]);
     expect(created.status, created.stderr).toBe(0);
     const session = JSON.parse(created.stdout) as { id: number };
     const got = await wharf(['sandbox', 'receive', '--session', String(session.id), '--from', '+14155550123', '--text', 'hello hook']);
@@ -51,7 +62,11 @@ describe('wharf dispatches', () => {
 
     const shown = await wharf(['dispatches', 'get', String(dispatch.id)]);
     expect(shown.status, shown.stderr).toBe(0);
-    expect(shown.stdout).toMatch(new RegExp(`^dispatch ${dispatch.id}: messages.received of session ${session.id} to ${receiver.url().replace(/[/.]/g, '\\$&')}\\nstatus delivered, 1 of 5 attempts\\nwebhook-id msg_`));
+    expect(shown.stdout).toMatch(
+      new RegExp(
+        `^dispatch ${dispatch.id}: messages.received of session ${session.id} to ${receiver.url().replace(/[/.]/g, '\\$&')}\\nstatus delivered, 1 of 5 attempts\\nwebhook-id msg_`,
+      ),
+    );
     expect(shown.stdout).toMatch(/\n1\s+200\s+\d+ ms/);
 
     const again = await wharf(['dispatches', 'redeliver', String(dispatch.id), '--json']);

@@ -55,7 +55,8 @@ async function unfinished(store: { s3: S3Client; bucket: string }, prefix: strin
 /** Starts a multipart upload of `key` and sends the given parts, as an interrupted run leaves it. */
 async function interruptedUpload(store: { s3: S3Client; bucket: string }, key: string, parts: Buffer[]): Promise<string> {
   const { UploadId } = await store.s3.send(new CreateMultipartUploadCommand({ Bucket: store.bucket, Key: key, ContentType: 'application/octet-stream' }));
-  for (const [i, body] of parts.entries()) await store.s3.send(new UploadPartCommand({ Bucket: store.bucket, Key: key, UploadId, PartNumber: i + 1, Body: body, ContentLength: body.length }));
+  for (const [i, body] of parts.entries())
+    await store.s3.send(new UploadPartCommand({ Bucket: store.bucket, Key: key, UploadId, PartNumber: i + 1, Body: body, ContentLength: body.length }));
   return UploadId!;
 }
 
@@ -178,7 +179,11 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
     // Not a terminal: no bar, no carriage returns, one line per file in the order they finish.
     expect(r.stdout).not.toContain('\r');
     const lines = r.stdout.trimEnd().split('\n');
-    expect(lines.slice(0, -1).sort()).toEqual(Object.entries(files).map(([rel, b]) => `uploaded ${path.basename(rel)} (${b.length} bytes) as www/${rel}`).sort());
+    expect(lines.slice(0, -1).sort()).toEqual(
+      Object.entries(files)
+        .map(([rel, b]) => `uploaded ${path.basename(rel)} (${b.length} bytes) as www/${rel}`)
+        .sort(),
+    );
     expect(lines.at(-1)).toMatch(/^4 of 4 files recorded, 68 KiB in \d+\.\d s$/);
 
     const listed = JSON.parse((await wharf(['files', 'ls', '--search', '', '--page-size', '100', '--json'])).stdout);
@@ -232,7 +237,24 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
     const cwd = tempDir();
     fs.writeFileSync(path.join(cwd, 'a.bin'), randomBytes(6 * MiB));
     fs.writeFileSync(path.join(cwd, 'b.txt'), 'b\n');
-    const command = [process.execPath, path.join(root, 'bin/wharf.ts'), 'files', 'upload', 'a.bin', 'b.txt', '--prefix', 'tty', '--multipart-threshold', '5MiB', '--part-size', '5MiB', '--token', token, '--instance', app.url]
+    const command = [
+      process.execPath,
+      path.join(root, 'bin/wharf.ts'),
+      'files',
+      'upload',
+      'a.bin',
+      'b.txt',
+      '--prefix',
+      'tty',
+      '--multipart-threshold',
+      '5MiB',
+      '--part-size',
+      '5MiB',
+      '--token',
+      token,
+      '--instance',
+      app.url,
+    ]
       .map((a) => `'${a.replace(/'/g, "'\\''")}'`)
       .join(' ');
     // util-linux `script` gives the command a pseudo-terminal, as a person's shell would.
@@ -244,7 +266,8 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
     expect(code, out).toBe(0);
     expect(out).toMatch(/\r\[#+-*\] +\d+% {2}\S+ \S+ of 6\.0 MiB {2}\d\/2 files {2}\S+ \S+\/s/);
     expect(out).toContain('] 100%  6.0 MiB of 6.0 MiB  2/2 files');
-    expect(out).toMatch(/\r\x1b\[Kuploaded a\.bin \(6291456 bytes\) as tty\/[0-9a-f-]{36}\/a\.bin\r?\n/);
+    // The bar is cleared (ESC [K) before each file's line.
+    expect(out.split('\u001b[K').join('')).toMatch(/\ruploaded a\.bin \(6291456 bytes\) as tty\/[0-9a-f-]{36}\/a\.bin\r?\n/);
     expect(out).toMatch(/\n2 of 2 files recorded, 6\.0 MiB in \d+\.\d s\r?\n$/);
   }, 60_000);
 
@@ -255,14 +278,24 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
     fs.mkdirSync(path.join(cwd, 'empty'));
     fs.writeFileSync(path.join(cwd, 'a.txt'), 'a\n');
     const putsBefore = seen.puts;
-    expect(await wharf(['files', 'upload', 'a.txt', 'no-such-folder'], cwd)).toMatchObject({ status: 1, stdout: '', stderr: 'wharf: no-such-folder: no such file or folder\n' });
+    expect(await wharf(['files', 'upload', 'a.txt', 'no-such-folder'], cwd)).toMatchObject({
+      status: 1,
+      stdout: '',
+      stderr: 'wharf: no-such-folder: no such file or folder\n',
+    });
     expect(await wharf(['files', 'upload', 'empty'], cwd)).toMatchObject({ status: 1, stderr: 'wharf: empty: no files to upload in this folder\n' });
-    expect(await wharf(['files', 'upload', 'a.txt', '--part-size', '1MiB'], cwd)).toMatchObject({ status: 1, stderr: "wharf: --part-size must be at least 5MiB (the store's smallest part): 1MiB\n" });
+    expect(await wharf(['files', 'upload', 'a.txt', '--part-size', '1MiB'], cwd)).toMatchObject({
+      status: 1,
+      stderr: "wharf: --part-size must be at least 5MiB (the store's smallest part): 1MiB\n",
+    });
     expect(await wharf(['files', 'upload', 'a.txt', '--multipart-threshold', 'lots'], cwd)).toMatchObject({
       status: 1,
       stderr: 'wharf: --multipart-threshold: not a size: lots (for example 8MiB, 512KiB, 1GiB or bytes)\n',
     });
-    expect(await wharf(['files', 'upload', 'a.txt', '--concurrency', '0'], cwd)).toMatchObject({ status: 1, stderr: 'wharf: --concurrency must be a whole number from 1 to 32: 0\n' });
+    expect(await wharf(['files', 'upload', 'a.txt', '--concurrency', '0'], cwd)).toMatchObject({
+      status: 1,
+      stderr: 'wharf: --concurrency must be a whole number from 1 to 32: 0\n',
+    });
     // Two local files that would land on one key.
     fs.mkdirSync(path.join(cwd, 'one'));
     fs.mkdirSync(path.join(cwd, 'two'));
@@ -273,7 +306,9 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
       stderr: 'wharf: two/same.txt and one/same.txt would both be stored as same.txt; upload them with different --prefix values\n',
     });
     fs.writeFileSync(path.join(cwd, 'one', 'bad\u0001name.txt'), 'x');
-    expect((await wharf(['files', 'upload', 'one'], cwd)).stderr).toBe(`wharf: ${path.join('one', 'bad\u0001name.txt')}: the name holds control characters, which S3 keys cannot carry; rename it\n`);
+    expect((await wharf(['files', 'upload', 'one'], cwd)).stderr).toBe(
+      `wharf: ${path.join('one', 'bad\u0001name.txt')}: the name holds control characters, which S3 keys cannot carry; rename it\n`,
+    );
     expect(seen.puts).toBe(putsBefore);
   }, 60_000);
 });

@@ -65,14 +65,22 @@ describe('wharf files', () => {
 
   it('answers bad input in one line', async () => {
     expect(await wharf(['files', 'ls'])).toMatchObject({ status: 1, stderr: 'wharf: give the app API token with --token (or WHARF_APP_TOKEN)\n' });
-    expect(await wharf(['files', 'ls', '--token', 'svc_live_nope'])).toMatchObject({ status: 1, stderr: expect.stringMatching(/^wharf: .*(invalid|Invalid).*\n$/) });
-    expect(await wharf(['files', 'upload', 'missing.bin', '--token', token])).toMatchObject({ status: 1, stderr: 'wharf: missing.bin: no such file or folder\n' });
+    expect(await wharf(['files', 'ls', '--token', 'svc_live_nope'])).toMatchObject({
+      status: 1,
+      stderr: expect.stringMatching(/^wharf: .*(invalid|Invalid).*\n$/),
+    });
+    expect(await wharf(['files', 'upload', 'missing.bin', '--token', token])).toMatchObject({
+      status: 1,
+      stderr: 'wharf: missing.bin: no such file or folder\n',
+    });
   });
 });
 
 describe('wharf files rm', () => {
   it('deletes the keys that exist and names the ones that did not, exit 1', async () => {
-    const up = JSON.parse((await wharf(['files', 'upload', 'notes.txt', 'report 2026.pdf', '--prefix', 'rm', '--token', token, '--json'])).stdout) as { key: string }[];
+    const up = JSON.parse((await wharf(['files', 'upload', 'notes.txt', 'report 2026.pdf', '--prefix', 'rm', '--token', token, '--json'])).stdout) as {
+      key: string;
+    }[];
     const [a, b] = up.map((f) => f.key);
     const r = await wharf(['files', 'rm', a!, 'rm/never-there.txt', b!, 'nope', '--token', token]);
     expect(r).toMatchObject({ status: 1, stdout: 'deleted 2 files\n', stderr: 'wharf: no file with key rm/never-there.txt\nwharf: no file with key nope\n' });
@@ -95,7 +103,9 @@ describe('wharf files get', () => {
     expect(refused).toMatchObject({ status: 1, stdout: '', stderr: `wharf: ${out} exists; add --force to replace it, or choose another --out\n` });
     expect(fs.readFileSync(out, 'utf8')).toBe('mine, do not touch\n');
     // The default name (notes.txt) exists in the working directory too.
-    expect((await wharf(['files', 'get', f!.key, '--token', token])).stderr).toBe('wharf: notes.txt exists; add --force to replace it, or choose another --out\n');
+    expect((await wharf(['files', 'get', f!.key, '--token', token])).stderr).toBe(
+      'wharf: notes.txt exists; add --force to replace it, or choose another --out\n',
+    );
     expect(fs.readFileSync(path.join(dir, 'notes.txt'), 'utf8')).toBe('hello from the command line\n');
 
     const forced = await wharf(['files', 'get', f!.key, '--out', out, '--force', '--token', token]);
@@ -104,7 +114,10 @@ describe('wharf files get', () => {
 
     // --out a folder: the file goes inside under its own name.
     const folder = fs.mkdtempSync(path.join(dir, 'into-'));
-    expect(await wharf(['files', 'get', f!.key, '--out', folder, '--token', token])).toMatchObject({ status: 0, stdout: `wrote 28 bytes to ${path.join(folder, 'notes.txt')}\n` });
+    expect(await wharf(['files', 'get', f!.key, '--out', folder, '--token', token])).toMatchObject({
+      status: 0,
+      stdout: `wrote 28 bytes to ${path.join(folder, 'notes.txt')}\n`,
+    });
     expect(await wharf(['files', 'get', f!.key, '--out', path.join(dir, 'no/such/dir/x.txt'), '--token', token])).toMatchObject({
       status: 1,
       stderr: expect.stringMatching(/^wharf: cannot write .*no\/such\/dir\/x\.txt: ENOENT/),

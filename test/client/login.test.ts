@@ -85,7 +85,10 @@ describe('wharf login', () => {
     const listen = await wharf(['whoami'], { env: { XDG_CONFIG_HOME: fresh, WHARF_SERVER__LISTEN: `0.0.0.0:${port}` } });
     expect(listen.stderr).toBe(`wharf: not signed in to http://localhost:${port}; run wharf login --instance http://localhost:${port}\n`);
     const bad = await wharf(['whoami'], { env: { XDG_CONFIG_HOME: fresh, WHARF_SERVER__LISTEN: 'nowhere' } });
-    expect(bad).toMatchObject({ status: 2, stderr: 'wharf: config error: WHARF_SERVER__LISTEN: "server.listen": expected HOST:PORT, for example 127.0.0.1:8080\n' });
+    expect(bad).toMatchObject({
+      status: 2,
+      stderr: 'wharf: config error: WHARF_SERVER__LISTEN: "server.listen": expected HOST:PORT, for example 127.0.0.1:8080\n',
+    });
   }, 90_000);
 
   it('reports a denied sign-in and an unreachable or wrong instance in one line', async () => {

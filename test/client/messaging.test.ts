@@ -67,7 +67,17 @@ describe('wharf sessions', () => {
     const [, id, , key] = m!;
     expect((await call(app, key, 'GET', '/api/status')).body).toStrictEqual({ status: 'connected' });
 
-    const wa = await json(['sessions', 'create', '--name', 'CLI WhatsApp', '--phone', '+14155550142', '--log-messages', '--webhook-url', 'https://hooks.example.com/x']);
+    const wa = await json([
+      'sessions',
+      'create',
+      '--name',
+      'CLI WhatsApp',
+      '--phone',
+      '+14155550142',
+      '--log-messages',
+      '--webhook-url',
+      'https://hooks.example.com/x',
+    ]);
     expect(wa).toMatchObject({
       type: 'whatsapp',
       status: 'disconnected',
@@ -90,7 +100,10 @@ describe('wharf sessions', () => {
     expect(await json(['sessions', 'get', id!])).toMatchObject({ id: Number(id), api_key: key });
     expect(await json(['sessions', 'get', id!, '--show-secret'])).toMatchObject({ id: Number(id), api_key: key, webhook_secret: expect.any(String) });
 
-    expect(await wharf(['sessions', 'connect', id!])).toMatchObject({ status: 0, stdout: `Session ${id}: connected (Sandbox sessions are always connected)\n` });
+    expect(await wharf(['sessions', 'connect', id!])).toMatchObject({
+      status: 0,
+      stdout: `Session ${id}: connected (Sandbox sessions are always connected)\n`,
+    });
     expect(await json(['sessions', 'disconnect', id!])).toMatchObject({ id: Number(id), status: 'connected' });
     const refused = await wharf(['sessions', 'connect', String(wa.id)]);
     expect(refused.status).toBe(1);
@@ -106,7 +119,10 @@ describe('wharf sessions', () => {
     expect(await wharf(['sessions', 'delete', String(wa.id)])).toMatchObject({ status: 0, stdout: `Deleted session ${wa.id}\n` });
     expect(await wharf(['sessions', 'get', String(wa.id)])).toMatchObject({ status: 1, stdout: '', stderr: 'wharf: Session not found\n' });
     expect(await wharf(['sessions', 'get', 'abc'])).toMatchObject({ status: 1, stderr: 'wharf: session id must be a positive integer: abc\n' });
-    expect(await wharf(['sessions', 'create', '--name', 'No phone'])).toMatchObject({ status: 1, stderr: 'wharf: The given data was invalid. (phone_number is required)\n' });
+    expect(await wharf(['sessions', 'create', '--name', 'No phone'])).toMatchObject({
+      status: 1,
+      stderr: 'wharf: The given data was invalid. (phone_number is required)\n',
+    });
   }, 90_000);
 });
 
@@ -114,11 +130,26 @@ describe('wharf sandbox receive', () => {
   it("makes a sandbox session receive a message, with the session's key read for the user", async () => {
     const created = await json(['sessions', 'create', '--sandbox', '--name', 'Inbox']);
     const from = lastEventId(app, created.id);
-    const r = await wharf(['sandbox', 'receive', '--session', String(created.id), '--from', '+14155550123', '--text', 'hello from the CLI', '--push-name', 'Zed']);
+    const r = await wharf([
+      'sandbox',
+      'receive',
+      '--session',
+      String(created.id),
+      '--from',
+      '+14155550123',
+      '--text',
+      'hello from the CLI',
+      '--push-name',
+      'Zed',
+    ]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(new RegExp(`^Session ${created.id} received message 3EB0[0-9A-F]{32} from \\+14155550123 in a personal chat \\(\\d+@lid\\)\\n$`));
     const got = eventsOf(app, created.id, from).find((e) => e.event === 'messages.received')!;
-    expect(got.payload.data).toMatchObject({ message: { conversation: 'hello from the CLI' }, pushName: 'Zed', key: { remoteJidAlt: '14155550123@s.whatsapp.net', fromMe: false } });
+    expect(got.payload.data).toMatchObject({
+      message: { conversation: 'hello from the CLI' },
+      pushName: 'Zed',
+      key: { remoteJidAlt: '14155550123@s.whatsapp.net', fromMe: false },
+    });
 
     const group = await json(['sandbox', 'receive', '--session', String(created.id), '--from', '+14155550123', '--text', 'to the group', '--chat', 'group']);
     expect(group).toMatchObject({ session: created.id, key: { remoteJid: expect.stringMatching(/@g\.us$/), participantAlt: '14155550123@s.whatsapp.net' } });
@@ -132,7 +163,10 @@ describe('wharf sandbox receive', () => {
       status: 1,
       stderr: 'wharf: The given data was invalid. (from: must be a phone number in E.164 format, for example +14155550123)\n',
     });
-    expect(await wharf(['sandbox', 'receive', '--session', '999999', '--from', '+14155550123', '--text', 'x'])).toMatchObject({ status: 1, stderr: 'wharf: Session not found\n' });
+    expect(await wharf(['sandbox', 'receive', '--session', '999999', '--from', '+14155550123', '--text', 'x'])).toMatchObject({
+      status: 1,
+      stderr: 'wharf: Session not found\n',
+    });
     const usage = await wharf(['sandbox', 'receive', '--session', String(created.id)]);
     expect(usage.status).toBe(2);
     expect(usage.stderr).toMatch(/^wharf: Missing required arguments: from, text \(see wharf --help\)\n$/);

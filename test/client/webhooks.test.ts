@@ -30,7 +30,11 @@ async function receiveAt(id: number, path: string, text: string): Promise<Receiv
   const from = `+1415555${String(2000 + ++sender)}`;
   const r = await wharf(['sandbox', 'receive', '--session', String(id), '--from', from, '--text', text]);
   expect(r.status, r.stderr).toBe(0);
-  return eventually(() => receiver.requests.find((q) => q.path === path && q.json?.event === 'messages.received' && q.json.data.message.conversation === text), 10_000, `delivery of "${text}"`);
+  return eventually(
+    () => receiver.requests.find((q) => q.path === path && q.json?.event === 'messages.received' && q.json.data.message.conversation === text),
+    10_000,
+    `delivery of "${text}"`,
+  );
 }
 
 async function dispatchCount(id: number): Promise<number> {
@@ -54,7 +58,9 @@ describe('wharf sessions and webhooks', () => {
   it('create --webhook-url subscribes to every event and enables the webhook, so the first message is delivered', async () => {
     const created = await wharf(['sessions', 'create', '--sandbox', '--name', 'Obvious', '--webhook-url', receiver.url('/obvious')]);
     expect(created.status, created.stderr).toBe(0);
-    const m = /^Created sandbox session (\d+) "Obvious" \(\+1555\d+, connected\)\napi_key: wsk_\S+\nwebhook: (\S+) \(enabled, events: \[\] \(all\)\)\n$/.exec(created.stdout);
+    const m = /^Created sandbox session (\d+) "Obvious" \(\+1555\d+, connected\)\napi_key: wsk_\S+\nwebhook: (\S+) \(enabled, events: \[\] \(all\)\)\n$/.exec(
+      created.stdout,
+    );
     expect(m, created.stdout).not.toBeNull();
     expect(m![2]).toBe(receiver.url('/obvious'));
     const id = Number(m![1]);
@@ -78,9 +84,30 @@ describe('wharf sessions and webhooks', () => {
     expect(delivery.headers['x-webhook-signature']).toBe(secret);
 
     // --events and --no-webhook-enabled at create are honoured as given.
-    const chosen = await json(['sessions', 'create', '--sandbox', '--name', 'Chosen', '--webhook-url', receiver.url('/chosen'), '--events', 'messages.received,session.status']);
+    const chosen = await json([
+      'sessions',
+      'create',
+      '--sandbox',
+      '--name',
+      'Chosen',
+      '--webhook-url',
+      receiver.url('/chosen'),
+      '--events',
+      'messages.received,session.status',
+    ]);
     expect(chosen).toMatchObject({ webhook_enabled: true, webhook_events: ['messages.received', 'session.status'] });
-    const paused = await json(['sessions', 'create', '--sandbox', '--name', 'Paused', '--webhook-url', receiver.url('/paused'), '--no-webhook-enabled', '--signing', 'hmac']);
+    const paused = await json([
+      'sessions',
+      'create',
+      '--sandbox',
+      '--name',
+      'Paused',
+      '--webhook-url',
+      receiver.url('/paused'),
+      '--no-webhook-enabled',
+      '--signing',
+      'hmac',
+    ]);
     expect(paused).toMatchObject({ webhook_enabled: false, webhook_events: [], webhook_signing: 'hmac' });
     expect((await json(['sessions', 'get', String(paused.id)])).webhook_signing).toBe('hmac');
     const none = await json(['sessions', 'create', '--sandbox', '--name', 'No hook']);
@@ -100,7 +127,11 @@ describe('wharf sessions and webhooks', () => {
     expect(hmac.stdout).toContain('\nlog_messages: true\n');
     const signed = await receiveAt(id, '/tuned', 'signed with hmac');
     expect(signed.headers['x-webhook-signature']).toBe(hexHmac(secret, signed.body));
-    const headers = { 'webhook-id': String(signed.headers['webhook-id']), 'webhook-timestamp': String(signed.headers['webhook-timestamp']), 'webhook-signature': String(signed.headers['webhook-signature']) };
+    const headers = {
+      'webhook-id': String(signed.headers['webhook-id']),
+      'webhook-timestamp': String(signed.headers['webhook-timestamp']),
+      'webhook-signature': String(signed.headers['webhook-signature']),
+    };
     expect(new Webhook(secret).verify(signed.body, headers)).toMatchObject({ event: 'messages.received' });
 
     // Paused: the event leaves no dispatch record, and the command says why nothing will arrive.
@@ -113,8 +144,27 @@ describe('wharf sessions and webhooks', () => {
     expect(await dispatchCount(id)).toBe(before);
 
     // Everything at once: a new URL, enabled again, all events, back to the plain secret.
-    const back = await json(['sessions', 'update', String(id), '--webhook-url', receiver.url('/moved'), '--webhook-enabled', '--events', 'all', '--signing', 'secret']);
-    expect(back).toMatchObject({ id, name: 'Tuned', log_messages: true, webhook_url: receiver.url('/moved'), webhook_enabled: true, webhook_events: [], webhook_signing: 'secret' });
+    const back = await json([
+      'sessions',
+      'update',
+      String(id),
+      '--webhook-url',
+      receiver.url('/moved'),
+      '--webhook-enabled',
+      '--events',
+      'all',
+      '--signing',
+      'secret',
+    ]);
+    expect(back).toMatchObject({
+      id,
+      name: 'Tuned',
+      log_messages: true,
+      webhook_url: receiver.url('/moved'),
+      webhook_enabled: true,
+      webhook_events: [],
+      webhook_signing: 'secret',
+    });
     expect(back).not.toHaveProperty('webhook_secret');
     const moved = await receiveAt(id, '/moved', 'to the new URL');
     expect(moved.headers['x-webhook-signature']).toBe(secret);
@@ -124,7 +174,9 @@ describe('wharf sessions and webhooks', () => {
     const cleared = await wharf(['sessions', 'update', String(id), '--webhook-url', '', '--events', 'none']);
     expect(cleared.status, cleared.stderr).toBe(0);
     expect(cleared.stdout).toContain('\nwebhook_url: -\nwebhook_enabled: true\nwebhook_events: - (none)\n');
-    expect(cleared.stderr).toBe(`wharf: note: session ${id} delivers no webhooks: no webhook_url (--webhook-url URL); webhook_events subscribes to nothing (--events all, or names)\n`);
+    expect(cleared.stderr).toBe(
+      `wharf: note: session ${id} delivers no webhooks: no webhook_url (--webhook-url URL); webhook_events subscribes to nothing (--events all, or names)\n`,
+    );
   }, 90_000);
 
   it('answers bad input in one line and changes nothing', async () => {
@@ -142,19 +194,33 @@ describe('wharf sessions and webhooks', () => {
     expect(await wharf(['sessions', 'update', id])).toMatchObject({
       status: 2,
       stdout: '',
-      stderr: 'wharf: nothing to update: give --webhook-url, --webhook-enabled, --events, --signing, --name, --phone, --account-protection or --log-messages (see wharf --help)\n',
+      stderr:
+        'wharf: nothing to update: give --webhook-url, --webhook-enabled, --events, --signing, --name, --phone, --account-protection or --log-messages (see wharf --help)\n',
     });
     const unknown = await wharf(['sessions', 'update', id, '--events', 'messages.received,message.recieved']);
     expect(unknown.status).toBe(1);
-    expect(unknown.stderr).toBe('wharf: The given data was invalid. (webhook_events.1: unknown event "message.recieved" (GET /api/webhook-events lists them))\n');
-    expect(await wharf(['sessions', 'update', id, '--events', 'all,messages.received'])).toMatchObject({ status: 1, stderr: 'wharf: --events: "all" and "none" stand alone, not beside event names\n' });
+    expect(unknown.stderr).toBe(
+      'wharf: The given data was invalid. (webhook_events.1: unknown event "message.recieved" (GET /api/webhook-events lists them))\n',
+    );
+    expect(await wharf(['sessions', 'update', id, '--events', 'all,messages.received'])).toMatchObject({
+      status: 1,
+      stderr: 'wharf: --events: "all" and "none" stand alone, not beside event names\n',
+    });
     const badUrl = await wharf(['sessions', 'update', id, '--webhook-url', 'ftp://example.com/x']);
     expect(badUrl.status).toBe(1);
     expect(badUrl.stderr).toMatch(/^wharf: The given data was invalid\. \(.*http or https.*\)\n$/);
     expect(await wharf(['sessions', 'update', '999999', '--webhook-enabled'])).toMatchObject({ status: 1, stderr: 'wharf: Session not found\n' });
-    expect(await wharf(['sessions', 'update', 'x1', '--webhook-enabled'])).toMatchObject({ status: 1, stderr: 'wharf: session id must be a positive integer: x1\n' });
+    expect(await wharf(['sessions', 'update', 'x1', '--webhook-enabled'])).toMatchObject({
+      status: 1,
+      stderr: 'wharf: session id must be a positive integer: x1\n',
+    });
 
     // Nothing above changed the session.
-    expect(await json(['sessions', 'get', id])).toMatchObject({ webhook_url: receiver.url('/strict'), webhook_enabled: true, webhook_events: [], webhook_signing: 'secret' });
+    expect(await json(['sessions', 'get', id])).toMatchObject({
+      webhook_url: receiver.url('/strict'),
+      webhook_enabled: true,
+      webhook_events: [],
+      webhook_signing: 'secret',
+    });
   }, 90_000);
 });
