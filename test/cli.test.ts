@@ -124,6 +124,38 @@ describe('wharf command', () => {
     expect(await again.stop('SIGINT')).toBe(0);
   });
 
+  it('npm start stops on a SIGTERM sent to npm (as a supervisor sends it), not only on Ctrl-C to the whole group', async () => {
+    const data = tempDir();
+    const port = await freePort();
+    const env = { ...cleanEnv(), WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0' };
+    const npm = spawn('npm', ['start', '--', '--listen', `127.0.0.1:${port}`, '--data-dir', data], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    npm.stdout.on('data', (d) => (output += d));
+    npm.stderr.on('data', (d) => (output += d));
+    const url = `http://127.0.0.1:${port}/healthz`;
+    const deadline = Date.now() + 60_000;
+    while (
+      !(await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    ) {
+      if (Date.now() > deadline) throw new Error(`npm start did not answer: ${output}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    npm.kill('SIGTERM');
+    await new Promise((r) => npm.once('exit', r));
+    await new Promise((r) => setTimeout(r, 500));
+    // Nothing is left answering: npm's child was the server itself (exec), not a shell that kept it.
+    expect(
+      await fetch(url).then(
+        (r) => r.status,
+        () => 'closed',
+      ),
+    ).toBe('closed');
+    expect(output).toContain('"msg":"stopped"');
+  });
+
   it('exits 1 with one line when the port is in use', async () => {
     const cwd = tempDir();
     const first = await serve([], { cwd });
