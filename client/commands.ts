@@ -2,6 +2,7 @@
  * The client commands of `wharf`: sign-in and identity (`login`, `logout`, `whoami`). They
  * talk to an instance over HTTP and never open a database.
  */
+import { print, warn } from './output.ts';
 import type { Argv } from 'yargs';
 import { credentialsPath, normalizeInstance, readCredentials, writeCredentials } from './credentials.ts';
 import { Client, ClientError } from './http.ts';
@@ -42,10 +43,6 @@ export function clientFor(args: ClientArgs): Client {
   return new Client({ instance: instanceOf(args), org: args.org });
 }
 
-function out(args: ClientArgs, text: string, json: unknown): void {
-  process.stdout.write(args.json ? `${JSON.stringify(json)}\n` : `${text}\n`);
-}
-
 /** Runs a client command body, turning a ClientError into one line on stderr and exit 1 (a UsageError: exit 2). */
 export function run<A extends ClientArgs>(fn: (args: A) => Promise<void>): (args: object) => Promise<void> {
   return async (args) => {
@@ -53,12 +50,12 @@ export function run<A extends ClientArgs>(fn: (args: A) => Promise<void>): (args
       await fn(args as A);
     } catch (err) {
       if (err instanceof UsageError) {
-        process.stderr.write(`wharf: ${err.message} (see wharf --help)\n`);
+        warn(`wharf: ${err.message} (see wharf --help)`);
         process.exitCode = 2;
         return;
       }
       if (err instanceof ClientError) {
-        process.stderr.write(`wharf: ${err.message}\n`);
+        warn(`wharf: ${err.message}`);
         process.exitCode = 1;
         return;
       }
@@ -87,7 +84,7 @@ export function addClientCommands(cli: Argv, options: ClientCommandOptions): voi
       run<ClientArgs>(async (args) => {
         const instance = instanceOf(args);
         const me = await login({ instance, say: (line) => process.stderr.write(`${line}\n`) });
-        out(args, `Signed in to ${instance} as ${me.email ?? me.userId} (organizations: ${me.orgs.map((o) => o.slug ?? o.id).join(', ') || 'none'})`, me);
+        print(args, `Signed in to ${instance} as ${me.email ?? me.userId} (organizations: ${me.orgs.map((o) => o.slug ?? o.id).join(', ') || 'none'})`, me);
       }),
     )
     .command(
@@ -101,7 +98,7 @@ export function addClientCommands(cli: Argv, options: ClientCommandOptions): voi
         delete file.instances[instance];
         if (file.current === instance) file.current = Object.keys(file.instances)[0] ?? null;
         writeCredentials(file);
-        out(args, had ? `Signed out of ${instance}` : `Not signed in to ${instance}`, { instance, signedOut: had });
+        print(args, had ? `Signed out of ${instance}` : `Not signed in to ${instance}`, { instance, signedOut: had });
       }),
     )
     .command(
@@ -117,7 +114,7 @@ export function addClientCommands(cli: Argv, options: ClientCommandOptions): voi
           name: string | null;
           orgs: { id: string; slug: string | null; name: string }[];
         }>('GET', '/api/cli/me');
-        out(
+        print(
           args,
           `${me.email ?? me.userId}${me.name ? ` (${me.name})` : ''} on ${client.instance}\norganizations: ${me.orgs.map((o) => `${o.slug ?? o.id} (${o.name})`).join(', ') || 'none'}\ncredentials: ${credentialsPath()}`,
           me,

@@ -2,6 +2,7 @@
  * `wharf dispatches list|get|redeliver`: the webhook dispatch records of the organization's
  * sessions, as the signed-in user.
  */
+import { print } from './output.ts';
 import type { Argv } from 'yargs';
 import { type ClientArgs, clientFor, run } from './commands.ts';
 import { ClientError } from './http.ts';
@@ -43,10 +44,6 @@ interface IdArgs extends ClientArgs {
 function dispatchId(value: string): string {
   if (!/^[1-9]\d{0,15}$/.test(value)) throw new ClientError(`dispatch id must be a positive integer: ${value}`);
   return value;
-}
-
-function print(args: ClientArgs, text: string, json: unknown): void {
-  process.stdout.write(args.json ? `${JSON.stringify(json)}\n` : `${text}\n`);
 }
 
 const outcome = (d: Dispatch) => (d.last_status_code ? String(d.last_status_code) : d.last_error ? d.last_error.slice(0, 40) : '-');

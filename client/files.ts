@@ -4,6 +4,7 @@
  * connection details, bytes go straight to the store, `POST /api/files` records them, and
  * `GET|DELETE /api/files` list and remove them. No sign-in is needed.
  */
+import { print, warn } from './output.ts';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -86,10 +87,6 @@ async function storeFor(instance: string, token: string) {
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
   return { s3, bucket: validation.bucketName };
-}
-
-function print(args: ClientArgs, text: string, json: unknown): void {
-  process.stdout.write(args.json ? `${JSON.stringify(json)}\n` : `${text}\n`);
 }
 
 export function addFileCommands(cli: Argv): void {
@@ -175,7 +172,7 @@ export function addFileCommands(cli: Argv): void {
           else if (plan.files.length > 1)
             process.stdout.write(`${records.length} of ${plan.files.length} files recorded, ${humanBytes(totalBytes)} in ${seconds.toFixed(1)} s\n`);
           if (failures.length) {
-            for (const line of failures.slice(0, 20)) process.stderr.write(`wharf: ${line}\n`);
+            for (const line of failures.slice(0, 20)) warn(`wharf: ${line}`);
             throw new ClientError(
               `${failures.length} of ${plan.files.length} files failed; run the same command again to continue (large files resume where they stopped)`,
             );
@@ -240,7 +237,7 @@ export function addFileCommands(cli: Argv): void {
           const notFound = keys.filter((k) => gone.has(k));
           print(args, `deleted ${deleted.length} file${deleted.length === 1 ? '' : 's'}`, { deleted, notFound });
           if (notFound.length) {
-            for (const key of notFound) process.stderr.write(`wharf: no file with key ${key}\n`);
+            for (const key of notFound) warn(`wharf: no file with key ${key}`);
             process.exitCode = 1;
           }
         }),

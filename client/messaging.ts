@@ -4,6 +4,7 @@
  * as the signed-in user (the OAuth token of `wharf login`); `sandbox receive` reads the session's
  * API key with it and then calls the session-scoped route with that key.
  */
+import { print, warn } from './output.ts';
 import type { Argv } from 'yargs';
 import pkg from '../package.json' with { type: 'json' };
 import { type Client, ClientError, errorText, readJson } from './http.ts';
@@ -47,10 +48,6 @@ async function signingOf(client: Client, id: string): Promise<string> {
 interface Envelope<T> {
   success: true;
   data: T;
-}
-
-function print(args: ClientArgs, text: string, json: unknown): void {
-  process.stdout.write(args.json ? `${JSON.stringify(json)}\n` : `${text}\n`);
 }
 
 /** Left-aligned columns, two spaces apart. */
@@ -368,7 +365,7 @@ export function addMessagingCommands(cli: Argv): void {
             const { webhook_secret: _secret, ...shown } = session;
             print(args, `Updated session ${id}\n${sessionText(session)}`, shown);
             const silent = silentWebhook(session);
-            if (silent && !args.json) process.stderr.write(`wharf: note: session ${id} delivers no webhooks: ${silent}\n`);
+            if (silent && !args.json) warn(`wharf: note: session ${id} delivers no webhooks: ${silent}`);
           }),
         )
         .command(

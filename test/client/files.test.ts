@@ -128,3 +128,29 @@ describe('wharf files get', () => {
     expect(fs.readdirSync(folder)).toEqual(before);
   }, 60_000);
 });
+
+describe('what the command line prints', () => {
+  it('shows control characters from the server as \\uXXXX, never sends them to the terminal', async () => {
+    // A key with an escape code (S3 allows it), put straight into the bucket and registered.
+    const validation = (await app.request('POST', '/api/tokens/validate', { body: { token } })).body;
+    const { S3Client, PutObjectCommand } = await import('@aws-sdk/client-s3');
+    const s3 = new S3Client({
+      endpoint: `http://${validation.storage.endPoint}:${validation.storage.port}`,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: validation.storage.accessKey, secretAccessKey: validation.storage.secretKey },
+    });
+    const key = 'evil\u001b]0;pwned\u0007\u001b[2J.txt';
+    await s3.send(new PutObjectCommand({ Bucket: validation.bucketName, Key: key, Body: 'x' }));
+    s3.destroy();
+    const registered = await app.request('POST', '/api/files', { body: { token, files: [{ key, name: 'evil.txt', size: 1, type: 'text/plain' }] } });
+    expect(registered.status, registered.text).toBe(200);
+    const ls = await wharf(['files', 'ls', '--search', 'evil', '--token', token]);
+    expect(ls.status, ls.stderr).toBe(0);
+    expect([...ls.stdout].filter((c) => c !== '\n' && c.charCodeAt(0) < 0x20)).toEqual([]);
+    expect(ls.stdout).toContain('evil\\u001b]0;pwned\\u0007\\u001b[2J.txt');
+    // JSON keeps the key exact (JSON escapes it itself).
+    const json = JSON.parse((await wharf(['files', 'ls', '--search', 'evil', '--token', token, '--json'])).stdout);
+    expect(json.files[0].key).toBe(key);
+  });
+});

@@ -1,0 +1,23 @@
+/**
+ * What the command line writes. Text for people goes through `printable`: names and messages come
+ * from the server, where anyone in the organization may have written them, and a terminal obeys
+ * the escape codes in what it prints (a new window title, a cleared screen, a fake prompt).
+ */
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds.
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/** `text` with every control character but newline and tab written as `\uXXXX`. */
+export function printable(text: string): string {
+  return text.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** A command's result: JSON under `--json` (control characters escaped by JSON itself), otherwise the text, made printable. */
+export function print(args: { json?: boolean }, text: string, json: unknown): void {
+  process.stdout.write(args.json ? `${JSON.stringify(json)}\n` : `${printable(text)}\n`);
+}
+
+/** A line on stderr, made printable. */
+export function warn(line: string): void {
+  process.stderr.write(`${printable(line)}\n`);
+}
