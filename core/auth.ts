@@ -8,7 +8,7 @@ import { WharfError } from './errors.ts';
 
 /**
  * Kinds of principal, keyed by `kind`. Plugins add theirs by augmentation:
- * `declare module '../../core/auth.ts' { interface PrincipalKinds { session: SessionPrincipal } }`.
+ * `declare module '../../core/auth.ts' { interface PrincipalKinds { session: DashboardPrincipal } }`.
  */
 // biome-ignore lint/suspicious/noEmptyInterface: augmented by plugins.
 export interface PrincipalKinds {}

@@ -4,14 +4,14 @@
  * command-line OAuth token).
  */
 import type { ApiRegistry, Credential } from '../../core/api.ts';
-import type { SessionPrincipal, UserPrincipal } from './types.ts';
+import type { DashboardPrincipal, UserPrincipal } from './types.ts';
 
 /** The `__session` cookie of a signed-in browser. */
-export const dashboardSession: Credential<SessionPrincipal> = {
+export const dashboardSession: Credential<DashboardPrincipal> = {
   kinds: ['session'],
   needs: 'dashboard session',
   schemes: ['dashboardSession'],
-  load: (_ctx, principal) => principal as SessionPrincipal,
+  load: (_ctx, principal) => principal as DashboardPrincipal,
 };
 
 /** A signed-in user: the dashboard cookie or a command-line OAuth token. */

@@ -21,9 +21,9 @@ import { devicePageRoutes } from './routes/device-page.ts';
 import { oauthRoutes } from './routes/oauth.ts';
 import { DeviceFlow } from './device.ts';
 import { createIdentityService } from './service.ts';
-import { SESSION_COOKIE, SessionManager } from './sessions.ts';
+import { SESSION_COOKIE, LoginSessions } from './login-sessions.ts';
 import { IdentityStore } from './store.ts';
-import type { IdentityService, OAuthPrincipal, SessionPrincipal, UserPrincipal } from './types.ts';
+import type { IdentityService, OAuthPrincipal, DashboardPrincipal, UserPrincipal } from './types.ts';
 
 /** Applies `X-Service-Org` (id or slug) after a membership check: 403 alike for a stranger's and a missing organization. */
 export function withOrgOverride<P extends UserPrincipal>(principal: P, ctx: Context, store: IdentityStore): P {
@@ -117,7 +117,7 @@ export default definePlugin({
   async setup({ config, core, db, keys, auth, api, log, every }) {
     const store = new IdentityStore(db);
     const identity = await createIdentityService(store, config);
-    const sessions = new SessionManager(store, keys, config, core);
+    const loginSessions = new LoginSessions(store, keys, config, core);
     const throttle = new LoginThrottle(config);
     const accessTokens = new AccessTokens(keys, core.server.public_url, config.access_token_ttl_seconds);
     const publicOrigin = new URL(core.server.public_url).origin;
@@ -130,7 +130,7 @@ export default definePlugin({
       name: 'identity:session-cookie',
       source: { cookie: SESSION_COOKIE },
       async resolve(token, ctx) {
-        const principal = await sessions.resolve(token, ctx);
+        const principal = await loginSessions.resolve(token, ctx);
         return principal && withOrgOverride(principal, ctx, store);
       },
     });
@@ -163,7 +163,7 @@ export default definePlugin({
       notices.push(`No users yet. Open this link within ${ttl} minutes to create the first owner:`, `  ${link}`);
     }
 
-    const deps = { api, store, identity, sessions, throttle, core };
+    const deps = { api, store, identity, loginSessions, throttle, core };
     const invitations = new Invitations(store, { ttlDays: config.invitation_ttl_days });
     every('prune-sessions-and-invitations', 3_600_000, () => {
       const now = new Date().toISOString();
@@ -189,7 +189,7 @@ export default definePlugin({
         orgRoutes(api, store, identity, {
           invitations,
           activate: (principal, orgId) => {
-            if (principal.kind === 'session') sessions.setActiveOrg(principal as SessionPrincipal, orgId);
+            if (principal.kind === 'session') loginSessions.setActiveOrg(principal as DashboardPrincipal, orgId);
           },
         }),
         ...oauthRoutes(api, deviceFlow),

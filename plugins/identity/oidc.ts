@@ -30,7 +30,7 @@ import { crossSiteGuard } from './guards.ts';
 import { cliRoutes } from './routes/cli.ts';
 import { orgRoutes } from './routes/orgs.ts';
 import type { IdentityStore } from './store.ts';
-import type { IdentityService, OAuthPrincipal, Org, Role, SessionPrincipal, User, UserPrincipal } from './types.ts';
+import type { IdentityService, OAuthPrincipal, Org, Role, DashboardPrincipal, User, UserPrincipal } from './types.ts';
 
 const DISCOVERY_TIMEOUT_MS = 10_000;
 const JWKS_TIMEOUT_MS = 5_000;
@@ -413,7 +413,7 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
   auth.register({
     name: 'identity:oidc-cookie',
     source: { cookie: oidc.cookie },
-    resolve: (token, ctx) => resolve('session', token, ctx) as Promise<SessionPrincipal | null>,
+    resolve: (token, ctx) => resolve('session', token, ctx) as Promise<DashboardPrincipal | null>,
   });
 
   log.info(

@@ -60,7 +60,7 @@ export interface UserPrincipal {
   sessionId?: string;
 }
 
-export interface SessionPrincipal extends UserPrincipal {
+export interface DashboardPrincipal extends UserPrincipal {
   kind: 'session';
   /** Absent in external OIDC mode, where the provider keeps the session. */
   sessionId?: string;
@@ -72,7 +72,7 @@ export interface OAuthPrincipal extends UserPrincipal {
 
 declare module '../../core/auth.ts' {
   interface PrincipalKinds {
-    session: SessionPrincipal;
+    session: DashboardPrincipal;
     oauth: OAuthPrincipal;
   }
 }

@@ -15,7 +15,7 @@ import { UsageReconciler } from './reconcile.ts';
 import { appRoutes } from './routes/apps.ts';
 import { dashboardSession } from './routes/common.ts';
 import { fileRoutes } from './routes/files.ts';
-import { publicApp, Storage, storeFailure } from './service.ts';
+import { appRecord, Storage, storeFailure } from './service.ts';
 import { StorageStore } from './store.ts';
 import type { StorageService } from './types.ts';
 
@@ -55,11 +55,11 @@ export default definePlugin({
       credentials: { dashboardSession },
       getApp(appId) {
         const app = store.app(appId);
-        return app && publicApp(app);
+        return app && appRecord(app);
       },
       getAppInOrg(appId, orgId) {
         const app = store.appInOrg(appId, orgId);
-        return app && publicApp(app);
+        return app && appRecord(app);
       },
       connectionFor(app) {
         try {

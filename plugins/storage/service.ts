@@ -12,7 +12,7 @@ import { type ObjectInfo, type StorageDriver, StoreError } from './drivers/types
 import { uploadKey } from './object-keys.ts';
 import type { AppQuotas, AppUsage } from './quota.ts';
 import type { AppState, Direction, StorageStore } from './store.ts';
-import type { App, FileRecord } from './types.ts';
+import type { App, AppRecord, FileRecord } from './types.ts';
 
 /** Presigned URLs are valid one hour (the spec), upload URLs less when reservations are shorter. */
 const URL_TTL_SECONDS = 3600;
@@ -41,17 +41,23 @@ export interface PresignedUpload extends UploadRequest {
   presignedUrl: string;
 }
 
-/** The spec's App fields of an app (the counters stay inside). */
-export function publicApp(app: AppState): App {
+/** An app as other plugins get it (the counters stay inside). */
+export function appRecord(app: AppState): AppRecord {
   return {
     id: app.id,
-    teamId: app.teamId,
+    orgId: app.orgId,
     name: app.name,
     bucketName: app.bucketName,
     storageLimit: app.storageLimit,
     createdAt: app.createdAt,
     updatedAt: app.updatedAt,
   };
+}
+
+/** The spec's App fields of an app: its organization is `teamId` there. */
+export function publicApp(app: AppState): App {
+  const { orgId, ...rest } = appRecord(app);
+  return { ...rest, teamId: orgId };
 }
 
 /** A driver failure as the answer the caller gets: 503 `{error}` saying what the store did. */
@@ -165,7 +171,7 @@ export class Storage {
    * files that are left.
    */
   async deleteApp(app: AppState): Promise<void> {
-    if (!this.#store.markDeleting(app.id, app.teamId)) throw new WharfError('not_found', 'App not found');
+    if (!this.#store.markDeleting(app.id, app.orgId)) throw new WharfError('not_found', 'App not found');
     try {
       for (let attempt = 1; ; attempt++) {
         await this.#driver.emptyBucket(app.bucketName, (keys) => this.#store.deleteFilesByKeys(app.id, keys));
@@ -391,7 +397,7 @@ export class Storage {
     });
   }
 
-  async presignDownload(app: App, file: FileRecord): Promise<string> {
+  async presignDownload(app: AppRecord, file: FileRecord): Promise<string> {
     try {
       return await this.#driver.presignGet({ bucket: app.bucketName, key: file.key, expiresInSeconds: URL_TTL_SECONDS, downloadName: file.name });
     } catch (err) {

@@ -1,6 +1,6 @@
 /** The storage plugin's SQL: apps, file records, upload reservations. */
 import type { Database } from '../../core/db.ts';
-import type { App, FileRecord } from './types.ts';
+import type { AppRecord, FileRecord } from './types.ts';
 
 interface AppRow {
   id: string;
@@ -38,7 +38,7 @@ export interface UploadRow {
 }
 
 /** An app with what is kept beside it: its number (the rowid range of its files) and counters. */
-export interface AppState extends App {
+export interface AppState extends AppRecord {
   seq: number;
   storedBytes: number;
   fileCount: number;
@@ -60,7 +60,7 @@ export type Direction = 'asc' | 'desc';
 
 const toApp = (r: AppRow): AppState => ({
   id: r.id,
-  teamId: r.org_id,
+  orgId: r.org_id,
   name: r.name,
   bucketName: r.bucket_name,
   storageLimit: r.storage_limit,

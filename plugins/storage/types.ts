@@ -7,10 +7,10 @@
 import type { Credential } from '../../core/api.ts';
 import type { StorageConnection } from './drivers/types.ts';
 
-/** An app as the API shows it. `teamId` is the owning organization. */
-export interface App {
+/** An app as Wharf keeps it: `orgId` is the owning organization. */
+export interface AppRecord {
   id: string;
-  teamId: string;
+  orgId: string;
   name: string;
   bucketName: string;
   /** Bytes; null = unlimited. */
@@ -18,6 +18,9 @@ export interface App {
   createdAt: string;
   updatedAt: string;
 }
+
+/** An app as the API shows it: the spec calls the owning organization `teamId`. */
+export type App = Omit<AppRecord, 'orgId'> & { teamId: string };
 
 /** A file record as the API shows it. */
 export interface FileRecord {
@@ -47,11 +50,11 @@ export interface StorageService {
   /** The spec's "Session" credential for route declarations: a dashboard session, loaded as its active organization's id (400 without one). */
   readonly credentials: { dashboardSession: Credential<string> };
   /** An app by id, or undefined when it does not exist or is being deleted. */
-  getApp(appId: string): App | undefined;
+  getApp(appId: string): AppRecord | undefined;
   /** The app if it belongs to `orgId`; undefined otherwise (never tells another organization's app apart from a missing one). */
-  getAppInOrg(appId: string, orgId: string): App | undefined;
+  getAppInOrg(appId: string, orgId: string): AppRecord | undefined;
   /** Connection details of the store for holders of the app's tokens (the public endpoint). Throws a 503 WharfError when storage is not configured. */
-  connectionFor(app: App): StorageConnection;
+  connectionFor(app: AppRecord): StorageConnection;
   /**
    * Runs `listener` inside the transaction that deletes an app's records, after its bucket is
    * gone: plugins remove what they keep about the app (tokens) there, atomically with the app.

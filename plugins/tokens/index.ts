@@ -34,7 +34,7 @@ export default definePlugin({
         const app = found && storage.getApp(found.appId);
         if (!found || !app) return null;
         usage.touch(found.id);
-        return { kind: 'appToken', appId: app.id, orgId: app.teamId } satisfies AppTokenPrincipal;
+        return { kind: 'appToken', appId: app.id, orgId: app.orgId } satisfies AppTokenPrincipal;
       },
       describe(principal) {
         return { kind: 'appToken', appId: (principal as AppTokenPrincipal).appId };

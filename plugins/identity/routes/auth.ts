@@ -9,15 +9,15 @@ import type { RouteGroup } from '../../../core/api.ts';
 import { dashboardSession } from '../credentials.ts';
 import type { LoginThrottle } from '../guards.ts';
 import type { BuiltinIdentity } from '../service.ts';
-import type { SessionManager } from '../sessions.ts';
+import type { LoginSessions } from '../login-sessions.ts';
 import { normalizeEmail, type IdentityStore } from '../store.ts';
-import type { SessionPrincipal } from '../types.ts';
+import type { DashboardPrincipal } from '../types.ts';
 
 export interface AuthDeps {
   api: ApiRegistry;
   store: IdentityStore;
   identity: BuiltinIdentity;
-  sessions: SessionManager;
+  loginSessions: LoginSessions;
   throttle: LoginThrottle;
   core: CoreConfig;
 }
@@ -40,7 +40,7 @@ export async function passwordSignIn(ctx: Context, deps: AuthDeps, email: string
   }
   await deps.throttle.succeeded(account);
   const activeOrgId = deps.store.orgsOf(user.id)[0]?.id ?? null;
-  await deps.sessions.start(ctx, user.id, activeOrgId);
+  await deps.loginSessions.start(ctx, user.id, activeOrgId);
   return { user: { id: user.id, email: user.email, name: user.name }, activeOrgId };
 }
 
@@ -72,7 +72,7 @@ export function authRoutes(deps: AuthDeps): RouteGroup {
     success: { schema: z.object({ success: z.literal(true) }) },
     async handler(ctx) {
       const { principal } = await authenticate(ctx).catch(() => ({ principal: undefined }));
-      deps.sessions.end(ctx, principal?.kind === 'session' ? (principal as SessionPrincipal) : undefined);
+      deps.loginSessions.end(ctx, principal?.kind === 'session' ? (principal as DashboardPrincipal) : undefined);
       ctx.body = { success: true };
     },
   });
@@ -100,7 +100,7 @@ export function authRoutes(deps: AuthDeps): RouteGroup {
     handler(ctx, { body, auth: p }) {
       const org = deps.store.org(body.orgId);
       if (!org || !deps.store.role(p.userId, org.id)) throw new WharfError('forbidden', 'Not a member of that organization');
-      deps.sessions.setActiveOrg(p, org.id);
+      deps.loginSessions.setActiveOrg(p, org.id);
       ctx.body = { activeOrgId: org.id };
     },
   });

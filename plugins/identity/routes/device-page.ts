@@ -13,7 +13,7 @@ import { WharfError } from '../../../core/errors.ts';
 import type { DeviceFlow } from '../device.ts';
 import { formField, html, page, type Html } from '../html.ts';
 import type { RouteGroup } from '../../../core/api.ts';
-import type { OrgWithRole, SessionPrincipal } from '../types.ts';
+import type { OrgWithRole, DashboardPrincipal } from '../types.ts';
 import { passwordSignIn, type AuthDeps, TAG as tag } from './auth.ts';
 
 export interface DevicePageDeps extends AuthDeps {
@@ -23,10 +23,10 @@ export interface DevicePageDeps extends AuthDeps {
 const TITLE = 'Sign in a device';
 
 /** The signed-in dashboard user, or undefined (no cookie, an expired or revoked one). */
-async function sessionOf(ctx: Context): Promise<SessionPrincipal | undefined> {
+async function sessionOf(ctx: Context): Promise<DashboardPrincipal | undefined> {
   try {
     const { principal } = await authenticate(ctx);
-    return principal?.kind === 'session' ? (principal as SessionPrincipal) : undefined;
+    return principal?.kind === 'session' ? (principal as DashboardPrincipal) : undefined;
   } catch (err) {
     if (err instanceof WharfError && err.status < 500) return undefined;
     throw err;
@@ -52,7 +52,7 @@ ${errorLine(error)}
   );
 }
 
-function approveForm(user: SessionPrincipal, orgs: readonly OrgWithRole[], code: string, error?: string, orgId?: string): string {
+function approveForm(user: DashboardPrincipal, orgs: readonly OrgWithRole[], code: string, error?: string, orgId?: string): string {
   const selected = orgId ?? user.orgId;
   const options = orgs.map((o) => html`<option value="${o.id}"${o.id === selected ? html` selected` : ''}>${o.name} (${o.slug})</option>`);
   return page(
@@ -172,7 +172,7 @@ export function devicePageRoutes(deps: DevicePageDeps): RouteGroup {
 
     const user = await sessionOf(ctx);
     if (action === 'signout') {
-      deps.sessions.end(ctx, user);
+      deps.loginSessions.end(ctx, user);
       ctx.body = signInForm(code);
       return;
     }

@@ -81,7 +81,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}
           const created = deps.store.insertUser(record);
           return { user: created, org: deps.identity.createOrg({ name: values.org, ownerId: created.id }) };
         });
-        await deps.sessions.start(ctx, user.id, org.id);
+        await deps.loginSessions.start(ctx, user.id, org.id);
         ctx.body = page(
           'Wharf is ready',
           html`<p class="ok">Signed in as ${user.email}, owner of ${org.name}.</p><p>Sign in from the command line with <code>wharf login --instance ${deps.core.server.public_url}</code>.</p>`,

@@ -12,7 +12,7 @@ import type { Keys } from '../../core/keys.ts';
 import { randomToken, sha256Hex } from '../../core/tokens.ts';
 import type { IdentityConfig } from './config.ts';
 import type { IdentityStore } from './store.ts';
-import type { SessionPrincipal } from './types.ts';
+import type { DashboardPrincipal } from './types.ts';
 
 export const SESSION_COOKIE = '__session';
 const AUDIENCE = 'wharf:session';
@@ -25,7 +25,7 @@ interface Claims {
   exp: number;
 }
 
-export class SessionManager {
+export class LoginSessions {
   readonly #store: IdentityStore;
   readonly #keys: Keys;
   readonly #config: IdentityConfig;
@@ -92,7 +92,7 @@ export class SessionManager {
   }
 
   /** The principal of a cookie, or null when it is malformed, expired, revoked or its user is gone. */
-  async resolve(token: string, ctx: Context): Promise<SessionPrincipal | null> {
+  async resolve(token: string, ctx: Context): Promise<DashboardPrincipal | null> {
     const claims = await this.#verify(token);
     if (!claims) return null;
     const idHash = sha256Hex(claims.sid);
@@ -113,12 +113,12 @@ export class SessionManager {
     };
   }
 
-  end(ctx: Context, principal: SessionPrincipal | undefined): void {
+  end(ctx: Context, principal: DashboardPrincipal | undefined): void {
     if (principal?.sessionId) this.#store.revokeSession(principal.sessionId);
     this.clearCookie(ctx);
   }
 
-  setActiveOrg(principal: SessionPrincipal, orgId: string): void {
+  setActiveOrg(principal: DashboardPrincipal, orgId: string): void {
     if (!principal.sessionId) throw new WharfError('bad_request', 'No login session');
     this.#store.setActiveOrg(principal.sessionId, orgId);
   }
