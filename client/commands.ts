@@ -2,23 +2,14 @@
  * The client commands of `wharf`: sign-in and identity (`login`, `logout`, `whoami`). They
  * talk to an instance over HTTP and never open a database.
  */
-import { print, warn } from './output.ts';
 import type { Argv } from 'yargs';
-import { credentialsPath, normalizeInstance, readCredentials, writeCredentials } from './credentials.ts';
-import { Client, ClientError } from './http.ts';
-import { UsageError } from './errors.ts';
+import { type ClientArgs, clientFor, instanceOf, run } from './command-kit.ts';
+import { credentialsPath, readCredentials, writeCredentials } from './credentials.ts';
 import { login } from './login.ts';
+import { print } from './output.ts';
 import { addDispatchCommands } from './dispatches.ts';
 import { addFileCommands } from './files.ts';
 import { addMessagingCommands } from './messaging.ts';
-
-export interface ClientArgs {
-  instance?: string;
-  org?: string;
-  json?: boolean;
-  /** The local server's own address (set by addClientCommands; not an option). */
-  localInstance?: () => string;
-}
 
 export interface ClientCommandOptions {
   /**
@@ -27,41 +18,6 @@ export interface ClientCommandOptions {
    * server would read. Called only when nothing else names an instance.
    */
   localInstance(args: object): string;
-}
-
-/**
- * The instance a command talks to: --instance, WHARF_INSTANCE, the last one signed in to, else
- * the local server from the config, so the first commands after `npm start` need no flag.
- */
-export function instanceOf(args: ClientArgs): string {
-  const chosen = args.instance ?? process.env.WHARF_INSTANCE ?? readCredentials().current ?? args.localInstance?.();
-  if (!chosen) throw new ClientError('no instance: give --instance URL (or sign in first with wharf login --instance URL)');
-  return normalizeInstance(chosen);
-}
-
-export function clientFor(args: ClientArgs): Client {
-  return new Client({ instance: instanceOf(args), org: args.org });
-}
-
-/** Runs a client command body, turning a ClientError into one line on stderr and exit 1 (a UsageError: exit 2). */
-export function run<A extends ClientArgs>(fn: (args: A) => Promise<void>): (args: object) => Promise<void> {
-  return async (args) => {
-    try {
-      await fn(args as A);
-    } catch (err) {
-      if (err instanceof UsageError) {
-        warn(`wharf: ${err.message} (see wharf --help)`);
-        process.exitCode = 2;
-        return;
-      }
-      if (err instanceof ClientError) {
-        warn(`wharf: ${err.message}`);
-        process.exitCode = 1;
-        return;
-      }
-      throw err;
-    }
-  };
 }
 
 export function addClientCommands(cli: Argv, options: ClientCommandOptions): void {

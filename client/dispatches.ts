@@ -2,11 +2,10 @@
  * `wharf dispatches list|get|redeliver`: the webhook dispatch records of the organization's
  * sessions, as the signed-in user.
  */
-import { print } from './output.ts';
+import { print, table } from './output.ts';
 import type { Argv } from 'yargs';
-import { type ClientArgs, clientFor, run } from './commands.ts';
+import { type ClientArgs, clientFor, run } from './command-kit.ts';
 import { ClientError } from './http.ts';
-import { table } from './messaging.ts';
 
 interface Dispatch {
   id: number;

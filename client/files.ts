@@ -4,16 +4,15 @@
  * connection details, bytes go straight to the store, `POST /api/files` records them, and
  * `GET|DELETE /api/files` list and remove them. No sign-in is needed.
  */
-import { print, warn } from './output.ts';
+import { print, warn, table } from './output.ts';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Argv } from 'yargs';
-import { type ClientArgs, instanceOf, run } from './commands.ts';
+import { type ClientArgs, instanceOf, run } from './command-kit.ts';
 import { ClientError, errorText, readJson } from './http.ts';
-import { table } from './messaging.ts';
 import { humanBytes, Progress } from './progress.ts';
 import { headObject, MIN_PART_BYTES, type Outcome, parseSize, planUploads, transfer } from './upload.ts';
 

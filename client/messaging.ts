@@ -4,12 +4,12 @@
  * as the signed-in user (the OAuth token of `wharf login`); `sandbox receive` reads the session's
  * API key with it and then calls the session-scoped route with that key.
  */
-import { print, warn } from './output.ts';
+import { print, table, warn } from './output.ts';
 import type { Argv } from 'yargs';
 import pkg from '../package.json' with { type: 'json' };
 import { type Client, ClientError, errorText, readJson } from './http.ts';
 import { UsageError } from './errors.ts';
-import { type ClientArgs, clientFor, run } from './commands.ts';
+import { type ClientArgs, clientFor, run } from './command-kit.ts';
 
 interface Token {
   id: number;
@@ -48,17 +48,6 @@ async function signingOf(client: Client, id: string): Promise<string> {
 interface Envelope<T> {
   success: true;
   data: T;
-}
-
-/** Left-aligned columns, two spaces apart. */
-export function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
-      .join('  ')
-      .trimEnd();
-  return [line(header), ...rows.map(line)].join('\n');
 }
 
 const when = (iso: string | null) => (iso ? iso.replace(/\.\d{3}Z$/, 'Z') : '-');

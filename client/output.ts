@@ -21,3 +21,14 @@ export function print(args: { json?: boolean }, text: string, json: unknown): vo
 export function warn(line: string): void {
   process.stderr.write(`${printable(line)}\n`);
 }
+
+/** Left-aligned columns, two spaces apart. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}

@@ -9,7 +9,7 @@ import { sha256Hex } from '../../core/tokens.ts';
 import type { AppTokenPrincipal } from '../storage/types.ts';
 import { tokensConfig } from './config.ts';
 import { migrations } from './migrations.ts';
-import { TOKEN_PREFIX, tokenRoutes } from './routes.ts';
+import { TOKEN_PREFIX, tokenRoutes } from './routes/tokens.ts';
 import { TokensStore } from './store.ts';
 import { LastUsed } from './usage.ts';
 

@@ -13,7 +13,7 @@ import { previousSecretContext, WebhookDispatcher } from './dispatcher.ts';
 import { migrations } from './migrations.ts';
 import { systemResolver } from '../../core/net.ts';
 import { addressPolicy, checkWebhookUrl, lazyGuardedAgent } from './network.ts';
-import { dispatchRoutes } from './routes.ts';
+import { dispatchRoutes } from './routes/dispatches.ts';
 import { WebhooksStore } from './store.ts';
 
 const HOUR = 3_600_000;

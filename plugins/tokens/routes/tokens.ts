@@ -1,14 +1,14 @@
 /** `GET|POST|DELETE /api/tokens` (dashboard session) and `POST /api/tokens/validate` (public). */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { type ApiRegistry, PUBLIC } from '../../core/api.ts';
-import { WharfError } from '../../core/errors.ts';
-import type { RouteGroup } from '../../core/api.ts';
-import { randomToken, sha256Hex } from '../../core/tokens.ts';
-import { displayName, queryParam, uuid } from '../../core/validate.ts';
-import type { StorageService } from '../storage/types.ts';
-import type { TokensStore } from './store.ts';
-import type { LastUsed } from './usage.ts';
+import { type ApiRegistry, PUBLIC } from '../../../core/api.ts';
+import { WharfError } from '../../../core/errors.ts';
+import type { RouteGroup } from '../../../core/api.ts';
+import { randomToken, sha256Hex } from '../../../core/tokens.ts';
+import { displayName, queryParam, uuid } from '../../../core/validate.ts';
+import type { StorageService } from '../../storage/types.ts';
+import type { TokensStore } from '../store.ts';
+import type { LastUsed } from '../usage.ts';
 
 /** The fixed live prefix of every app API token. */
 export const TOKEN_PREFIX = 'svc_live_';

@@ -6,12 +6,12 @@
  */
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { ApiRegistry } from '../../core/api.ts';
-import { WharfError } from '../../core/errors.ts';
-import type { RouteGroup } from '../../core/api.ts';
-import type { SessionsService } from '../sessions/types.ts';
-import type { WebhookDispatcher } from './dispatcher.ts';
-import type { AttemptRow, DispatchRow, WebhooksStore } from './store.ts';
+import type { ApiRegistry } from '../../../core/api.ts';
+import { WharfError } from '../../../core/errors.ts';
+import type { RouteGroup } from '../../../core/api.ts';
+import type { SessionsService } from '../../sessions/types.ts';
+import type { WebhookDispatcher } from '../dispatcher.ts';
+import type { AttemptRow, DispatchRow, WebhooksStore } from '../store.ts';
 
 export interface RouteDeps {
   api: ApiRegistry;
