@@ -1,16 +1,9 @@
-/**
- * The cost of authentication (issue 3): requests per second of `GET /api/cli/me` with a
- * dashboard cookie and with a command-line OAuth bearer, as ratios to `GET /healthz` of the
- * same server in the same run; and the sign-in time the default scrypt cost gives.
- * Usage: node bench/run.ts auth
- */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadKeys } from '../core/keys.ts';
 import { AccessTokens } from '../plugins/identity/access-tokens.ts';
-import { ensureBinary, fmt, median, type RequestCase, requestTable, startServer } from './lib.ts';
+import { benchCookie, createBenchUser, ensureBinary, fmt, median, type RequestCase, requestTable, startServer } from './lib.ts';
 
 export async function run(options: { rounds?: number; seconds?: number; logins?: number } = {}): Promise<string> {
   const rounds = options.rounds ?? 3;
@@ -18,13 +11,7 @@ export async function run(options: { rounds?: number; seconds?: number; logins?:
   const logins = options.logins ?? 15;
   const bin = ensureBinary();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-auth-'));
-  const email = 'bench@example.test';
-  const password = 'benchmark password';
-  const created = JSON.parse(
-    execFileSync(bin, ['admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], {
-      encoding: 'utf8',
-    }),
-  ) as { user: { id: string }; org: { id: string } };
+  const created = createBenchUser([bin, []], dataDir);
   // Rate limiting off: this measures authentication (bench/rate-limit.ts measures the limiter).
   const server = await startServer({
     name: 'wharf',
@@ -36,14 +23,8 @@ export async function run(options: { rounds?: number; seconds?: number; logins?:
     let cookie = '';
     for (let i = 0; i < logins; i++) {
       const t = performance.now();
-      const res = await fetch(`${server.url}/auth/login`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', origin: server.url },
-        body: JSON.stringify({ email, password }),
-      });
+      cookie = await benchCookie(server.url);
       loginMs.push(performance.now() - t);
-      if (res.status !== 200) throw new Error(`login: ${res.status} ${await res.text()}`);
-      cookie = res.headers.getSetCookie()[0]!.split(';')[0]!;
     }
     const bearer = await new AccessTokens(loadKeys(dataDir), server.url, 3600).issue({ userId: created.user.id, orgId: created.org.id });
     for (const headers of [{ cookie }, { authorization: `Bearer ${bearer}` }]) {

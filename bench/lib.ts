@@ -170,3 +170,49 @@ export function requestTable(baseUrl: string, cases: readonly RequestCase[], opt
   }
   return lines.join('\n');
 }
+
+/** The owner every benchmark signs in as. */
+export const BENCH_USER = { email: 'bench@example.test', password: 'benchmark password' } as const;
+
+/**
+ * Creates the benchmark owner (and its organization "Bench") in a data dir, with `wharf admin
+ * create-user` run as `command` (the source entry through Node, or the built binary).
+ */
+export function createBenchUser(command: [string, string[]], dataDir: string, extra: string[] = []): { user: { id: string }; org: { id: string } } {
+  const [file, args] = command;
+  const out = execFileSync(
+    file,
+    [
+      ...args,
+      'admin',
+      'create-user',
+      '--email',
+      BENCH_USER.email,
+      '--password',
+      BENCH_USER.password,
+      '--org',
+      'Bench',
+      ...extra,
+      '--data-dir',
+      dataDir,
+      '--json',
+    ],
+    {
+      encoding: 'utf8',
+    },
+  );
+  return JSON.parse(out) as { user: { id: string }; org: { id: string } };
+}
+
+/** Signs the benchmark owner in at `url`; the `__session=...` cookie pair. */
+export async function benchCookie(url: string): Promise<string> {
+  const login = await fetch(`${url}/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', origin: url },
+    body: JSON.stringify(BENCH_USER),
+  });
+  if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
+  const cookie = login.headers.getSetCookie().find((c) => c.startsWith('__session='));
+  if (!cookie) throw new Error('login set no __session cookie');
+  return cookie.split(';')[0]!;
+}

@@ -1,18 +1,7 @@
-/**
- * The messaging gateway (issue 6): requests per second of `POST /api/send-message` on a sandbox
- * session (to another sandbox session, where it arrives as an inbound message with its receipts,
- * and to an outside number, where it stays sent), and the cost of credential resolution: `GET
- * /api/status` with a session API key and `GET /api/personal-access-tokens` with a personal
- * access token. Each is a ratio to `GET /healthz` of the same server in the same run. The server
- * runs from source (`node bin/wharf.ts serve`) with the rate_limit plugin disabled, so the figures
- * are the gateway's own (bench/rate-limit.ts measures the limiter).
- * Usage: node bench/run.ts messaging
- */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { node, type RequestCase, requestTable, root, startServer } from './lib.ts';
+import { benchCookie, createBenchUser, node, type RequestCase, requestTable, root, startServer } from './lib.ts';
 
 async function api(url: string, method: string, headers: Record<string, string>, body?: unknown): Promise<any> {
   const init = {
@@ -32,24 +21,14 @@ export async function run(options: { rounds?: number; seconds?: number } = {}): 
   const seconds = options.seconds ?? 5;
   const wharf = path.join(root, 'bin/wharf.ts');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-messaging-'));
-  const email = 'bench@example.test';
-  const password = 'benchmark password';
-  execFileSync(node, [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], {
-    encoding: 'utf8',
-  });
+  createBenchUser([node, [wharf]], dataDir);
   const server = await startServer({
     name: 'wharf',
     argsFor: (port) => [node, [wharf, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
     env: { WHARF_PLUGINS__RATE_LIMIT__ENABLED: 'false', WHARF_LOG__LEVEL: 'warn' },
   });
   try {
-    const login = await fetch(`${server.url}/auth/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin: server.url },
-      body: JSON.stringify({ email, password }),
-    });
-    if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
-    const cookie = login.headers.getSetCookie()[0]!.split(';')[0]!;
+    const cookie = await benchCookie(server.url);
     const pat = (await api(`${server.url}/api/personal-access-tokens`, 'POST', { cookie, origin: server.url }, { name: 'bench' })).data.token as string;
     const patHeaders = { authorization: `Bearer ${pat}` };
     const sender = (await api(`${server.url}/api/sandbox-sessions`, 'POST', patHeaders, { name: 'Sender', account_protection: false, log_messages: true }))

@@ -1,30 +1,14 @@
-/**
- * The cost of the rate_limit plugin (issue 6): requests per second of a cheap limited route,
- * `GET /api/cli/config` (a small constant JSON document), on the same server with the plugin
- * enabled and disabled, in one run, as a ratio. Also with a dashboard cookie, which the limiter
- * must resolve to find the caller's counter even though that route never reads it; `GET
- * /api/cli/me` with the cookie, a route that resolves it anyway (the resolution is memoised, so
- * the limiter adds only its counting); and `GET /healthz`, which is never limited. Limits are set far above what wrk can reach, so
- * every request is counted and none is refused. The servers run from source
- * (`node bin/wharf.ts serve`), so the figures cover the code as it is without rebuilding the
- * shared binary. Usage: node bench/run.ts rate-limit
- */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fmt, median, node, root, startServer, wrk, type ServerSpec } from './lib.ts';
+import { benchCookie, createBenchUser, fmt, median, node, root, type ServerSpec, startServer, wrk } from './lib.ts';
 
 export async function run(options: { rounds?: number; seconds?: number } = {}): Promise<string> {
   const rounds = options.rounds ?? 3;
   const seconds = options.seconds ?? 5;
   const wharf = path.join(root, 'bin/wharf.ts');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-rate-limit-'));
-  const email = 'bench@example.test';
-  const password = 'benchmark password';
-  execFileSync(node, [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--data-dir', dataDir, '--json'], {
-    encoding: 'utf8',
-  });
+  createBenchUser([node, [wharf]], dataDir);
 
   const huge = '1000000000';
   const variant = (name: string, enabled: boolean): ServerSpec => ({
@@ -54,13 +38,7 @@ export async function run(options: { rounds?: number; seconds?: number } = {}): 
         const server = await startServer(spec);
         try {
           // The cookie is bound to the server's URL (its port), so each start signs in again.
-          const login = await fetch(`${server.url}/auth/login`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', origin: server.url },
-            body: JSON.stringify({ email, password }),
-          });
-          if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
-          cookie = login.headers.getSetCookie()[0]!.split(';')[0]!;
+          cookie = await benchCookie(server.url);
           for (const c of cases) {
             const probe = await fetch(server.url + c.url, { headers: c.headers() });
             await probe.arrayBuffer();

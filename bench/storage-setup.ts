@@ -1,10 +1,3 @@
-/**
- * What the file-storage benchmarks share: `wharf serve` from source (so the figures cover the
- * code as it is, without rebuilding the shared binary) on a fresh data dir, wired to the test
- * S3 server (the Ceph RGW of test/s3/ceph-rgw.sh, or $S3_ENDPOINT), with a user, a dashboard
- * cookie, and apps with API tokens made through the API.
- */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -12,7 +5,7 @@ import path from 'node:path';
 import { builtinPlugins } from '../plugins/index.ts';
 import { ensureS3, s3Client, type S3Target } from '../test/helpers/s3.ts';
 import { removeBuckets } from '../test/helpers/storage.ts';
-import { node, root, type Server, startServer } from './lib.ts';
+import { benchCookie, createBenchUser, node, root, type Server, startServer } from './lib.ts';
 
 export interface StorageBench {
   target: S3Target;
@@ -45,15 +38,7 @@ export async function storageBench(tag: string): Promise<StorageBench> {
     `[log]\nlevel = "info"\n${rateLimit}[plugins.storage]\nbucket_prefix = "${prefix}"\n[plugins.storage.s3]\nendpoint = "${target.endpoint}"\nregion = "${target.region}"\naccess_key = "${target.accessKeyId}"\nsecret_key = "${target.secretAccessKey}"\n`,
   );
   const wharf = path.join(root, 'bin/wharf.ts');
-  const email = 'bench@example.test';
-  const password = 'benchmark password';
-  execFileSync(
-    node,
-    [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--config', config, '--data-dir', dataDir, '--json'],
-    {
-      encoding: 'utf8',
-    },
-  );
+  createBenchUser([node, [wharf]], dataDir, ['--config', config]);
   const spec = {
     name: 'wharf serve (source)',
     argsFor: (port: number): [string, string[]] => [node, [wharf, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
@@ -62,16 +47,7 @@ export async function storageBench(tag: string): Promise<StorageBench> {
   const watch = (s: Server) => s.child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
   let server = await startServer(spec);
   watch(server);
-  const login = await fetch(`${server.url}/auth/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', origin: server.url },
-    body: JSON.stringify({ email, password }),
-  });
-  if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
-  const cookie = login.headers
-    .getSetCookie()
-    .find((c) => c.startsWith('__session='))!
-    .split(';')[0]!;
+  const cookie = await benchCookie(server.url);
 
   const bench: StorageBench = {
     target,
@@ -107,19 +83,7 @@ export async function storageBench(tag: string): Promise<StorageBench> {
       bench.server = server;
       bench.url = server.url;
       // A session cookie is bound to the server's URL; the new port needs a new sign-in.
-      const again = await fetch(`${server.url}/auth/login`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', origin: server.url },
-        body: JSON.stringify({ email, password }),
-      });
-      if (again.status !== 200) throw new Error(`login: ${again.status}`);
-      bench.dashboard = {
-        cookie: again.headers
-          .getSetCookie()
-          .find((c) => c.startsWith('__session='))!
-          .split(';')[0]!,
-        origin: server.url,
-      };
+      bench.dashboard = { cookie: await benchCookie(server.url), origin: server.url };
     },
     stderrTail: () => `exit code ${server.child.exitCode}; stderr: ${stderr}`,
     async cleanup() {

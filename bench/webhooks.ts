@@ -1,25 +1,10 @@
-/**
- * Webhook delivery (issue 7), with `wharf serve` from source and real HTTP receivers:
- *
- * 1. Throughput: a backlog of deliveries across 8 sessions (queued while the receiver holds its
- *    answers), drained once it answers again, as deliveries per second at the receiver; beside a
- *    bare undici POST loop (keep-alive, the dispatcher's concurrency of 64) sending the same
- *    number of the same bodies to the same receiver (its own process), rounds interleaved.
- * 2. Latency: from `POST /api/sandbox/receive` to the receiver getting the messages.received
- *    delivery, one at a time, p50 / p99, beside a bare undici POST to the same receiver.
- * 3. One stuck receiver: 10,000 events queued for a session whose receiver never answers (the
- *    default 10 s timeout), then latency and throughput of other sessions measured again.
- *
- * Usage: node bench/run.ts webhooks
- */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Agent, Pool } from 'undici';
-import { fmt, median, node, root, startServer } from './lib.ts';
+import { benchCookie, createBenchUser, fmt, median, node, root, startServer } from './lib.ts';
 
 const CONCURRENCY = 64;
 const SESSIONS = 8;
@@ -105,13 +90,7 @@ export async function run(options: { rounds?: number; perSession?: number; sampl
       '',
     ].join('\n'),
   );
-  const email = 'bench@example.test';
-  const password = 'benchmark password';
-  execFileSync(
-    node,
-    [wharf, 'admin', 'create-user', '--email', email, '--password', password, '--org', 'Bench', '--config', configFile, '--data-dir', dataDir, '--json'],
-    { encoding: 'utf8' },
-  );
+  createBenchUser([node, [wharf]], dataDir, ['--config', configFile]);
 
   const receiver = await startServer(
     { name: 'receiver', argsFor: (port) => [node, [path.join(root, 'bench/baselines/webhook-receiver.mjs'), String(port)]] },
@@ -134,13 +113,7 @@ export async function run(options: { rounds?: number; perSession?: number; sampl
     };
 
   try {
-    const login = await fetch(`${server.url}/auth/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin: server.url },
-      body: JSON.stringify({ email, password }),
-    });
-    if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
-    const cookie = login.headers.getSetCookie()[0]!.split(';')[0]!;
+    const cookie = await benchCookie(server.url);
     const call = async (method: 'GET' | 'POST' | 'PUT', pathname: string, token: string, body?: unknown, extra: Record<string, string> = {}) => {
       const res = await api.request({
         method,
