@@ -96,6 +96,20 @@ export class FakeWhatsApp {
   readonly unreachable = new Set<string>();
   /** While set, every new socket is closed at once with this status code (the server is unreachable, say). */
   refuse: number | undefined;
+  /** While true, the server's acks and deliveries wait (`releaseAcks`): a send stays accepted. */
+  holdAcks = false;
+  readonly #held: (() => void)[] = [];
+
+  releaseAcks(): void {
+    this.holdAcks = false;
+    for (const run of this.#held.splice(0)) run();
+  }
+
+  /** Runs `fn` now, or when acks are released. */
+  later(fn: () => void): void {
+    if (this.holdAcks) this.#held.push(fn);
+    else setImmediate(fn);
+  }
   #pairingCodes = new Map<string, FakeSocket>();
 
   /** Registers a WhatsApp user of the fake network (a phone with WhatsApp). */
@@ -403,7 +417,7 @@ export class FakeSocket {
       return msg;
     }
     this.ev.emit('messages.upsert', { messages: [msg], type: 'append' });
-    setImmediate(() => this.#deliver(jid, msg));
+    this.network.later(() => this.#deliver(jid, msg));
     return msg;
   }
 
@@ -412,7 +426,7 @@ export class FakeSocket {
     const me = this.account!;
     const id = msg.key.id!;
     const target = GROUP.test(jid) ? undefined : this.network.accountOfJid(jid);
-    if (target && this.network.unreachable.has(target.digits)) {
+    if (!GROUP.test(jid) && this.network.unreachable.has(target?.digits ?? digitsOf(jid))) {
       this.ev.emit('messages.update', [{ key: msg.key, update: { status: 0, messageStubParameters: ['479'] } }]);
       return;
     }

@@ -91,6 +91,8 @@ export class EventMapper {
     this.#host.transaction(() => {
       const session = this.#host.session(ctx.sessionId);
       if (!session) return;
+      // The LID <-> phone pairs the messages reveal first: the contact updates of the same batch name LIDs.
+      for (const msg of events['messages.upsert']?.messages ?? []) if (msg.key) this.learn(ctx.sessionId, lidPairsOf(msg.key));
       const history = events['messaging-history.set'];
       if (history) {
         this.learn(ctx.sessionId, history.lidPnMappings ?? []);
@@ -367,7 +369,8 @@ export class EventMapper {
       return;
     }
     const message = this.#runtime.proto.Message.decode(row.message);
-    const tally = this.#runtime.getAggregateVotesInPollMessage({ message, pollUpdates });
+    const me = this.#store.account(sessionId)?.me_jid ?? undefined;
+    const tally = this.#runtime.getAggregateVotesInPollMessage({ message, pollUpdates }, me);
     this.#host.emit(sessionId, 'poll.results', {
       key: keyOf(key, this.lids(sessionId)),
       pollResult: tally.map((option) => ({ name: option.name, voters: option.voters })),

@@ -12,6 +12,7 @@
  *
  * Capabilities: pairing by QR code and by phone code; no simulated receive.
  */
+import type { WAMessageContent } from 'baileys';
 import type { Database } from '../../../../core/db.ts';
 import { WharfError } from '../../../../core/errors.ts';
 import type { Keys } from '../../../../core/keys.ts';
@@ -72,6 +73,27 @@ const PARTICIPANT_ERROR: Readonly<Record<number, string>> = {
   409: 'already a participant',
   500: 'server error',
 };
+
+/** The media part of a message (inside view-once and ephemeral wrappers), as Baileys reads it. */
+function mediaPart(
+  runtime: WhatsAppRuntime,
+  message: WAMessageContent,
+): { url?: string | null; directPath?: string | null; mediaKey?: Uint8Array | null } | undefined {
+  const inner = runtime.normalizeMessageContent(message);
+  const type = inner ? runtime.getContentType(inner) : undefined;
+  return type && inner ? (inner[type] as { url?: string | null; directPath?: string | null; mediaKey?: Uint8Array | null } | undefined) : undefined;
+}
+
+/** The host of a WhatsApp media URL (https, *.whatsapp.net), or undefined for any other URL. */
+function mediaHost(url: string | null | undefined): string | undefined {
+  if (!url) return undefined;
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === 'https:' && /(^|\.)whatsapp\.net$/.test(parsed.hostname) ? parsed.hostname : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 function invalid(field: string, message: string): WharfError {
   return new WharfError('validation_failed', 'The given data was invalid.', { fields: { [field]: [message] } });
@@ -698,38 +720,39 @@ export class WhatsAppNetwork implements NetworkAdapter {
     if (!found) throw invalid('message', 'the message has no image, video, audio, document or sticker');
     const { media } = found;
     const message = messageOfJson(runtime, node);
-    const inner = runtime.normalizeMessageContent(message);
-    const type = inner ? runtime.getContentType(inner) : undefined;
-    const part = type && inner ? (inner[type] as { url?: string | null; directPath?: string | null; mediaKey?: Uint8Array | null } | undefined) : undefined;
+    const part = mediaPart(runtime, message);
     if (part?.mediaKey?.length !== 32) throw invalid('mediaKey', 'the media has no mediaKey of 32 bytes');
-    // The download goes to WhatsApp's media hosts only, whatever host the node names.
-    let host = 'mmg.whatsapp.net';
-    if (part.url) {
-      let url: URL | undefined;
-      try {
-        url = new URL(part.url);
-      } catch {
-        url = undefined;
-      }
-      if (url?.protocol === 'https:' && /(^|\.)whatsapp\.net$/.test(url.hostname)) host = url.hostname;
-      else part.url = null;
-    }
     if (part.directPath && !part.directPath.startsWith('/')) throw invalid('directPath', "directPath must be a path on WhatsApp's media host");
-    if (!part.directPath && !part.url) throw invalid('url', 'the media has neither a directPath nor a WhatsApp media URL');
-    const fullKey = this.#fullKey(session, key ?? {});
+    if (!part.directPath && !mediaHost(part.url)) throw invalid('url', 'the media has neither a directPath nor a WhatsApp media URL');
+    const logger = this.#options.log.child({ network: 'whatsapp', sessionId: session.id }, { level: this.#options.config.log_level });
+    const download = (msg: { key: MessageKey; message: typeof message }) => {
+      const media = mediaPart(runtime, msg.message)!;
+      // The download goes to WhatsApp's media hosts only, whatever host the node names.
+      const host = mediaHost(media.url);
+      if (!host) media.url = null;
+      return runtime.downloadMediaMessage(
+        msg,
+        'stream',
+        { host: host ?? 'mmg.whatsapp.net' },
+        { logger, reuploadRequest: (m) => socket.updateMediaMessage(m) },
+      );
+    };
+    let target = { key: this.#fullKey(session, key ?? {}), message };
     const limit = this.#options.maxMediaBytes;
     let bytes: Buffer;
     try {
-      const stream = await runtime.downloadMediaMessage(
-        { key: fullKey, message },
-        'stream',
-        { host },
-        {
-          logger: this.#options.log.child({ network: 'whatsapp', sessionId: session.id }, { level: this.#options.config.log_level }),
-          // Expired media: the phone is asked to upload it again (it needs the message's key).
-          reuploadRequest: (msg) => socket.updateMediaMessage(msg),
-        },
-      );
+      let stream: Awaited<ReturnType<typeof download>>;
+      try {
+        stream = await download(target);
+      } catch (err) {
+        // Expired on WhatsApp's CDN (404 / 410): the phone is asked to upload it again, which
+        // needs the message's key. (Baileys' own re-request in downloadMediaMessage looks for an
+        // error property its errors do not have, so the adapter does it.)
+        const status = (err as { output?: { statusCode?: number } }).output?.statusCode;
+        if ((status !== 404 && status !== 410) || !target.key.id || !target.key.remoteJid) throw err;
+        target = (await socket.updateMediaMessage(target)) as typeof target;
+        stream = await download(target);
+      }
       const chunks: Buffer[] = [];
       let size = 0;
       for await (const chunk of stream) {
