@@ -602,7 +602,10 @@ export class WhatsAppNetwork implements NetworkAdapter {
   async groupMetadata(session: NetworkSession, jid: string): Promise<GroupMetadata> {
     const socket = this.#socket(session);
     const groupJid = this.#groupJid(jid);
-    return this.#group(session, () => socket.groupMetadata(groupJid));
+    return this.#group(session, () => socket.groupMetadata(groupJid)).catch((err: unknown) => {
+      // WhatsApp answers forbidden for a group this account is not in: to the caller it does not exist.
+      throw err instanceof WharfError && err.code === 'validation_failed' ? new WharfError('not_found', 'Group not found') : err;
+    });
   }
 
   async updateParticipants(
