@@ -10,7 +10,7 @@ import { FakeWhatsApp, mockedBaileys } from '../../helpers/fake-whatsapp.ts';
 import { testNetworks } from '../sessions/test-networks.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
 import type { TestApp } from '../../helpers/app.ts';
-import { call, dispatchesOf, eventually, hookedSession, receive, Receiver, sandboxSession, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+import { call, dispatchesOf, eventually, hookedSession, receive, Receiver, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
 
 const fake = vi.hoisted(() => ({}) as { network?: FakeWhatsApp });
 vi.mock('baileys', async (importOriginal) => mockedBaileys(await importOriginal(), fake.network!, Boom));
