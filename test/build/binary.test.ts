@@ -67,7 +67,13 @@ describe('the single executable and the WhatsApp network', () => {
     expect(r.stdout).toContain("Wharf's own source code is licensed under the MIT License");
     expect(r.stdout).toContain('Because it includes libsignal 6.0.0 (GPL-3.0), this executable as a');
     expect(r.stdout).toContain('GNU General Public License version 3');
-    for (const name of ['baileys 7.0.0-rc14 (MIT)', 'libsignal 6.0.0 (GPL-3.0)', 'whatsapp-rust-bridge 0.5.4 (MIT)', 'koa 3.3.0 (MIT)', 'better-sqlite3 13.2.0 (MIT)']) {
+    for (const name of [
+      'baileys 7.0.0-rc14 (MIT)',
+      'libsignal 6.0.0 (GPL-3.0)',
+      'whatsapp-rust-bridge 0.5.4 (MIT)',
+      'koa 3.3.0 (MIT)',
+      'better-sqlite3 13.2.0 (MIT)',
+    ]) {
       expect(r.stdout).toContain(`  ${name}\n`);
     }
     // The licence texts themselves, GPL-3.0's included.
@@ -86,12 +92,20 @@ describe('the single executable and the WhatsApp network', () => {
       path.join(cwd, 'w.toml'),
       `[plugins.sessions.whatsapp]\nwebsocket_url = "ws://127.0.0.1:${(server.address() as AddressInfo).port}/ws/chat"\nconnect_timeout_ms = 5000\nreconnect_initial_delay_ms = 200\n`,
     );
-    const made = wharf(['admin', 'create-user', '--email', 'wa@example.test', '--password', 'correct horse battery', '--org', 'WA', '--config', 'w.toml'], { bin, cwd, env });
+    const made = wharf(['admin', 'create-user', '--email', 'wa@example.test', '--password', 'correct horse battery', '--org', 'WA', '--config', 'w.toml'], {
+      bin,
+      cwd,
+      env,
+    });
     expect(made.status, made.stderr).toBe(0);
     const srv = await serve(['--config', 'w.toml'], { bin, cwd, env });
     try {
       const headers = { 'content-type': 'application/json', origin: srv.url };
-      const login = await fetch(`${srv.url}/auth/login`, { method: 'POST', headers, body: JSON.stringify({ email: 'wa@example.test', password: 'correct horse battery' }) });
+      const login = await fetch(`${srv.url}/auth/login`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ email: 'wa@example.test', password: 'correct horse battery' }),
+      });
       const cookie = login.headers.getSetCookie()[0]!.split(';')[0]!;
       const created = await fetch(`${srv.url}/api/whatsapp-sessions`, {
         method: 'POST',

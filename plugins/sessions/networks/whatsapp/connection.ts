@@ -37,6 +37,8 @@ export interface ConnectionDeps {
 const CODE = {
   loggedOut: 401,
   forbidden: 403,
+  /** WhatsApp refuses the announced client version. */
+  outdated: 405,
   timedOut: 408,
   multideviceMismatch: 411,
   unauthorized: 419,
@@ -62,6 +64,7 @@ export function describeClose(code: number | undefined, message: string | undefi
   const words: Record<number, string> = {
     [CODE.loggedOut]: 'logged out',
     [CODE.forbidden]: 'forbidden',
+    [CODE.outdated]: 'client version refused',
     [CODE.timedOut]: 'timed out',
     [CODE.multideviceMismatch]: 'multi-device mismatch',
     [CODE.unauthorized]: 'unauthorized',
@@ -86,6 +89,13 @@ export function closeAction(code: number | undefined, message: string | undefine
       return { kind: 'stop', status: 'logged_out', forget: true, reason: `${reason}: the linked device was removed from the phone; connect again to pair` };
     case CODE.forbidden:
       return { kind: 'stop', status: 'failed', forget: true, reason: `${reason}: WhatsApp refused this account (banned or restricted)` };
+    case CODE.outdated:
+      return {
+        kind: 'stop',
+        status: 'failed',
+        forget: false,
+        reason: `${reason}: WhatsApp no longer accepts this WhatsApp Web version; set a newer [plugins.sessions.whatsapp] version and connect again`,
+      };
     case CODE.multideviceMismatch:
       return { kind: 'stop', status: 'failed', forget: true, reason: `${reason}: the account cannot use linked devices; connect again to pair` };
     case CODE.connectionReplaced:

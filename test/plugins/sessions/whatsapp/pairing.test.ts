@@ -286,13 +286,20 @@ describe('rules', () => {
     expect([1, 2, 3].map((n) => backoffDelay(n, 2000, 300_000, () => 0))).toEqual([1000, 2000, 4000]);
   });
 
-  it('close codes: 515 restarts, logged out / forbidden / multi-device mismatch forget the pairing, 440 stops, the rest reconnect', () => {
+  it('close codes: 515 restarts, logged out / forbidden / multi-device mismatch forget the pairing, 440 and 405 stop, the rest reconnect', () => {
     expect(closeAction(515, undefined)).toEqual({ kind: 'restart' });
     expect(closeAction(401, undefined)).toMatchObject({ kind: 'stop', status: 'logged_out', forget: true });
     expect(closeAction(419, undefined)).toMatchObject({ kind: 'stop', status: 'logged_out', forget: true });
     expect(closeAction(403, undefined)).toMatchObject({ kind: 'stop', status: 'failed', forget: true });
     expect(closeAction(411, undefined)).toMatchObject({ kind: 'stop', status: 'failed', forget: true });
     expect(closeAction(440, undefined)).toMatchObject({ kind: 'stop', status: 'disconnected', forget: false });
+    expect(closeAction(405, 'Connection Failure')).toEqual({
+      kind: 'stop',
+      status: 'failed',
+      forget: false,
+      reason:
+        'client version refused (405): Connection Failure: WhatsApp no longer accepts this WhatsApp Web version; set a newer [plugins.sessions.whatsapp] version and connect again',
+    });
     for (const code of [408, 428, 500, 503, undefined]) expect(closeAction(code, 'x')).toEqual({ kind: 'reconnect' });
   });
 });
