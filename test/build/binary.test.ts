@@ -84,7 +84,12 @@ describe('the single executable and the WhatsApp network', () => {
   it('loads Baileys from its embedded asset when a whatsapp session connects, and reports the closes of a server that refuses it', async () => {
     const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
     const hellos: Buffer[] = [];
-    server.on('connection', (socket) => socket.once('message', (data) => (hellos.push(Buffer.from(data as Buffer)), socket.close())));
+    server.on('connection', (socket) =>
+      socket.once('message', (data) => {
+        hellos.push(Buffer.from(data as Buffer));
+        socket.close();
+      }),
+    );
     await new Promise((resolve) => server.once('listening', resolve));
     const cwd = tempDir('wharf-wa-');
     const env = { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin' };
