@@ -232,6 +232,22 @@ describe('updates', () => {
   });
 });
 
+describe('chats', () => {
+  it('chats.upsert, chats.update and chats.delete pass on JSON-safe, without the messages history sync attaches', async () => {
+    const chat = `${ada.lid}@lid`;
+    // Separate batches: within one, Baileys' buffer folds a chat's updates into its upsert.
+    expect(
+      await replay({
+        'chats.upsert': [{ id: chat, conversationTimestamp: 1_700_000_000, unreadCount: 1, messages: [{ message: { key: { id: 'H1' } } }] } as never],
+      }),
+    ).toEqual([['chats.upsert', [{ id: chat, conversationTimestamp: 1_700_000_000, unreadCount: 1 }]]]);
+    expect(await replay({ 'chats.update': [{ id: chat, unreadCount: 0, muteEndTime: 1_700_000_001 } as never] })).toEqual([
+      ['chats.update', [{ id: chat, unreadCount: 0, muteEndTime: 1_700_000_001 }]],
+    ]);
+    expect(await replay({ 'chats.delete': ['120363025246125999@g.us'] })).toEqual([['chats.delete', ['120363025246125999@g.us']]]);
+  });
+});
+
 describe('acks and receipts of sends', () => {
   it('a send stays in_progress (accepted) until the server acks it; receipts move it to delivered and read, as messages.update with its msgId', async () => {
     network.account(`+${bob.digits}`, bob.name);
