@@ -134,6 +134,8 @@ export class Connection {
   #qrCount = 0;
   #pairingPhone: string | undefined;
   #pairingCode: string | undefined;
+  /** The socket generation the pairing code was issued on. */
+  #codeGeneration = -1;
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
   #lastFrame = Date.now();
@@ -355,7 +357,8 @@ export class Connection {
     }
     this.#phase = 'need_scan';
     if (this.#pairingPhone) {
-      void this.#requestPairingCode(generation);
+      // One code per socket: WhatsApp's QR rotation must not replace the code the user is typing.
+      if (this.#codeGeneration !== generation) void this.#requestPairingCode(generation);
       return;
     }
     const qrImage = this.#deps.runtime.encodeQR(qr, 'gif', { scale: 6 });
@@ -371,6 +374,7 @@ export class Connection {
   async #requestPairingCode(generation: number): Promise<void> {
     const socket = this.#socket;
     if (!socket || !this.#pairingPhone || generation !== this.#generation) return;
+    this.#codeGeneration = generation;
     try {
       const code = await socket.requestPairingCode(this.#pairingPhone);
       if (generation !== this.#generation) return;
@@ -383,6 +387,8 @@ export class Connection {
         this.#deps.host.emit(this.sessionId, 'qrcode.updated', { pairingCode: code });
       });
     } catch (err) {
+      // The next QR tick tries again.
+      this.#codeGeneration = -1;
       this.#log.warn({ err, sessionId: this.sessionId }, 'requesting a pairing code failed');
       this.#lastReason = `requesting a pairing code failed: ${(err as Error).message}`;
     }

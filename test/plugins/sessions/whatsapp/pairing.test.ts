@@ -158,6 +158,10 @@ describe('pairing by phone code', () => {
     expect(res.body.data).toMatchObject({ status: 'need_scan', pairingCode: expect.stringMatching(/^[A-Z0-9]{8}$/) });
     expect(res.body.data.qrCode).toBeUndefined();
     expect(network.callsOf(s.id, 'requestPairingCode').map((c) => c.args)).toEqual([[s.phone.slice(1)]]);
+    // WhatsApp rotating its QR codes does not replace the code the user is typing.
+    network.socketOf(s.id)!.rotateQr();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(network.callsOf(s.id, 'requestPairingCode')).toHaveLength(1);
     expect(eventsOf(app, s.id, from).find((e) => e.event === 'qrcode.updated')?.payload.data).toEqual({ pairingCode: res.body.data.pairingCode });
     // No QR code while pairing by code.
     expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/qrcode`)).toMatchObject({
