@@ -13,6 +13,7 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   webhooks: () => import('./webhooks.ts'),
   messaging: () => import('./messaging.ts'),
   objects: () => import('./objects.ts'),
+  whatsapp: () => import('./whatsapp.ts'),
 };
 
 const wanted = process.argv.slice(2);

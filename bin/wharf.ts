@@ -314,6 +314,15 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
         )
         .demandCommand(1, 'name a plugins command'),
     )
+    .command(
+      'licenses',
+      'Print the third-party notices: what this build bundles, under which licences (the binary is distributed under GPL-3.0 terms)',
+      {},
+      async () => {
+        const { thirdPartyNotices } = await import('./licenses.ts');
+        process.stdout.write(await thirdPartyNotices());
+      },
+    )
     .command('version', 'Print the versions of Wharf, Node and SQLite', {}, async (args) => {
       const v = await versions();
       process.stdout.write(args.json ? `${JSON.stringify(v)}\n` : `wharf ${v.wharf}\nnode ${v.node}\nsqlite ${v.sqlite}\n`);

@@ -3,6 +3,8 @@
  * application on the project's pinned Node (24.21.0), carrying better-sqlite3's addon as an
  * asset and a V8 code cache; and `dist/wharf-plugin/`, the package plugins built outside this
  * repository compile against (build/sdk.ts), which the binary carries too for `wharf plugins new`.
+ * The WhatsApp runtime (Baileys) is a second bundle carried as an asset and evaluated only when a
+ * whatsapp session starts; the third-party notices of both bundles are generated and carried too.
  *
  *   node build/build.ts            bundle + binary
  *   node build/build.ts --bundle   bundle only (dist/wharf.cjs)
@@ -11,14 +13,18 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { type BuildOptions, build, type Metafile } from 'esbuild';
 import { SDK_ASSET } from '../bin/plugin-template.ts';
 import { SQLITE_ASSET } from '../core/native.ts';
+import { WHATSAPP_ASSET } from '../plugins/sessions/networks/whatsapp/load.ts';
+import { bundledPackages, NOTICES_ASSET, noticesText } from './notices.ts';
 import { sdkFiles, writeFiles } from './sdk.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = path.join(root, 'dist');
 const bundleFile = path.join(dist, 'wharf.cjs');
+const whatsappFile = path.join(dist, WHATSAPP_ASSET);
+const noticesFile = path.join(dist, NOTICES_ASSET);
 const binary = path.join(dist, 'wharf');
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
@@ -26,25 +32,53 @@ function step(label: string, started = performance.now()) {
   return () => process.stdout.write(`${label} (${Math.round(performance.now() - started)} ms)\n`);
 }
 
-export async function bundle(): Promise<string> {
-  const done = step('bundle');
-  fs.mkdirSync(dist, { recursive: true });
-  await build({
-    entryPoints: [path.join(root, 'build/entry.ts')],
-    outfile: bundleFile,
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node24',
-    minifySyntax: true,
-    minifyWhitespace: true,
-    legalComments: 'none',
-    logLevel: 'warning',
-    // yargs reads import.meta.url, which esbuild's cjs output would silently turn into {}.
-    define: { 'import.meta.url': '__import_meta_url', 'import.meta.main': 'false' },
-    banner: { js: "const __import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
-  });
+const COMMON: BuildOptions = {
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: 'node24',
+  minifySyntax: true,
+  minifyWhitespace: true,
+  legalComments: 'none',
+  logLevel: 'warning',
+  metafile: true,
+  // yargs reads import.meta.url, which esbuild's cjs output would silently turn into {}.
+  define: { 'import.meta.url': '__import_meta_url', 'import.meta.main': 'false' },
+  banner: { js: "const __import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
+};
+
+/** The two bundles: the program, and the WhatsApp runtime (Baileys), which the program loads only when it needs it. */
+export async function bundles(write = true): Promise<{ main: Metafile; whatsapp: Metafile }> {
+  const done = write ? step('bundle') : () => {};
+  if (write) fs.mkdirSync(dist, { recursive: true });
+  const [main, whatsapp] = await Promise.all([
+    build({ ...COMMON, write, entryPoints: [path.join(root, 'build/entry.ts')], outfile: bundleFile }),
+    build({
+      ...COMMON,
+      write,
+      entryPoints: [path.join(root, 'plugins/sessions/networks/whatsapp/runtime.ts')],
+      outfile: whatsappFile,
+      // Baileys' optional peers (image and audio processing, link previews): not installed, so
+      // not bundled; Baileys catches their absence (no thumbnails, no link previews).
+      external: ['sharp', 'jimp', 'audio-decode', 'link-preview-js'],
+    }),
+  ]);
   done();
+  return { main: main.metafile!, whatsapp: whatsapp.metafile! };
+}
+
+/** The third-party notices of what the bundles contain. */
+export async function notices(): Promise<string> {
+  const { main, whatsapp } = await bundles(false);
+  return noticesText(bundledPackages([main, whatsapp], root));
+}
+
+export async function bundle(): Promise<string> {
+  const { main, whatsapp } = await bundles();
+  if (Object.keys(main.inputs).some((input) => input.includes('node_modules/baileys/'))) {
+    throw new Error('the main bundle contains Baileys: it must load only through plugins/sessions/networks/whatsapp/load.ts');
+  }
+  fs.writeFileSync(noticesFile, noticesText(bundledPackages([main, whatsapp], root)));
   return bundleFile;
 }
 
@@ -84,7 +118,7 @@ export async function buildBinary(): Promise<string> {
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
-      assets: { [SQLITE_ASSET]: addon, [SDK_ASSET]: sdkAsset },
+      assets: { [SQLITE_ASSET]: addon, [SDK_ASSET]: sdkAsset, [WHATSAPP_ASSET]: whatsappFile, [NOTICES_ASSET]: noticesFile },
     }),
   );
   let done = step('sea blob');

@@ -1,12 +1,102 @@
-/** The sessions plugin's config: `[plugins.sessions]`. */
+/** The sessions plugin's config: `[plugins.sessions]`, and the WhatsApp network's `[plugins.sessions.whatsapp]`. */
 import { z } from 'zod';
+
+/**
+ * The WhatsApp Web version Wharf announces when it connects, bundled so that starting needs no
+ * network call (Baileys 7.0.0-rc14's own default). WhatsApp refuses versions it considers too old
+ * (the session then fails with status 405 or "outdated" in its reason): set `version` to a newer one.
+ */
+export const DEFAULT_WHATSAPP_VERSION = '2.3000.1043857760';
+
+/** `[plugins.sessions.whatsapp]`: the live WhatsApp network (sessions of type `whatsapp`, through Baileys). */
+export const whatsappConfig = z
+  .strictObject({
+    version: z
+      .string()
+      .regex(/^\d{1,4}\.\d{1,6}\.\d{1,12}$/, 'must be three numbers separated by dots, for example 2.3000.1043857760')
+      .default(DEFAULT_WHATSAPP_VERSION)
+      .describe(
+        'The WhatsApp Web version announced when connecting (bundled default: no network call at start). Set a newer one when WhatsApp refuses this one as outdated.',
+      ),
+    websocket_url: z
+      .string()
+      .regex(/^wss?:\/\/[^\s/]+/, 'must be a ws:// or wss:// URL')
+      .default('wss://web.whatsapp.com/ws/chat')
+      .describe("WhatsApp's WebSocket endpoint. Change it only to reach a test server."),
+    qr_max_codes: z
+      .int()
+      .min(1)
+      .max(100)
+      .default(10)
+      .describe(
+        'Pairing stops after this many QR codes (or, pairing by phone code, this many code lifetimes) go unscanned: the first lives 60 s, later ones 20 s. The session becomes disconnected; connect again to pair.',
+      ),
+    connect_timeout_ms: z
+      .int()
+      .min(1000)
+      .max(300_000)
+      .default(20_000)
+      .describe('How long POST .../connect waits for the first QR code, pairing code or open connection before answering the status it has (connecting).'),
+    reconnect_initial_delay_ms: z
+      .int()
+      .min(10)
+      .max(3_600_000)
+      .default(2000)
+      .describe(
+        'First wait before reconnecting after a transient close; it doubles with each failed attempt, up to reconnect_max_delay_ms. Each wait is drawn between half and all of it (jitter).',
+      ),
+    reconnect_max_delay_ms: z.int().min(10).max(86_400_000).default(300_000).describe('Longest wait between reconnect attempts.'),
+    reconnect_max_attempts: z
+      .int()
+      .min(0)
+      .default(0)
+      .describe('Reconnect attempts in a row before the session gives up with status failed (0: never give up).'),
+    watchdog_silence_seconds: z
+      .int()
+      .min(0)
+      .max(86_400)
+      .default(120)
+      .describe(
+        'A connection that is open but has received nothing (not even the answers to its 30-second keep-alive pings) for this long is closed and reconnected (0: no watchdog).',
+      ),
+    send_timeout_ms: z
+      .int()
+      .min(1000)
+      .max(600_000)
+      .default(30_000)
+      .describe(
+        'How long a send waits for the message to be handed to WhatsApp before answering in_progress anyway; the message stays accepted and its outcome arrives later (message info, messages.update).',
+      ),
+    message_store_limit: z
+      .int()
+      .min(100)
+      .max(1_000_000)
+      .default(5000)
+      .describe(
+        "Messages kept per session for WhatsApp's retry requests, replies, polls and media re-requests; the oldest go first, hourly and beyond this count.",
+      ),
+    message_store_days: z.int().min(1).max(365).default(14).describe('Messages older than this many days leave the per-session message store, hourly.'),
+    cache_size: z
+      .int()
+      .min(10)
+      .max(100_000)
+      .default(1000)
+      .describe('Entries each per-session cache holds (group metadata, device lists, retry counters); the least recently used go first.'),
+    log_level: z
+      .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+      .default('warn')
+      .describe("Level of the WhatsApp library's own log lines (they carry the session id)."),
+  })
+  .prefault({});
+
+export type WhatsAppConfig = z.output<typeof whatsappConfig>;
 
 export const sessionsConfig = z.strictObject({
   allow_private_networks: z
     .boolean()
     .default(false)
     .describe(
-      'Accept proxy URLs whose host is an IP address or a name that resolves to a loopback, private, link-local or otherwise non-public address (self-hosted LANs, tests). Off: such proxies are refused with 422, as WasenderAPI does.',
+      'Accept proxy URLs, and media URLs a whatsapp session fetches to send (imageUrl, documentUrl, ...), whose host is an IP address or a name that resolves to a loopback, private, link-local or otherwise non-public address (self-hosted LANs, tests). Off: such proxies are refused with 422, as WasenderAPI does, and such media URLs are not fetched (422).',
     ),
   account_protection_interval_seconds: z
     .int()
@@ -56,6 +146,7 @@ export const sessionsConfig = z.strictObject({
     .max(7 * 24 * 60)
     .default(60)
     .describe('How long the public URL POST /api/decrypt-media returns (GET /api/decrypted-media/{id}) answers, in minutes (WasenderAPI: one hour).'),
+  whatsapp: whatsappConfig,
 });
 
 export type SessionsConfig = z.output<typeof sessionsConfig>;

@@ -20,6 +20,7 @@ import { MediaStore } from './media-store.ts';
 import { Messages } from './messages.ts';
 import { migrations } from './migrations.ts';
 import { SandboxNetwork } from './networks/sandbox.ts';
+import { WhatsAppNetwork } from './networks/whatsapp/index.ts';
 import { PersonalAccessTokens } from './personal-access-tokens.ts';
 import { EventRecorder } from './recorder.ts';
 import type { RouteDeps } from './routes/common.ts';
@@ -58,6 +59,22 @@ export default definePlugin({
       }),
     );
     sessions.registerNetwork('sandbox', (host) => new SandboxNetwork(db, host, { publicUrl: core.server.public_url }));
+    // Baileys loads when a whatsapp session first connects or resumes, never at start-up.
+    const whatsapp = sessions.registerNetwork(
+      'whatsapp',
+      (host) =>
+        new WhatsAppNetwork(db, keys, host, {
+          config: config.whatsapp,
+          publicUrl: core.server.public_url,
+          allowPrivateNetworks: config.allow_private_networks,
+          maxMediaBytes: config.upload_max_bytes,
+          uploadTtlHours: config.upload_ttl_hours,
+          log,
+        }),
+    ) as WhatsAppNetwork;
+    // Resumes the whatsapp sessions that were connected (after start-up) and runs their watchdog.
+    every('whatsapp-supervisor', 2000, () => whatsapp.supervise());
+    every('whatsapp-prune', 3_600_000, () => whatsapp.prune());
 
     api.scheme('personalAccessToken', {
       type: 'http',

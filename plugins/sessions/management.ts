@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { type FieldErrors, WharfError } from '../../core/errors.ts';
 import { newSessionKey, newWebhookSecret } from './credentials.ts';
-import type { ConnectRequest, ConnectResult } from './networks/types.ts';
+import type { ConnectRequest, ConnectResult, PairingQr } from './networks/types.ts';
 import { requireAdapter, requireConnected, type Sessions } from './service.ts';
 import type { AuditRow, MessageRow, MessageStatus, Page, SessionChanges, StatusLogRow } from './store.ts';
 import type { Account, SessionRecord, SessionType, SigningMode } from './types.ts';
@@ -143,13 +143,16 @@ export class SessionAdmin {
   async connect(account: Account, session: SessionRecord, request: ConnectRequest): Promise<ConnectResult> {
     const network = this.#sessions.network(session);
     requireAdapter(session, network);
+    if (request.phoneNumber && !network.capabilities.pairing.includes('phone_code')) {
+      throw invalid({ phone_number: [`a ${session.type} session does not pair by phone code`] });
+    }
     const result = await network.connect(session, request);
     this.#sessions.audit(session, account.actor, 'session.connect', { status: result.status });
     return result;
   }
 
-  /** The current pairing QR code; 409 for a network that pairs without one. */
-  async qrCode(session: SessionRecord): Promise<string> {
+  /** The current pairing QR code and its image; 409 for a network that pairs without one. */
+  async qrCode(session: SessionRecord): Promise<PairingQr> {
     const network = this.#sessions.network(session);
     requireAdapter(session, network);
     const { pairing } = network.capabilities;

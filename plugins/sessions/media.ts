@@ -7,7 +7,7 @@
 import { WharfError } from '../../core/errors.ts';
 import { randomToken } from '../../core/tokens.ts';
 import type { MediaKind, MediaStore } from './media-store.ts';
-import type { MessageNode, StoredMedia } from './networks/types.ts';
+import type { MessageKey, MessageNode, StoredMedia } from './networks/types.ts';
 import type { ConnectedSession, Sessions } from './service.ts';
 
 /** A public media URL handed out, and what it serves. */
@@ -86,8 +86,8 @@ export class MediaUrls {
   }
 
   /** Downloads and decrypts a received message's media through the session's network; the plaintext gets a public URL. */
-  async decrypt({ session, network }: ConnectedSession, node: MessageNode): Promise<MediaUrl> {
-    const file = await network.decryptMedia(session, node);
+  async decrypt({ session, network }: ConnectedSession, node: MessageNode, key?: Partial<MessageKey>): Promise<MediaUrl> {
+    const file = await network.decryptMedia(session, node, key);
     const id = randomToken(32);
     return this.#record('decrypted', id, session, file, `/api/decrypted-media/${id}`);
   }

@@ -195,4 +195,80 @@ export const migrations: Migration[] = [
       `);
     },
   },
+  {
+    id: '003-whatsapp',
+    up(db) {
+      db.exec(`
+        -- The WhatsApp network's state (Baileys), per session; every row goes with its session.
+        -- The paired account: Baileys' credentials, encrypted with the data-dir key (context bound
+        -- to the session), whether pairing completed, whether to reconnect at start, who it is.
+        CREATE TABLE sessions_whatsapp_accounts (
+          session_id INTEGER PRIMARY KEY REFERENCES sessions_sessions(id) ON DELETE CASCADE,
+          creds_enc TEXT NOT NULL,
+          registered INTEGER NOT NULL DEFAULT 0,
+          resume INTEGER NOT NULL DEFAULT 0,
+          me_jid TEXT,
+          me_lid TEXT,
+          me_name TEXT,
+          updated_at TEXT NOT NULL
+        );
+        -- Signal keys (pre-keys, sessions, sender keys, app-state keys, LID mappings, ...), each
+        -- encrypted with the data-dir key, bound to (session, type, id). A set is one transaction.
+        CREATE TABLE sessions_whatsapp_keys (
+          session_id INTEGER NOT NULL REFERENCES sessions_sessions(id) ON DELETE CASCADE,
+          type TEXT NOT NULL,
+          id TEXT NOT NULL,
+          value_enc TEXT NOT NULL,
+          PRIMARY KEY (session_id, type, id)
+        ) WITHOUT ROWID;
+        -- Messages sent and received, bounded per session: WhatsApp's retry requests, replies,
+        -- poll votes and media re-requests read them; msg_id links a send to the message log,
+        -- acked says the server acknowledged it (the log row was moved to sent).
+        CREATE TABLE sessions_whatsapp_messages (
+          session_id INTEGER NOT NULL REFERENCES sessions_sessions(id) ON DELETE CASCADE,
+          key_id TEXT NOT NULL,
+          remote_jid TEXT NOT NULL,
+          from_me INTEGER NOT NULL,
+          msg_id INTEGER,
+          acked INTEGER NOT NULL DEFAULT 0,
+          key TEXT NOT NULL,
+          message BLOB,
+          timestamp INTEGER NOT NULL,
+          created_at TEXT NOT NULL
+        );
+        CREATE UNIQUE INDEX sessions_whatsapp_messages_by_key ON sessions_whatsapp_messages (session_id, key_id);
+        CREATE INDEX sessions_whatsapp_messages_by_time ON sessions_whatsapp_messages (created_at);
+        -- LID <-> phone number, as the network revealed them to this session.
+        CREATE TABLE sessions_whatsapp_lids (
+          session_id INTEGER NOT NULL REFERENCES sessions_sessions(id) ON DELETE CASCADE,
+          lid TEXT NOT NULL,
+          pn TEXT NOT NULL,
+          PRIMARY KEY (session_id, lid)
+        ) WITHOUT ROWID;
+        CREATE INDEX sessions_whatsapp_lids_by_pn ON sessions_whatsapp_lids (session_id, pn);
+        CREATE TABLE sessions_whatsapp_contacts (
+          session_id INTEGER NOT NULL REFERENCES sessions_sessions(id) ON DELETE CASCADE,
+          jid TEXT NOT NULL,
+          lid TEXT,
+          name TEXT,
+          notify TEXT,
+          img_url TEXT,
+          blocked INTEGER NOT NULL DEFAULT 0,
+          updated_at TEXT NOT NULL,
+          PRIMARY KEY (session_id, jid)
+        ) WITHOUT ROWID;
+        -- Files uploaded to send later (POST /api/upload); pruned after upload_ttl_hours.
+        CREATE TABLE sessions_whatsapp_uploads (
+          id TEXT PRIMARY KEY,
+          org_id TEXT NOT NULL,
+          session_id INTEGER NOT NULL REFERENCES sessions_sessions(id) ON DELETE CASCADE,
+          mimetype TEXT NOT NULL,
+          file_name TEXT,
+          bytes BLOB NOT NULL,
+          created_at TEXT NOT NULL
+        );
+        CREATE INDEX sessions_whatsapp_uploads_by_time ON sessions_whatsapp_uploads (created_at);
+      `);
+    },
+  },
 ];

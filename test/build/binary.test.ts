@@ -1,12 +1,15 @@
 /**
  * Builds the single executable and runs it from an empty directory with no node_modules:
- * `version` works, `serve` answers /healthz, SIGTERM exits 0; and it loads a plugin built
- * outside the tree from `[plugins] dir`.
+ * `version` works, `serve` answers /healthz, SIGTERM exits 0; `licenses` prints the notices it
+ * carries; a whatsapp session loads Baileys from the asset the build embedded (and only then);
+ * and it loads a plugin built outside the tree from `[plugins] dir`.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { WebSocketServer } from 'ws';
 import { PLUGIN_CONTRACT } from '../../core/plugin.ts';
 import { tempDir } from '../helpers/app.ts';
 import { root, serve, wharf } from '../helpers/cli.ts';
@@ -54,6 +57,82 @@ describe('the single executable', () => {
     expect(await server.stop('SIGTERM')).toBe(0);
     expect(fs.existsSync(path.join(cwd, 'wharf-data/wharf.db'))).toBe(true);
   });
+});
+
+describe('the single executable and the WhatsApp network', () => {
+  it('prints the third-party notices: the GPL-3.0 terms (libsignal), every bundled package with its licence text', () => {
+    const r = wharf(['licenses'], { bin, cwd: tempDir('wharf-empty-'), env: { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin' } });
+    expect([r.status, r.stderr]).toEqual([0, '']);
+    expect(r.stdout).toMatch(/^Wharf \d+\.\d+\.\d+: third-party notices\n/);
+    expect(r.stdout).toContain("Wharf's own source code is licensed under the MIT License");
+    expect(r.stdout).toContain('Because it includes libsignal 6.0.0 (GPL-3.0), this executable as a');
+    expect(r.stdout).toContain('GNU General Public License version 3');
+    for (const name of [
+      'baileys 7.0.0-rc14 (MIT)',
+      'libsignal 6.0.0 (GPL-3.0)',
+      'whatsapp-rust-bridge 0.5.4 (MIT)',
+      'koa 3.3.0 (MIT)',
+      'better-sqlite3 13.2.0 (MIT)',
+    ]) {
+      expect(r.stdout).toContain(`  ${name}\n`);
+    }
+    // The licence texts themselves, GPL-3.0's included.
+    expect(r.stdout).toContain('GNU GENERAL PUBLIC LICENSE');
+    expect(r.stdout).toBe(fs.readFileSync(path.join(root, 'dist/THIRD-PARTY-NOTICES.txt'), 'utf8'));
+  });
+
+  it('loads Baileys from its embedded asset when a whatsapp session connects, and reports the closes of a server that refuses it', async () => {
+    const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    const hellos: Buffer[] = [];
+    server.on('connection', (socket) =>
+      socket.once('message', (data) => {
+        hellos.push(Buffer.from(data as Buffer));
+        socket.close();
+      }),
+    );
+    await new Promise((resolve) => server.once('listening', resolve));
+    const cwd = tempDir('wharf-wa-');
+    const env = { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin' };
+    fs.writeFileSync(
+      path.join(cwd, 'w.toml'),
+      `[plugins.sessions.whatsapp]\nwebsocket_url = "ws://127.0.0.1:${(server.address() as AddressInfo).port}/ws/chat"\nconnect_timeout_ms = 5000\nreconnect_initial_delay_ms = 200\n`,
+    );
+    const made = wharf(['admin', 'create-user', '--email', 'wa@example.test', '--password', 'correct horse battery', '--org', 'WA', '--config', 'w.toml'], {
+      bin,
+      cwd,
+      env,
+    });
+    expect(made.status, made.stderr).toBe(0);
+    const srv = await serve(['--config', 'w.toml'], { bin, cwd, env });
+    try {
+      const headers = { 'content-type': 'application/json', origin: srv.url };
+      const login = await fetch(`${srv.url}/auth/login`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ email: 'wa@example.test', password: 'correct horse battery' }),
+      });
+      const cookie = login.headers.getSetCookie()[0]!.split(';')[0]!;
+      const created = await fetch(`${srv.url}/api/whatsapp-sessions`, {
+        method: 'POST',
+        headers: { ...headers, cookie },
+        body: JSON.stringify({ name: 'Binary', phone_number: '+14155550123', account_protection: false, log_messages: true }),
+      });
+      const { id } = ((await created.json()) as { data: { id: number } }).data;
+      const connect = await fetch(`${srv.url}/api/whatsapp-sessions/${id}/connect`, { method: 'POST', headers: { ...headers, cookie }, body: '{}' });
+      // Nothing pairs within connect_timeout_ms: the answer is the state, with the last close's reason.
+      expect(connect.status).toBe(200);
+      expect(((await connect.json()) as { data: unknown }).data).toEqual({
+        status: 'connecting',
+        message: expect.stringMatching(/^connection closed \(428\): Connection Terminated; reconnecting in [\d.]+ s \(attempt \d+\)$/),
+      });
+      // Baileys, from the asset, spoke WhatsApp's protocol header.
+      expect(hellos.length).toBeGreaterThanOrEqual(1);
+      expect(hellos[0]!.subarray(0, 2).toString()).toBe('WA');
+    } finally {
+      expect(await srv.stop('SIGTERM')).toBe(0);
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }, 60_000);
 });
 
 describe('the single executable and a plugin built outside the tree', () => {

@@ -3,11 +3,18 @@
  * `wharf pat ...`, `wharf sessions ...` and `wharf sandbox receive`, in text and --json, and
  * their one-line errors.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Boom } from '@hapi/boom';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { tempDir, type TestApp } from '../helpers/app.ts';
 import { wharfAsync } from '../helpers/cli.ts';
 import { cliLogin, signIn, type SignedIn } from '../helpers/identity.ts';
 import { call, eventsOf, lastEventId, startMessagingApp } from '../plugins/sessions/helpers.ts';
+import { FakeWhatsApp, mockedBaileys } from '../helpers/fake-whatsapp.ts';
+
+// WhatsApp itself cannot be reached from here: the server's Baileys sockets are the fake network's.
+const fake = vi.hoisted(() => ({}) as { network?: FakeWhatsApp });
+vi.mock('baileys', async (importOriginal) => mockedBaileys(await importOriginal(), fake.network!, Boom));
+fake.network = new FakeWhatsApp();
 
 let app: TestApp;
 let user: SignedIn;
@@ -105,10 +112,10 @@ describe('wharf sessions', () => {
       stdout: `Session ${id}: connected (Sandbox sessions are always connected)\n`,
     });
     expect(await json(['sessions', 'disconnect', id!])).toMatchObject({ id: Number(id), status: 'connected' });
-    const refused = await wharf(['sessions', 'connect', String(wa.id)]);
-    expect(refused.status).toBe(1);
-    expect(refused.stderr).toMatch(new RegExp(`^wharf: Session ${wa.id} is not connected: this build has no network adapter for whatsapp sessions yet.*\\n$`));
-    expect(refused.stderr.split('\n')).toHaveLength(2);
+    // A whatsapp session starts pairing: the command shows the QR code to scan.
+    const pairing = await wharf(['sessions', 'connect', String(wa.id)]);
+    expect(pairing.status, pairing.stderr).toBe(0);
+    expect(pairing.stdout).toMatch(new RegExp(`^Session ${wa.id}: need_scan \\(Scan the QR code with the phone: [^)]+\\)\\nQR code: 2@\\S+\\n$`));
 
     const regenerated = await wharf(['sessions', 'regenerate-key', id!]);
     const fresh = /\n(wsk_\S+)\n$/.exec(regenerated.stdout)![1]!;

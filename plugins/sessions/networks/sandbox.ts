@@ -225,7 +225,7 @@ export class SandboxNetwork implements NetworkAdapter {
     const pn = phoneJid(senderDigits);
     if (chat === 'group') return { id, remoteJid: chatJid!, fromMe: false, participant: lid, participantAlt: pn, participantLid: lid, participantPn: pn };
     if (chat === 'newsletter') return { id, remoteJid: chatJid!, fromMe: false };
-    return { id, remoteJid: lid, remoteJidAlt: pn, fromMe: false, senderLid: lid, senderPn: pn, cleanSenderPn: senderDigits };
+    return { id, remoteJid: lid, remoteJidAlt: pn, fromMe: false, senderLid: lid, senderPn: pn, cleanedSenderPn: senderDigits };
   }
 
   #deliver(sender: NetworkSession, recipient: NetworkSession, senderKey: MessageKey, node: MessageNode, ts: number, chat: 'personal' | 'group'): void {

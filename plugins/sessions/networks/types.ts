@@ -29,8 +29,11 @@
  */
 import type { EventName } from '../events.ts';
 
-/** WasenderAPI's status values: the connection state an adapter reports through {@link NetworkHost.setStatus}. */
-export type SessionStatus = 'connecting' | 'connected' | 'disconnected' | 'need_scan' | 'logged_out' | 'expired';
+/**
+ * WasenderAPI's status values, and `failed` (the network refused the session for good, or reconnecting
+ * gave up; the reason says which): the connection state an adapter reports through {@link NetworkHost.setStatus}.
+ */
+export type SessionStatus = 'connecting' | 'connected' | 'disconnected' | 'need_scan' | 'logged_out' | 'expired' | 'failed';
 
 /**
  * A session as an adapter sees it: who it is on the network and the settings a network honours
@@ -123,9 +126,19 @@ export interface ConnectResult {
   status: SessionStatus;
   /** The pairing QR code (raw string), while status is `need_scan`. */
   qrCode?: string;
+  /** The same QR code as an image (`data:image/gif;base64,...`). */
+  qrImage?: string;
   /** The 8-character code to type on the phone, when pairing by phone code. */
   pairingCode?: string;
   message?: string;
+}
+
+/** A pairing QR code as the network issued it, with an image of it. */
+export interface PairingQr {
+  /** The raw string to encode in a QR code. */
+  qrCode: string;
+  /** The QR code as an image: `data:image/gif;base64,...`. */
+  qrImage: string;
 }
 
 /**
@@ -258,7 +271,7 @@ export interface NetworkAdapter {
   /** Soft restart of a connected session. */
   restart(session: NetworkSession): Promise<ConnectResult>;
   /** The current pairing QR code, while the session waits for a scan (capabilities.pairing includes `qr`). */
-  qrCode?(session: NetworkSession): Promise<string>;
+  qrCode?(session: NetworkSession): Promise<PairingQr>;
   /** The account behind a connected session (WhatsApp's `sock.user`). */
   user(session: NetworkSession): Promise<{ id: string; lid: string | null; name: string | null; phone_number: string }>;
   /** A session is being deleted: drop its connection and network-side state. */
@@ -326,9 +339,9 @@ export interface NetworkAdapter {
   /**
    * Downloads and decrypts the media of a received message node (`imageMessage`,
    * `documentMessage`, ...), as the network keeps it (a live network re-requests expired media
-   * from the phone); the node is passed untouched, `mediaKey` bytes included.
+   * from the phone, which needs the message's `key`); the node is passed untouched, `mediaKey` bytes included.
    */
-  decryptMedia(session: NetworkSession, message: MessageNode): Promise<StoredMedia>;
+  decryptMedia(session: NetworkSession, message: MessageNode, key?: Partial<MessageKey>): Promise<StoredMedia>;
 
   /** Releases timers and connections at shutdown. */
   close(): Promise<void>;

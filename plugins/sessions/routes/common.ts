@@ -166,7 +166,7 @@ export const sessionSchema = z.object({
   id: z.int(),
   name: z.string(),
   phone_number: z.string(),
-  status: z.enum(['connecting', 'connected', 'disconnected', 'need_scan', 'logged_out', 'expired']),
+  status: z.enum(['connecting', 'connected', 'disconnected', 'need_scan', 'logged_out', 'expired', 'failed']),
   type: z.enum(['whatsapp', 'sandbox']),
   account_protection: z.boolean(),
   log_messages: z.boolean(),

@@ -15,7 +15,7 @@ import { toWharfError, WharfError } from '../../../core/errors.ts';
 import { contentDisposition } from '../../../core/http.ts';
 import type { MediaUrl, ServedMedia } from '../media.ts';
 import { mediaOf } from '../networks/nodes.ts';
-import type { MessageNode } from '../networks/types.ts';
+import type { MessageKey, MessageNode } from '../networks/types.ts';
 import { invalid, NOT_CONNECTED, type RouteDeps } from './common.ts';
 
 const MIME = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}(\s*;\s*[a-z0-9_.-]+=("[^"\\\r\n]*"|[a-z0-9_.+-]+))*$/i;
@@ -230,7 +230,8 @@ export function mediaRoutes(deps: RouteDeps): RouteGroup {
           'the message has no imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage',
         );
       }
-      ctx.body = urlAnswer(await media.decrypt(connected, node), false);
+      const key = (envelope?.key ?? body.data.key) as Partial<MessageKey> | undefined;
+      ctx.body = urlAnswer(await media.decrypt(connected, node, key), false);
     },
   });
 

@@ -14,7 +14,7 @@ export function statusRoutes(deps: RouteDeps): RouteGroup[] {
   status.route({
     method: 'GET',
     path: '/api/status',
-    summary: "The connection status of the key's session: {status} (connecting, connected, disconnected, need_scan, logged_out, expired)",
+    summary: "The connection status of the key's session: {status} (connecting, connected, disconnected, need_scan, logged_out, expired, failed)",
     tag: 'Session',
     auth,
     success: { schema: z.object({ status: z.string() }) },

@@ -18,8 +18,11 @@ const createBody = z.strictObject({
 });
 const updateBody = z.strictObject(settings.shape);
 const connectBody = z.strictObject({
-  qr_as_image: z.boolean().optional().describe('Ask for the QR code as an image (WasenderAPI SDK spelling).'),
+  qr_as_image: z.boolean().optional().describe('Ask for the QR code as an image (WasenderAPI SDK spelling); the answer carries qrImage either way.'),
   qrAsImage: z.boolean().optional().describe('Same, Laravel SDK spelling.'),
+  phone_number: sessionSettings.phone_number
+    .optional()
+    .describe("Pair by a code typed on the phone instead of a QR code: the account's number, E.164; the answer carries the 8-character pairingCode."),
 });
 const proxyBody = z.strictObject({ proxy_url: sessionSettings.proxy_url });
 const signingMode = z.object({ mode: z.enum(['secret', 'hmac']) });
@@ -123,13 +126,14 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
   group.route({
     method: 'POST',
     path: `${prefix}/:id/connect`,
-    summary: `Connect a session (WhatsApp pairing starts with a QR code; sandbox sessions are always connected)${alias}`,
+    summary: `Connect a session: WhatsApp pairing answers need_scan with a QR code (qrCode, qrImage), or with a pairingCode when phone_number is given; a paired session reconnects; sandbox sessions are always connected${alias}`,
     tag,
     auth,
     body: connectBody,
-    errors: { 404: NO_SESSION, 409: 'No network adapter for this session type yet: `{success: false, error, message}`' },
-    async handler(ctx, { auth, params }) {
-      ctx.body = { success: true, data: await admin.connect(auth, sessions.sessionOf(auth, params.id), {}) };
+    errors: { 404: NO_SESSION, 409: 'No network adapter for this session type: `{success: false, error, message}`' },
+    async handler(ctx, { auth, params, body }) {
+      const request = body.phone_number ? { phoneNumber: body.phone_number } : {};
+      ctx.body = { success: true, data: await admin.connect(auth, sessions.sessionOf(auth, params.id), request) };
     },
   });
 
@@ -137,12 +141,13 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     group.route({
       method: 'GET',
       path,
-      summary: `The pairing QR code of a session${path.endsWith('qr-code') ? ' (Laravel SDK spelling)' : ''}${alias}`,
+      summary: `The current pairing QR code of a session (qrCode, and qrImage: a data URL), rotated as WhatsApp issues new ones${path.endsWith('qr-code') ? ' (Laravel SDK spelling)' : ''}${alias}`,
       tag,
       auth,
-      errors: { 404: NO_SESSION, 409: 'No QR code to give (connected, sandbox, or no adapter): `{success: false, error, message}`' },
+      success: { schema: success(z.object({ qrCode: z.string(), qrImage: z.string() })) },
+      errors: { 404: NO_SESSION, 409: 'No QR code to give (not pairing, connected, sandbox, or no adapter): `{success: false, error, message}`' },
       async handler(ctx, { auth, params }) {
-        ctx.body = { success: true, data: { qrCode: await admin.qrCode(sessions.sessionOf(auth, params.id)) } };
+        ctx.body = { success: true, data: await admin.qrCode(sessions.sessionOf(auth, params.id)) };
       },
     });
   }

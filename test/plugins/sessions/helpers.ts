@@ -2,15 +2,15 @@
 import identity from '../../../plugins/identity/index.ts';
 import sessions from '../../../plugins/sessions/index.ts';
 import type { SessionEvent } from '../../../plugins/sessions/types.ts';
-import { startApp, type TestApp } from '../../helpers/app.ts';
+import { type StartOptions, startApp, type TestApp } from '../../helpers/app.ts';
 import { type SignedIn, signIn } from '../../helpers/identity.ts';
 
 export type Res = Awaited<ReturnType<TestApp['request']>>;
 
 export const BASE_TOML = '[plugins.identity]\nscrypt_cost = 1024\ndevice_poll_interval_seconds = 1\n';
 
-export function startMessagingApp(extra = ''): Promise<TestApp> {
-  return startApp(`${BASE_TOML}${extra}`, { plugins: [identity, sessions] });
+export function startMessagingApp(extra = '', options: StartOptions = {}): Promise<TestApp> {
+  return startApp(`${BASE_TOML}${extra}`, { plugins: [identity, sessions], ...options });
 }
 
 /** A signed-in user with a PAT in its organization. */
@@ -72,4 +72,43 @@ export function eventsOf(app: TestApp, sessionId: number, afterId = 0): SessionE
 
 export function lastEventId(app: TestApp, sessionId: number): number {
   return eventsOf(app, sessionId).at(-1)?.id ?? 0;
+}
+
+/** Polls `probe` until it returns a truthy value; rejects after `timeoutMs`. */
+export async function until<T>(probe: () => T | Promise<T>, what = 'condition', timeoutMs = 10_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** The status of a session, as its row says. */
+export function statusOf(app: TestApp, sessionId: number): string | undefined {
+  return app.running.services.sessions!.get(sessionId)?.status;
+}
+
+/** Settings that make a whatsapp session's reconnects quick in tests. */
+export const WHATSAPP_TEST_TOML = `[plugins.sessions.whatsapp]
+reconnect_initial_delay_ms = 50
+reconnect_max_delay_ms = 400
+connect_timeout_ms = 5000
+send_timeout_ms = 5000
+`;
+
+/** What pairs a whatsapp session in tests: the fake network's scan (test/helpers/fake-whatsapp.ts). */
+export interface Pairing {
+  scan(sessionId: number, phone: string, name?: string): void;
+}
+
+/** A whatsapp session paired through the fake network and connected. */
+export async function connectedWhatsApp(app: TestApp, pat: string, network: Pairing, body: Record<string, unknown> = {}): Promise<SessionInfo> {
+  const session = await whatsappSession(app, pat, body);
+  const res = await call(app, pat, 'POST', `/api/whatsapp-sessions/${session.id}/connect`, {});
+  if (res.status !== 200 || res.body.data.status !== 'need_scan') throw new Error(`connect failed: ${res.status} ${res.text}`);
+  network.scan(session.id, session.phone, String(body.name ?? 'WhatsApp'));
+  await until(() => statusOf(app, session.id) === 'connected', `session ${session.id} connected`);
+  return session;
 }

@@ -2,8 +2,8 @@
  * The network adapter seam: the routes follow what an adapter declares (pairing kinds, receive),
  * a type without an adapter answers 409, an adapter's host sees its own network's sessions only
  * and records what the adapter reports, and inside one transaction a session row is read once.
- * The adapter registered here for `whatsapp` is a stand-in written for the test (the live
- * network cannot be reached from here): it implements only what the test calls.
+ * After the first test, the adapter registered for `whatsapp` is a stand-in written for the test
+ * (it replaces the real one): it implements only what the test calls.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NetworkAdapter, NetworkCapabilities, NetworkHost } from '../../../plugins/sessions/networks/types.ts';
@@ -41,7 +41,7 @@ function registerWhatsapp(capabilities: NetworkCapabilities): NetworkHost {
       return { status: 'need_scan', qrCode: 'QR-1' };
     },
     async qrCode() {
-      return 'QR-1';
+      return { qrCode: 'QR-1', qrImage: 'data:image/gif;base64,R0lG' };
     },
     async close() {},
   } satisfies Partial<NetworkAdapter>;
@@ -53,21 +53,21 @@ function registerWhatsapp(capabilities: NetworkCapabilities): NetworkHost {
 }
 
 describe('a network adapter behind the sessions API', () => {
-  it('without one, a whatsapp session answers 409 for connect and QR code, and 422 for sandbox receive', async () => {
-    const refusal = `Session ${wa.id} is not connected: this build has no network adapter for whatsapp sessions yet, so they stay disconnected (use a sandbox session to test)`;
-    for (const [method, path] of [
-      ['POST', `/api/whatsapp-sessions/${wa.id}/connect`],
-      ['GET', `/api/whatsapp-sessions/${wa.id}/qrcode`],
-    ] as const) {
-      expect(await call(app, t.pat, method, path, method === 'POST' ? {} : undefined)).toMatchObject({
-        status: 409,
-        body: { success: false, error: refusal, message: refusal },
-      });
-    }
+  it('the WhatsApp adapter declares QR and phone-code pairing and no receive: sandbox receive refuses its key, the QR route answers 409 until pairing starts', async () => {
+    const network = svc.network(svc.get(wa.id)!)!;
+    expect(network.name).toBe('whatsapp');
+    expect(network.capabilities).toEqual({ pairing: ['qr', 'phone_code'], receive: false });
     expect(await call(app, wa.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'hi' })).toMatchObject({
       status: 422,
       body: { errors: { session: [`session ${wa.id} is a whatsapp session; use the API key of a sandbox session (POST /api/sandbox-sessions creates one)`] } },
     });
+    const why = 'The session is not pairing (status: disconnected); POST .../connect starts pairing';
+    expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${wa.id}/qrcode`)).toMatchObject({
+      status: 409,
+      body: { success: false, error: why, message: why },
+    });
+    // A session that is not connected cannot send: 409 before anything reaches the network.
+    expect((await call(app, wa.apiKey, 'POST', '/api/send-message', { to: '+14155550100', text: 'hi' })).status).toBe(409);
   });
 
   it('one that pairs by QR: connect answers its QR code, the status and the code it reports are recorded, the QR route serves it', async () => {
@@ -84,7 +84,7 @@ describe('a network adapter behind the sessions API', () => {
     expect(logs.body.data.data[0]).toMatchObject({ event_type: 'status_change', status: 'need_scan', reason: 'pairing' });
     expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${wa.id}/qr-code`)).toMatchObject({
       status: 200,
-      body: { success: true, data: { qrCode: 'QR-1' } },
+      body: { success: true, data: { qrCode: 'QR-1', qrImage: 'data:image/gif;base64,R0lG' } },
     });
     // It declares no receive: the sandbox's route still refuses its key.
     expect((await call(app, wa.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'hi' })).status).toBe(422);

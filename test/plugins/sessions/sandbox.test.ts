@@ -56,7 +56,7 @@ describe('a send between two sandbox sessions', () => {
           fromMe: false,
           senderLid: lid,
           senderPn: `${digits(a.phone)}@s.whatsapp.net`,
-          cleanSenderPn: digits(a.phone),
+          cleanedSenderPn: digits(a.phone),
         },
         message: { conversation: 'Hello Bob' },
         pushName: 'Alice',

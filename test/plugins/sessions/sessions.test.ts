@@ -148,20 +148,22 @@ describe('CRUD', () => {
   });
 });
 
-describe('a whatsapp session (no network adapter in this build)', () => {
-  it('stays disconnected and says so plainly with 409', async () => {
+describe('a whatsapp session not connected', () => {
+  it('answers 409 wherever a connection is needed, and says how to connect', async () => {
     const s = await whatsappSession(app, t.pat);
-    const noAdapter = `Session ${s.id} is not connected: this build has no network adapter for whatsapp sessions yet, so they stay disconnected (use a sandbox session to test)`;
-    for (const [method, path] of [
-      ['POST', `/api/whatsapp-sessions/${s.id}/connect`],
-      ['GET', `/api/whatsapp-sessions/${s.id}/qrcode`],
-      ['POST', `/api/whatsapp-sessions/${s.id}/restart`],
-    ] as const) {
-      expect(await call(app, t.pat, method, path)).toMatchObject({ status: 409, body: { success: false, error: noAdapter, message: noAdapter } });
-    }
+    const notPairing = 'The session is not pairing (status: disconnected); POST .../connect starts pairing';
+    expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/qrcode`)).toMatchObject({
+      status: 409,
+      body: { success: false, error: notPairing, message: notPairing },
+    });
+    const notConnected = `Session ${s.id} is not connected (status: disconnected); connect it and poll GET /api/status`;
+    expect(await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/restart`)).toMatchObject({
+      status: 409,
+      body: { success: false, error: notConnected },
+    });
     expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/disconnect`)).body).toStrictEqual({
       success: true,
-      data: { status: 'disconnected', message: 'Session is not connected' },
+      data: { status: 'disconnected', message: 'The session is not connected' },
     });
     expect((await call(app, s.apiKey, 'GET', '/api/status')).body).toStrictEqual({ status: 'disconnected' });
     for (const [method, path, body] of [
@@ -171,7 +173,7 @@ describe('a whatsapp session (no network adapter in this build)', () => {
     ] as const) {
       const res = await call(app, s.apiKey, method, path, body);
       expect(res.status).toBe(409);
-      expect(res.body).toStrictEqual({ success: false, error: noAdapter, message: noAdapter });
+      expect(res.body).toStrictEqual({ success: false, error: notConnected, message: notConnected });
     }
   });
 

@@ -8,7 +8,8 @@ import identity from '../../../plugins/identity/index.ts';
 import sessions from '../../../plugins/sessions/index.ts';
 import webhooks from '../../../plugins/webhooks/index.ts';
 import { startApp, type StartOptions, type TestApp } from '../../helpers/app.ts';
-import { BASE_TOML, call, sandboxSession, type SessionInfo } from '../sessions/helpers.ts';
+import { BASE_TOML, call, sandboxSession, type SessionInfo, WHATSAPP_TEST_TOML } from '../sessions/helpers.ts';
+import type { TestNetwork } from '../sessions/test-networks.ts';
 
 export { call, sandboxSession, tenant, type SessionInfo, type Tenant } from '../sessions/helpers.ts';
 
@@ -22,7 +23,8 @@ shutdown_wait_ms = 0
 `;
 
 export function startWebhooksApp(webhooksToml = FAST_TOML, options: StartOptions = {}): Promise<TestApp> {
-  return startApp(`${BASE_TOML}${webhooksToml}`, { plugins: [identity, sessions, webhooks], ...options });
+  // Quick reconnects for whatsapp sessions (the tests that run on them too).
+  return startApp(`${BASE_TOML}${webhooksToml}${WHATSAPP_TEST_TOML}`, { plugins: [identity, sessions, webhooks], ...options });
 }
 
 export interface Received {
@@ -116,20 +118,30 @@ export class Receiver {
   }
 }
 
-/** A sandbox session whose webhook goes to `url`, subscribed to `events` (default: all). */
-export function hookedSession(app: TestApp, pat: string, url: string, events: string[] | null = [], extra: Record<string, unknown> = {}): Promise<SessionInfo> {
-  return sandboxSession(app, pat, { name: 'Hooked', webhook_url: url, webhook_enabled: true, webhook_events: events, ...extra });
+/** A session (sandbox, or of `net`) whose webhook goes to `url`, subscribed to `events` (default: all). */
+export function hookedSession(
+  app: TestApp,
+  pat: string,
+  url: string,
+  events: string[] | null = [],
+  extra: Record<string, unknown> = {},
+  net?: TestNetwork,
+): Promise<SessionInfo> {
+  const body = { name: 'Hooked', webhook_url: url, webhook_enabled: true, webhook_events: events, ...extra };
+  return net ? net.session(app, pat, body) : sandboxSession(app, pat, body);
 }
 
 let sender = 0;
-/** Makes a sandbox session receive a text; answers the message key. */
+/** Makes a session (sandbox, or of `net`) receive a text; answers the message key. */
 export async function receive(
   app: TestApp,
   session: SessionInfo,
   text = 'hello',
   extra: Record<string, unknown> = {},
+  net?: TestNetwork,
 ): Promise<{ id: string; remoteJid: string; remoteJidAlt?: string; fromMe: boolean }> {
   const from = `+1415555${String(1000 + (++sender % 9000)).padStart(4, '0')}`;
+  if (net) return (await net.receive(app, session, { from, text, ...extra })) as { id: string; remoteJid: string; fromMe: boolean };
   const res = await call(app, session.apiKey, 'POST', '/api/sandbox/receive', { from, text, ...extra });
   if (res.status !== 200) throw new Error(`sandbox receive failed: ${res.status} ${res.text}`);
   return res.body.data.key;

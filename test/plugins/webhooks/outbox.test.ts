@@ -4,10 +4,17 @@
  * event's own transaction, the payload exactly as recorded, and the filtered views delivered
  * beside messages.received.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Boom } from '@hapi/boom';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { FakeWhatsApp, mockedBaileys } from '../../helpers/fake-whatsapp.ts';
+import { testNetworks } from '../sessions/test-networks.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
 import type { TestApp } from '../../helpers/app.ts';
-import { call, dispatchesOf, eventually, hookedSession, receive, Receiver, sandboxSession, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+import { call, dispatchesOf, eventually, hookedSession, receive, Receiver, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+
+const fake = vi.hoisted(() => ({}) as { network?: FakeWhatsApp });
+vi.mock('baileys', async (importOriginal) => mockedBaileys(await importOriginal(), fake.network!, Boom));
+const networks = testNetworks((fake.network = new FakeWhatsApp()));
 
 let app: TestApp;
 let t: Tenant;
@@ -25,12 +32,12 @@ afterAll(async () => {
 
 const count = (sql: string, ...args: unknown[]) => (app.running.db.prepare(sql).get(...args) as { n: number }).n;
 
-describe('the subscription filter', () => {
+describe.each(networks)('the subscription filter, on $name sessions', (net) => {
   it('delivers every event for [] and the inbound message exactly as recorded, with its filtered view', async () => {
     const path = `/all-${Date.now()}`;
-    const s = await hookedSession(app, t.pat, receiver.url(path), []);
+    const s = await hookedSession(app, t.pat, receiver.url(path), [], {}, net);
     const before = Date.now();
-    const key = await receive(app, s, 'Hello webhook', { pushName: 'Ada' });
+    const key = await receive(app, s, 'Hello webhook', { pushName: 'Ada' }, net);
     const got = await eventually(
       () => {
         const mine = receiver.requests.filter((r) => r.path === path);
@@ -41,7 +48,9 @@ describe('the subscription filter', () => {
     );
     const names = got.map((r) => r.json.event);
     // session.status from the sandbox connecting, then the inbound message's events.
-    expect(names).toEqual(expect.arrayContaining(['session.status', 'contacts.upsert', 'messages.upsert', 'messages.received', 'messages-personal']));
+    // The sandbox adds a first-seen sender as a contact; WhatsApp reports the sender's push name as an update.
+    const contacts = net.name === 'sandbox' ? 'contacts.upsert' : 'contacts.update';
+    expect(names).toEqual(expect.arrayContaining(['session.status', contacts, 'messages.upsert', 'messages.received', 'messages-personal']));
     expect(names.filter((n) => n === 'messages.received')).toHaveLength(1);
     const received = got.find((r) => r.json.event === 'messages.received')!;
     expect(received.method).toBe('POST');
@@ -79,11 +88,11 @@ describe('the subscription filter', () => {
 
   it('delivers only the named events, accepts WasenderAPI aliases, and leaves no record for the others', async () => {
     const path = `/named-${Date.now()}`;
-    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received', 'messages-group.received']);
+    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received', 'messages-group.received'], {}, net);
     expect(s.body.webhook_events).toEqual(['messages.received', 'messages-group']);
-    await receive(app, s, 'personal one');
-    await receive(app, s, 'group one', { chat: 'group' });
-    await receive(app, s, 'newsletter one', { chat: 'newsletter' });
+    await receive(app, s, 'personal one', {}, net);
+    await receive(app, s, 'group one', { chat: 'group' }, net);
+    await receive(app, s, 'newsletter one', { chat: 'newsletter' }, net);
     const got = await receiver.waitFor(1).then(() =>
       eventually(
         () => {
@@ -105,28 +114,28 @@ describe('the subscription filter', () => {
   });
 
   it('records nothing when webhook_events is absent, when the webhook is disabled, or when there is no URL', async () => {
-    const none = await sandboxSession(app, t.pat, { name: 'No events', webhook_url: receiver.url('/none'), webhook_enabled: true });
+    const none = await net.session(app, t.pat, { name: 'No events', webhook_url: receiver.url(`/none-${net.name}`), webhook_enabled: true });
     expect(none.body.webhook_events).toBeNull();
-    const disabled = await hookedSession(app, t.pat, receiver.url('/disabled'), [], { webhook_enabled: false });
-    const noUrl = await sandboxSession(app, t.pat, { name: 'No URL', webhook_enabled: true, webhook_events: [] });
-    for (const s of [none, disabled, noUrl]) await receive(app, s, 'ignored');
+    const disabled = await hookedSession(app, t.pat, receiver.url(`/disabled-${net.name}`), [], { webhook_enabled: false }, net);
+    const noUrl = await net.session(app, t.pat, { name: 'No URL', webhook_enabled: true, webhook_events: [] });
+    for (const s of [none, disabled, noUrl]) await receive(app, s, 'ignored', {}, net);
     // An enabled one after them: once its delivery arrived, the others had their chance.
     const path = `/control-${Date.now()}`;
-    const control = await hookedSession(app, t.pat, receiver.url(path), ['messages.received']);
-    await receive(app, control, 'control');
+    const control = await hookedSession(app, t.pat, receiver.url(path), ['messages.received'], {}, net);
+    await receive(app, control, 'control', {}, net);
     await eventually(() => receiver.requests.some((r) => r.path === path), 5000, 'the control delivery');
     for (const s of [none, disabled, noUrl]) {
       expect(count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(0);
       expect((await dispatchesOf(app, t.pat, s.id)).length).toBe(0);
     }
-    expect(receiver.requests.filter((r) => r.path === '/none' || r.path === '/disabled')).toEqual([]);
+    expect(receiver.requests.filter((r) => r.path === `/none-${net.name}` || r.path === `/disabled-${net.name}`)).toEqual([]);
     // Turning the subscription on later delivers what happens from then on.
     expect(
       (await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${disabled.id}`, { webhook_enabled: true, webhook_events: ['messages-personal.received'] }))
         .status,
     ).toBe(200);
-    await receive(app, disabled, 'now on');
-    const late = await eventually(() => receiver.requests.find((r) => r.path === '/disabled'), 5000, 'the delivery after enabling');
+    await receive(app, disabled, 'now on', {}, net);
+    const late = await eventually(() => receiver.requests.find((r) => r.path === `/disabled-${net.name}`), 5000, 'the delivery after enabling');
     expect(late.json.event).toBe('messages-personal');
     expect(late.json.data.message).toEqual({ conversation: 'now on' });
   });
@@ -191,17 +200,17 @@ describe('the outbox', () => {
   });
 });
 
-describe('a subscription that goes away with deliveries pending', () => {
+describe.each(networks)('a subscription that goes away with deliveries pending, on $name sessions', (net) => {
   it('disabling the webhook or deleting the session abandons them unsent, naming why', async () => {
     // Slow failures: five attempts take well over a second, so the change lands between two.
     const failing = await Receiver.start((_req, res) => {
       setTimeout(() => res.writeHead(503).end(), 150);
     });
     try {
-      const disabled = await hookedSession(app, t.pat, failing.url('/off'), ['messages.received']);
-      const deleted = await hookedSession(app, t.pat, failing.url('/gone'), ['messages.received']);
-      await receive(app, disabled, 'to be disabled');
-      await receive(app, deleted, 'to be deleted');
+      const disabled = await hookedSession(app, t.pat, failing.url('/off'), ['messages.received'], {}, net);
+      const deleted = await hookedSession(app, t.pat, failing.url('/gone'), ['messages.received'], {}, net);
+      await receive(app, disabled, 'to be disabled', {}, net);
+      await receive(app, deleted, 'to be deleted', {}, net);
       await eventually(() => failing.requests.length >= 2, 5000, 'first attempts');
       expect((await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${disabled.id}`, { webhook_enabled: false })).status).toBe(200);
       expect((await call(app, t.pat, 'DELETE', `/api/whatsapp-sessions/${deleted.id}`)).status).toBe(200);

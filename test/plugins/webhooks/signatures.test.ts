@@ -6,9 +6,16 @@
  */
 import { createHmac } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Boom } from '@hapi/boom';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { FakeWhatsApp, mockedBaileys } from '../../helpers/fake-whatsapp.ts';
+import { testNetworks } from '../sessions/test-networks.ts';
 import type { TestApp } from '../../helpers/app.ts';
 import { answer, call, eventually, FAST_TOML, hookedSession, receive, type Received, Receiver, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+
+const fake = vi.hoisted(() => ({}) as { network?: FakeWhatsApp });
+vi.mock('baileys', async (importOriginal) => mockedBaileys(await importOriginal(), fake.network!, Boom));
+const networks = testNetworks((fake.network = new FakeWhatsApp()));
 
 let app: TestApp;
 let t: Tenant;
@@ -40,13 +47,13 @@ async function nextDelivery(path: string, after: number): Promise<Received> {
   return eventually(() => receiver.requests.filter((r) => r.path === path)[after], 5000, `delivery ${after + 1} to ${path}`);
 }
 
-describe('default mode', () => {
+describe.each(networks)('default mode, on $name sessions', (net) => {
   it('puts the webhook secret in X-Webhook-Signature and no Standard Webhooks signature', async () => {
     const path = `/default-${Date.now()}`;
-    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received']);
+    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received'], {}, net);
     const secret = await secretOf(s.id);
     expect(secret).toMatch(/^[0-9a-f]{64}$/);
-    await receive(app, s, 'plain');
+    await receive(app, s, 'plain', {}, net);
     const r = await nextDelivery(path, 0);
     expect(r.headers['x-webhook-signature']).toBe(secret);
     expect(r.headers['webhook-id']).toMatch(/^msg_/);
@@ -57,10 +64,10 @@ describe('default mode', () => {
   });
 });
 
-describe('HMAC mode', () => {
+describe.each(networks)('HMAC mode, on $name sessions', (net) => {
   it('signs the exact bytes sent, verifiable with the standardwebhooks library, webhook-id stable across retries', async () => {
     const path = `/hmac-${Date.now()}`;
-    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received']);
+    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received'], {}, net);
     // The PAT route switches the mode (the dashboard uses the same one).
     const put = await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/webhook-signing`, { mode: 'hmac' });
     expect(put.status).toBe(200);
@@ -75,7 +82,7 @@ describe('HMAC mode', () => {
       return previous(req, res, received);
     };
     try {
-      await receive(app, s, 'héllo ✓ signed');
+      await receive(app, s, 'héllo ✓ signed', {}, net);
       const third = await nextDelivery(path, 2);
       const attempts = receiver.requests.filter((r) => r.path === path);
       expect(attempts).toHaveLength(3);
@@ -122,10 +129,10 @@ describe('HMAC mode', () => {
   });
 });
 
-describe('secret rotation', () => {
+describe.each(networks)('secret rotation, on $name sessions', (net) => {
   it('sends both signatures during the grace period, then only the new one', async () => {
     const path = `/rotate-${Date.now()}`;
-    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received']);
+    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received'], {}, net);
     await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/webhook-signing`, { mode: 'hmac' });
     const oldSecret = await secretOf(s.id);
 
@@ -140,7 +147,7 @@ describe('secret rotation', () => {
     expect(until).toBeGreaterThanOrEqual(rotatedAt + 2000 - 50);
     expect(until).toBeLessThanOrEqual(Date.now() + 2000);
 
-    await receive(app, s, 'during grace');
+    await receive(app, s, 'during grace', {}, net);
     const during = await nextDelivery(path, 0);
     expect(during.headers['x-webhook-signature']).toBe(hexHmac(newSecret, during.body));
     expect(during.headers['x-webhook-signature-previous']).toBe(hexHmac(oldSecret, during.body));
@@ -151,7 +158,7 @@ describe('secret rotation', () => {
 
     // After the grace period only the new secret signs.
     await new Promise((r) => setTimeout(r, Math.max(0, until - Date.now() + 50)));
-    await receive(app, s, 'after grace');
+    await receive(app, s, 'after grace', {}, net);
     const after = await nextDelivery(path, 1);
     expect(after.headers['x-webhook-signature']).toBe(hexHmac(newSecret, after.body));
     expect(after.headers['x-webhook-signature-previous']).toBeUndefined();
@@ -166,7 +173,7 @@ describe('secret rotation', () => {
 
   it('in default mode sends the old secret in X-Webhook-Signature-Previous; another organization cannot rotate', async () => {
     const path = `/rotate-default-${Date.now()}`;
-    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received']);
+    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received'], {}, net);
     const oldSecret = await secretOf(s.id);
     const other = await tenant(app);
     const foreign = await call(app, other.pat, 'POST', `/api/whatsapp-sessions/${s.id}/rotate-webhook-secret`);
@@ -177,7 +184,7 @@ describe('secret rotation', () => {
 
     const rotated = await call(app, t.pat, 'POST', `/api/messaging-sessions/${s.id}/rotate-webhook-secret`, {});
     expect(rotated.status).toBe(200);
-    await receive(app, s, 'default rotated');
+    await receive(app, s, 'default rotated', {}, net);
     const r = await nextDelivery(path, 0);
     expect(r.headers['x-webhook-signature']).toBe(rotated.body.data.webhook_secret);
     expect(r.headers['x-webhook-signature-previous']).toBe(oldSecret);

@@ -1,0 +1,537 @@
+/**
+ * One whatsapp session's connection: exactly one Baileys socket at a time, its pairing (QR codes,
+ * refreshed as WhatsApp rotates them and capped; or a pairing code typed on the phone), every
+ * state change reported to the host (connecting, need_scan, connected, disconnected, logged_out,
+ * failed, with the reason), reconnection after transient closes with exponential backoff and
+ * jitter (at once for the restart WhatsApp asks for right after pairing), a stop on the codes
+ * that mean the account is gone (logged out, forbidden, replaced), and a watchdog for a socket
+ * that stays "open" but receives nothing.
+ *
+ * A socket belongs to a generation: when the connection replaces or drops it, whatever the old
+ * socket still emits is ignored, so two sockets never drive one session.
+ */
+import type { BaileysEventMap, ConnectionState, UserFacingSocketConfig } from 'baileys';
+import type { Logger } from '../../../../core/logger.ts';
+import type { WhatsAppConfig } from '../../config.ts';
+import { digitsOf } from '../nodes.ts';
+import type { ConnectResult, NetworkHost, PairingQr, SessionStatus } from '../types.ts';
+import { databaseAuthState } from './auth-state.ts';
+import { BoundedCache } from './cache.ts';
+import { normalizeJid, userOf } from './convert.ts';
+import type { EventMapper } from './events.ts';
+import type { WhatsAppRuntime } from './load.ts';
+import type { BaileysSocket } from './socket.ts';
+import type { WhatsAppStore } from './store.ts';
+
+/** What a connection is made with (shared by every session of the network). */
+export interface ConnectionDeps {
+  runtime: WhatsAppRuntime;
+  host: NetworkHost;
+  store: WhatsAppStore;
+  mapper: EventMapper;
+  config: WhatsAppConfig;
+  log: Logger;
+}
+
+/** Close codes (Baileys' DisconnectReason and WhatsApp's stream errors). */
+const CODE = {
+  loggedOut: 401,
+  forbidden: 403,
+  /** WhatsApp refuses the announced client version. */
+  outdated: 405,
+  timedOut: 408,
+  multideviceMismatch: 411,
+  unauthorized: 419,
+  connectionClosed: 428,
+  connectionReplaced: 440,
+  badSession: 500,
+  unavailable: 503,
+  restartRequired: 515,
+} as const;
+
+/** What a close means for the connection. */
+type CloseAction = { kind: 'restart' } | { kind: 'reconnect' } | { kind: 'stop'; status: SessionStatus; forget: boolean; reason: string };
+
+/** The status code of a close error (a Boom from Baileys), if it has one. */
+export function closeCode(error: unknown): number | undefined {
+  const boom = error as { output?: { statusCode?: unknown }; isBoom?: boolean } | undefined;
+  const code = boom?.output?.statusCode;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/** A close code in words, for the session log and session.status events. */
+export function describeClose(code: number | undefined, message: string | undefined): string {
+  const words: Record<number, string> = {
+    [CODE.loggedOut]: 'logged out',
+    [CODE.forbidden]: 'forbidden',
+    [CODE.outdated]: 'client version refused',
+    [CODE.timedOut]: 'timed out',
+    [CODE.multideviceMismatch]: 'multi-device mismatch',
+    [CODE.unauthorized]: 'unauthorized',
+    [CODE.connectionClosed]: 'connection closed',
+    [CODE.connectionReplaced]: 'connection replaced',
+    [CODE.badSession]: 'stream error',
+    [CODE.unavailable]: 'service unavailable',
+    [CODE.restartRequired]: 'restart required',
+  };
+  const what = code === undefined ? 'connection lost' : `${words[code] ?? 'closed'} (${code})`;
+  return message && !what.toLowerCase().includes(message.toLowerCase()) ? `${what}: ${message}` : what;
+}
+
+/** What to do after a close with this code. */
+export function closeAction(code: number | undefined, message: string | undefined): CloseAction {
+  const reason = describeClose(code, message);
+  switch (code) {
+    case CODE.restartRequired:
+      return { kind: 'restart' };
+    case CODE.loggedOut:
+    case CODE.unauthorized:
+      return { kind: 'stop', status: 'logged_out', forget: true, reason: `${reason}: the linked device was removed from the phone; connect again to pair` };
+    case CODE.forbidden:
+      return { kind: 'stop', status: 'failed', forget: true, reason: `${reason}: WhatsApp refused this account (banned or restricted)` };
+    case CODE.outdated:
+      return {
+        kind: 'stop',
+        status: 'failed',
+        forget: false,
+        reason: `${reason}: WhatsApp no longer accepts this WhatsApp Web version; set a newer [plugins.sessions.whatsapp] version and connect again`,
+      };
+    case CODE.multideviceMismatch:
+      return { kind: 'stop', status: 'failed', forget: true, reason: `${reason}: the account cannot use linked devices; connect again to pair` };
+    case CODE.connectionReplaced:
+      return {
+        kind: 'stop',
+        status: 'disconnected',
+        forget: false,
+        reason: `${reason}: another client connected with this session's credentials; connect again to take it back`,
+      };
+    default:
+      return { kind: 'reconnect' };
+  }
+}
+
+/** The wait before reconnect attempt `attempt` (1, 2, ...): doubling from `initial` up to `max`, drawn between half and all of it. */
+export function backoffDelay(attempt: number, initial: number, max: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(max, initial * 2 ** Math.max(0, attempt - 1));
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
+}
+
+type Phase = 'idle' | 'connecting' | 'need_scan' | 'open' | 'stopped';
+
+interface Waiter {
+  resolve(result: ConnectResult): void;
+}
+
+export class Connection {
+  readonly sessionId: number;
+  readonly #deps: ConnectionDeps;
+  readonly #groups: BoundedCache;
+  readonly #caches: { retries: BoundedCache; devices: BoundedCache; calls: BoundedCache; placeholders: BoundedCache };
+  #phase: Phase = 'idle';
+  #generation = 0;
+  #socket: BaileysSocket | undefined;
+  #qr: PairingQr | undefined;
+  #qrCount = 0;
+  #pairingPhone: string | undefined;
+  #pairingCode: string | undefined;
+  /** The socket generation the pairing code was issued on. */
+  #codeGeneration = -1;
+  #attempt = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #lastFrame = Date.now();
+  #lastReason = '';
+  #waiters: Waiter[] = [];
+  /** Undone by `stop`: a socket being opened when the connection stopped is closed as soon as it exists. */
+  #opening: Promise<void> | undefined;
+
+  constructor(deps: ConnectionDeps, sessionId: number) {
+    this.#deps = deps;
+    this.sessionId = sessionId;
+    const { cache_size: size } = deps.config;
+    this.#groups = new BoundedCache(size, 5 * 60_000);
+    this.#caches = {
+      retries: new BoundedCache(size, 60 * 60_000),
+      devices: new BoundedCache(size, 5 * 60_000),
+      calls: new BoundedCache(Math.min(size, 100), 5 * 60_000),
+      placeholders: new BoundedCache(size, 60 * 60_000),
+    };
+  }
+
+  /** The open socket, or undefined while not connected. */
+  get socket(): BaileysSocket | undefined {
+    return this.#phase === 'open' ? this.#socket : undefined;
+  }
+
+  get phase(): Phase {
+    return this.#phase;
+  }
+
+  /** Group metadata the socket reads instead of asking WhatsApp. */
+  get groups(): BoundedCache {
+    return this.#groups;
+  }
+
+  /** The caches of this connection and how full each is. */
+  cacheSizes(): Record<string, number> {
+    return {
+      groups: this.#groups.size,
+      retries: this.#caches.retries.size,
+      devices: this.#caches.devices.size,
+      calls: this.#caches.calls.size,
+      placeholders: this.#caches.placeholders.size,
+    };
+  }
+
+  get qr(): PairingQr | undefined {
+    return this.#phase === 'need_scan' ? this.#qr : undefined;
+  }
+
+  get #log(): Logger {
+    return this.#deps.log;
+  }
+
+  #setStatus(status: SessionStatus, reason?: string): void {
+    this.#deps.host.setStatus(this.sessionId, status, reason);
+  }
+
+  /** What the connection can say now. */
+  current(): ConnectResult {
+    switch (this.#phase) {
+      case 'open':
+        return { status: 'connected' };
+      case 'need_scan':
+        if (this.#pairingCode) {
+          return {
+            status: 'need_scan',
+            pairingCode: this.#pairingCode,
+            message: 'Enter this code on the phone: WhatsApp > Linked devices > Link a device > Link with phone number instead',
+          };
+        }
+        return { status: 'need_scan', ...(this.#qr ?? {}), message: 'Scan the QR code with the phone: WhatsApp > Linked devices > Link a device' };
+      case 'connecting':
+        return { status: 'connecting', message: this.#lastReason || 'Connecting to WhatsApp' };
+      default:
+        return { status: this.#deps.host.session(this.sessionId)?.status ?? 'disconnected', ...(this.#lastReason ? { message: this.#lastReason } : {}) };
+    }
+  }
+
+  /** Waits for the next milestone (a QR code, a pairing code, open, or a stop), at most connect_timeout_ms; answers the state then. */
+  #next(): Promise<ConnectResult> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#waiters = this.#waiters.filter((w) => w !== waiter);
+        resolve(this.current());
+      }, this.#deps.config.connect_timeout_ms);
+      timer.unref();
+      const waiter: Waiter = {
+        resolve: (result) => {
+          clearTimeout(timer);
+          resolve(result);
+        },
+      };
+      this.#waiters.push(waiter);
+    });
+  }
+
+  #settle(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    const result = this.current();
+    for (const w of waiters) w.resolve(result);
+  }
+
+  /**
+   * Connects (or joins the connecting already under way: one session, one socket). With a phone
+   * number, pairing is by code. Answers at the first milestone.
+   */
+  async connect(request: { phoneNumber?: string }, reason: string): Promise<ConnectResult> {
+    if (request.phoneNumber) this.#pairingPhone = digitsOf(request.phoneNumber);
+    if (this.#phase === 'open') return this.current();
+    if (this.#phase === 'need_scan') {
+      // Switching to a pairing code while a QR code is shown: ask for one on the same socket.
+      if (request.phoneNumber && !this.#pairingCode && this.#socket) await this.#requestPairingCode(this.#generation);
+      return this.current();
+    }
+    const waiting = this.#next();
+    // Idle, stopped, or waiting to reconnect: start now. Already opening a socket: join it.
+    if (this.#phase !== 'connecting' || this.#timer) {
+      this.#qrCount = 0;
+      this.#attempt = 0;
+      this.#deps.store.setResume(this.sessionId, true, new Date().toISOString());
+      this.#begin(reason);
+    }
+    return waiting;
+  }
+
+  /** Starts a new socket now (the old one, if any, is dropped first). */
+  #begin(reason: string): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#phase = 'connecting';
+    this.#lastReason = reason;
+    this.#setStatus('connecting', reason);
+    this.#drop();
+    const generation = ++this.#generation;
+    this.#opening = this.#open(generation).catch((err: unknown) => {
+      this.#log.error({ err, sessionId: this.sessionId }, 'opening the WhatsApp socket failed');
+      if (generation === this.#generation) this.#closed(generation, err);
+    });
+  }
+
+  async #open(generation: number): Promise<void> {
+    const { runtime, store, config, log } = this.#deps;
+    const auth = databaseAuthState(store, this.sessionId, runtime);
+    // The account row exists from the first connect on: it says whether to resume at start.
+    if (!store.account(this.sessionId)) {
+      auth.saveCreds();
+      store.setResume(this.sessionId, true, new Date().toISOString());
+    }
+    const socketConfig: UserFacingSocketConfig = {
+      auth: auth.state,
+      version: config.version.split('.').map(Number) as [number, number, number],
+      waWebSocketUrl: config.websocket_url,
+      logger: log.child({ network: 'whatsapp', sessionId: this.sessionId }, { level: config.log_level }),
+      connectTimeoutMs: config.connect_timeout_ms,
+      markOnlineOnConnect: this.#deps.host.session(this.sessionId)?.alwaysOnline ?? false,
+      syncFullHistory: false,
+      // Only what pairing brings (contacts, LID mappings, recent chats); never the full history.
+      shouldSyncHistoryMessage: (msg) => msg.syncType !== runtime.proto.HistorySync.HistorySyncType.FULL,
+      getMessage: async (key) => {
+        const row = key.id ? store.message(this.sessionId, key.id) : undefined;
+        return row?.message ? runtime.proto.Message.decode(row.message) : undefined;
+      },
+      cachedGroupMetadata: async (jid) => this.#groups.get(jid),
+      msgRetryCounterCache: this.#caches.retries,
+      userDevicesCache: this.#caches.devices,
+      callOfferCache: this.#caches.calls,
+      placeholderResendCache: this.#caches.placeholders,
+    };
+    const socket = runtime.makeWASocket(socketConfig);
+    if (generation !== this.#generation) {
+      // Stopped or replaced while the socket was being made.
+      await socket.end(undefined);
+      return;
+    }
+    this.#socket = socket;
+    this.#lastFrame = Date.now();
+    socket.ws.on('frame', () => {
+      if (generation === this.#generation) this.#lastFrame = Date.now();
+    });
+    socket.ws.on('CB:ack,class:message', (node) => {
+      if (generation === this.#generation) this.#deps.mapper.serverAck(this.sessionId, node);
+    });
+    socket.ev.process(async (events) => {
+      if (generation !== this.#generation) return;
+      try {
+        await this.#events(generation, socket, auth, events);
+      } catch (err) {
+        log.error({ err, sessionId: this.sessionId }, 'handling WhatsApp events failed');
+      }
+    });
+  }
+
+  async #events(generation: number, socket: BaileysSocket, auth: ReturnType<typeof databaseAuthState>, events: Partial<BaileysEventMap>): Promise<void> {
+    const creds = events['creds.update'];
+    if (creds) {
+      Object.assign(auth.state.creds, creds);
+      auth.saveCreds();
+    }
+    const { 'connection.update': update, 'creds.update': _creds, ...rest } = events;
+    if (Object.keys(rest).length) this.#deps.mapper.handle({ sessionId: this.sessionId, socket, groups: this.#groups }, rest);
+    if (update) await this.#connectionUpdate(generation, socket, update);
+  }
+
+  async #connectionUpdate(generation: number, socket: BaileysSocket, update: Partial<ConnectionState>): Promise<void> {
+    if (update.qr) this.#pairing(generation, update.qr);
+    if (update.connection === 'open') this.#opened(socket);
+    if (update.connection === 'close' && generation === this.#generation) this.#closed(generation, update.lastDisconnect?.error);
+  }
+
+  /** A QR code was issued: shown, or answered with a pairing code; counted against the cap. */
+  #pairing(generation: number, qr: string): void {
+    this.#attempt = 0;
+    this.#qrCount++;
+    if (this.#qrCount > this.#deps.config.qr_max_codes) {
+      this.#stop('disconnected', `pairing timed out: ${this.#deps.config.qr_max_codes} codes were not used; connect again to pair`);
+      return;
+    }
+    this.#phase = 'need_scan';
+    if (this.#pairingPhone) {
+      // One code per socket: WhatsApp's QR rotation must not replace the code the user is typing.
+      if (this.#codeGeneration !== generation) void this.#requestPairingCode(generation);
+      return;
+    }
+    const qrImage = this.#deps.runtime.encodeQR(qr, 'gif', { scale: 6 });
+    this.#qr = { qrCode: qr, qrImage: `data:image/gif;base64,${Buffer.from(qrImage).toString('base64')}` };
+    this.#lastReason = 'scan the QR code';
+    this.#deps.host.transaction(() => {
+      this.#setStatus('need_scan', `QR code ${this.#qrCount} of at most ${this.#deps.config.qr_max_codes}: scan it with the phone`);
+      this.#deps.host.qrUpdated(this.sessionId, qr);
+    });
+    this.#settle();
+  }
+
+  async #requestPairingCode(generation: number): Promise<void> {
+    const socket = this.#socket;
+    if (!socket || !this.#pairingPhone || generation !== this.#generation) return;
+    this.#codeGeneration = generation;
+    try {
+      const code = await socket.requestPairingCode(this.#pairingPhone);
+      if (generation !== this.#generation) return;
+      this.#pairingCode = code;
+      this.#qr = undefined;
+      this.#phase = 'need_scan';
+      this.#lastReason = 'enter the pairing code on the phone';
+      this.#deps.host.transaction(() => {
+        this.#setStatus('need_scan', 'pairing code issued: enter it on the phone');
+        this.#deps.host.emit(this.sessionId, 'qrcode.updated', { pairingCode: code });
+      });
+    } catch (err) {
+      // The next QR tick tries again.
+      this.#codeGeneration = -1;
+      this.#log.warn({ err, sessionId: this.sessionId }, 'requesting a pairing code failed');
+      this.#lastReason = `requesting a pairing code failed: ${(err as Error).message}`;
+    }
+    this.#settle();
+  }
+
+  #opened(socket: BaileysSocket): void {
+    const { host, store } = this.#deps;
+    const user = socket.user;
+    const session = host.session(this.sessionId);
+    if (!user || !session) return;
+    const number = userOf(user.id);
+    if (number !== digitsOf(session.phoneNumber)) {
+      // Another account scanned: it must not act as this session's number.
+      const reason = `the paired account +${number} is not this session's number ${session.phoneNumber}; it was unlinked`;
+      socket.logout(reason).catch(() => {});
+      this.#stop('failed', reason, true);
+      return;
+    }
+    const wasNew = this.#qrCount > 0 || this.#pairingCode !== undefined;
+    this.#phase = 'open';
+    this.#attempt = 0;
+    this.#qrCount = 0;
+    this.#qr = undefined;
+    this.#pairingCode = undefined;
+    this.#pairingPhone = undefined;
+    this.#lastFrame = Date.now();
+    this.#lastReason = '';
+    const me = { jid: normalizeJid(user.id), lid: user.lid ? normalizeJid(user.lid) : null, name: user.name ?? user.notify ?? null };
+    host.transaction(() => {
+      store.setMe(this.sessionId, me, new Date().toISOString());
+      if (me.lid) store.setLid(this.sessionId, me.lid, me.jid);
+      this.#setStatus('connected', wasNew ? 'paired' : 'connected');
+    });
+    this.#settle();
+  }
+
+  /** The socket of `generation` closed (or could not open). */
+  #closed(generation: number, error: unknown): void {
+    if (generation !== this.#generation || this.#phase === 'stopped') return;
+    this.#socket = undefined;
+    const code = closeCode(error);
+    const message = error instanceof Error ? error.message : undefined;
+    const action = closeAction(code, message);
+    if (action.kind === 'stop') {
+      this.#stop(action.status, action.reason, action.forget);
+      return;
+    }
+    if (action.kind === 'restart') {
+      this.#begin('restart required (515): reconnecting to finish pairing');
+      return;
+    }
+    const { reconnect_max_attempts: max, reconnect_initial_delay_ms: initial, reconnect_max_delay_ms: ceiling } = this.#deps.config;
+    this.#attempt++;
+    const why = describeClose(code, message);
+    if (max > 0 && this.#attempt > max) {
+      this.#stop('failed', `gave up after ${max} reconnect attempts; last: ${why}`);
+      return;
+    }
+    const delay = backoffDelay(this.#attempt, initial, ceiling);
+    this.#phase = 'connecting';
+    this.#lastReason = `${why}; reconnecting in ${(delay / 1000).toFixed(1)} s (attempt ${this.#attempt})`;
+    const { host } = this.#deps;
+    host.transaction(() => {
+      // Every attempt is announced, also when the status already is connecting.
+      if (host.session(this.sessionId)?.status === 'connecting')
+        host.emit(this.sessionId, 'session.status', { status: 'connecting', reason: this.#lastReason });
+      else host.setStatus(this.sessionId, 'connecting', this.#lastReason);
+    });
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      if (this.#phase === 'connecting') this.#begin(`reconnecting (attempt ${this.#attempt}) after ${why}`);
+    }, delay);
+    this.#timer.unref();
+  }
+
+  /** Stops for good with a status: no socket, no reconnect; `forget` drops the pairing. */
+  #stop(status: SessionStatus, reason: string, forget = false): void {
+    this.#phase = 'stopped';
+    this.#lastReason = reason;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#generation++;
+    this.#drop();
+    this.#qr = undefined;
+    this.#pairingCode = undefined;
+    this.#pairingPhone = undefined;
+    const now = new Date().toISOString();
+    this.#deps.host.transaction(() => {
+      if (forget) this.#deps.store.clearAuth(this.sessionId);
+      else this.#deps.store.setResume(this.sessionId, false, now);
+      this.#setStatus(status, reason);
+    });
+    this.#settle();
+  }
+
+  /** Ends the current socket without letting its close event act. */
+  #drop(): void {
+    const socket = this.#socket;
+    this.#socket = undefined;
+    if (socket) socket.end(undefined).catch(() => {});
+  }
+
+  /** Disconnects on request: the pairing stays, the session does not reconnect (not even at the next start). */
+  async disconnect(reason: string): Promise<ConnectResult> {
+    this.#stop('disconnected', reason);
+    await this.#opening;
+    return { status: 'disconnected', message: reason };
+  }
+
+  /** Closes the socket and opens a new one (the pairing stays). */
+  async restart(reason: string): Promise<ConnectResult> {
+    const waiting = this.#next();
+    this.#attempt = 0;
+    this.#begin(reason);
+    return waiting;
+  }
+
+  /** Unlinks this device from the account (best effort), then forgets the pairing. */
+  async logout(reason: string): Promise<void> {
+    const socket = this.socket;
+    if (socket) await socket.logout(reason).catch((err: unknown) => this.#log.warn({ err, sessionId: this.sessionId }, 'logging out failed'));
+    this.#stop('logged_out', reason, true);
+    await this.#opening;
+  }
+
+  /** The server is stopping: the socket closes, the session resumes at the next start. */
+  async shutdown(): Promise<void> {
+    const wasActive = this.#phase !== 'stopped' && this.#phase !== 'idle';
+    this.#phase = 'stopped';
+    clearTimeout(this.#timer);
+    this.#generation++;
+    this.#drop();
+    this.#settle();
+    if (wasActive) this.#setStatus('disconnected', 'server stopping; reconnects when it starts');
+    await this.#opening;
+  }
+
+  /** The watchdog: an open socket silent for longer than watchdog_silence_seconds is replaced. */
+  watch(now: number): void {
+    const limit = this.#deps.config.watchdog_silence_seconds * 1000;
+    if (limit <= 0 || this.#phase !== 'open') return;
+    const silent = now - this.#lastFrame;
+    if (silent > limit) this.#begin(`watchdog: nothing received for ${Math.round(silent / 1000)} s; reconnecting`);
+  }
+}
