@@ -1,7 +1,7 @@
 /**
  * `npm run build`: bundle with esbuild, then make `dist/wharf`, a Node single-executable
- * application on the project's pinned Node (24.21.0), carrying better-sqlite3's addon as an
- * asset and a V8 code cache; and `dist/wharf-plugin/`, the package plugins built outside this
+ * application on the project's pinned Node (24.21.0), carrying better-sqlite3's addon and the
+ * dashboard's built files (build/dashboard.ts) as assets, and a V8 code cache; and `dist/wharf-plugin/`, the package plugins built outside this
  * repository compile against (build/sdk.ts), which the binary carries too for `wharf plugins new`.
  *
  *   node build/build.ts            bundle + binary
@@ -14,6 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { SDK_ASSET } from '../bin/plugin-template.ts';
 import { SQLITE_ASSET } from '../core/native.ts';
+import { DASHBOARD_ASSET } from '../plugins/dashboard/assets.ts';
+import { dashboardFiles } from './dashboard.ts';
 import { sdkFiles, writeFiles } from './sdk.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -69,9 +71,19 @@ async function pluginPackage(): Promise<string> {
   return asset;
 }
 
+/** The dashboard's script and stylesheet, as one JSON asset (file name -> text). */
+async function dashboardAsset(): Promise<string> {
+  const done = step('dashboard');
+  const asset = path.join(dist, DASHBOARD_ASSET);
+  fs.writeFileSync(asset, JSON.stringify(await dashboardFiles()));
+  done();
+  return asset;
+}
+
 export async function buildBinary(): Promise<string> {
   await bundle();
   const sdkAsset = await pluginPackage();
+  const uiAsset = await dashboardAsset();
   const node = nodeBinary();
   const addon = path.join(root, 'node_modules/better-sqlite3/prebuilds', `${process.platform}-${process.arch}.node`);
   if (!fs.existsSync(addon)) throw new Error(`no prebuilt better-sqlite3 addon at ${addon}`);
@@ -84,7 +96,7 @@ export async function buildBinary(): Promise<string> {
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
-      assets: { [SQLITE_ASSET]: addon, [SDK_ASSET]: sdkAsset },
+      assets: { [SQLITE_ASSET]: addon, [SDK_ASSET]: sdkAsset, [DASHBOARD_ASSET]: uiAsset },
     }),
   );
   let done = step('sea blob');
