@@ -46,12 +46,16 @@ export function Shell() {
   useEffect(() => {
     if (me.error?.status === 401) toLogin();
   }, [me.error]);
-  // A new page: its heading takes the focus (screen readers announce it, Tab starts from there).
+  // Another page: the main region takes the focus, so Tab goes on from the top of the new page
+  // rather than from a link that is gone (the region stays while the page loads its data).
+  // Not on the first load, where Tab starts at the top with the skip link.
   const page = route.parts.join('/');
+  const shown = useRef<string | null>(null);
   useEffect(() => {
     setMenuOpen(false);
-    main.current?.querySelector<HTMLElement>('h1')?.focus({ preventScroll: true });
-  }, [page]);
+    if (shown.current !== null && shown.current !== page) main.current?.focus({ preventScroll: true });
+    if (me.data) shown.current = page;
+  }, [page, me.data]);
 
   if (!me.data) {
     return (
@@ -77,7 +81,7 @@ export function Shell() {
   const section = route.parts[0] ?? '';
   return (
     <MeContext.Provider value={context}>
-      <button type="button" class="skip" onClick={() => main.current?.querySelector<HTMLElement>('h1')?.focus()}>
+      <button type="button" class="skip" onClick={() => main.current?.focus()}>
         Skip to content
       </button>
       <header class="top">
@@ -126,7 +130,7 @@ export function Shell() {
             </li>
           </ul>
         </nav>
-        <main id="main" ref={main} key={data.activeOrgId ?? 'none'}>
+        <main id="main" ref={main} tabIndex={-1} key={data.activeOrgId ?? 'none'}>
           {!org ? <NoOrg /> : <Page parts={route.parts} />}
         </main>
       </div>

@@ -1,6 +1,6 @@
 /** Pieces every page uses: errors in place, copy buttons, secrets, dialogs, pagers, meters, badges. */
-import type { ComponentChildren } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { type ComponentChildren, cloneElement, type VNode } from 'preact';
+import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import type { ApiError } from './api.ts';
 import { bytes } from './format.ts';
 
@@ -47,7 +47,7 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
     setTimeout(() => setState('idle'), 2500);
   }
   return (
-    <button type="button" class="small" onClick={copy}>
+    <button type="button" class="small secondary" onClick={copy}>
       <span aria-live="polite">{state === 'copied' ? 'Copied' : state === 'failed' ? 'Copy failed: select it' : label}</span>
     </button>
   );
@@ -217,15 +217,19 @@ export function Empty({ children }: { children: ComponentChildren }) {
   return <p class="empty">{children}</p>;
 }
 
-/** A labelled form control: the label wraps it, so a click on the words focuses it. */
-export function Field({ label, hint, children, class: className }: { label: string; hint?: string; children: ComponentChildren; class?: string }) {
+/**
+ * A labelled form control: the label names the control by `for` (so its accessible name is the
+ * label alone, not the control's value too), with an optional hint tied by `aria-describedby`.
+ */
+export function Field({ label, hint, children, class: className }: { label: string; hint?: string; children: VNode; class?: string }) {
+  const id = useId();
+  const control = cloneElement(children, { id, ...(hint ? { 'aria-describedby': `${id}-hint` } : {}) });
   return (
-    // biome-ignore lint/a11y/noLabelWithoutControl: the control is the child the caller passes in.
-    <label class={`field ${className ?? ''}`}>
-      <span>{label}</span>
-      {children}
-      {hint && <small>{hint}</small>}
-    </label>
+    <div class={`field ${className ?? ''}`}>
+      <label for={id}>{label}</label>
+      {control}
+      {hint && <small id={`${id}-hint`}>{hint}</small>}
+    </div>
   );
 }
 

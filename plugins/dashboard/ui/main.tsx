@@ -5,4 +5,8 @@ import { Shell } from './app.tsx';
 import { Login } from './login.tsx';
 
 const root = document.getElementById('app');
-if (root) render(location.pathname === '/login' ? <Login /> : <Shell />, root);
+if (root) {
+  // The <noscript> note is for browsers that do not run this.
+  root.textContent = '';
+  render(location.pathname === '/login' ? <Login /> : <Shell />, root);
+}

@@ -169,16 +169,19 @@ function Connection({ app, token }: { app: App; token: string | null }) {
   const used = typed.trim() || token || '';
   const validate = useAction((t: string) => api<Validation>('POST', '/api/tokens/validate', { token: t }, { keepSignedIn: true }));
   const [details, setDetails] = useState<Validation | null>(null);
-  const env = details
-    ? [
-        `WHARF_URL=${location.origin}`,
-        `WHARF_APP_TOKEN=${used}`,
-        `S3_ENDPOINT=${details.storage.useSSL ? 'https' : 'http'}://${details.storage.endPoint}:${details.storage.port}`,
-        `S3_BUCKET=${details.bucketName}`,
-        `S3_ACCESS_KEY=${details.storage.accessKey}`,
-        `S3_SECRET_KEY=${details.storage.secretKey}`,
-      ].join('\n')
-    : '';
+  const [reveal, setReveal] = useState(false);
+  // The block shows the secrets masked until revealed; "Copy all" copies them as they are.
+  const envOf = (hide: boolean) =>
+    details
+      ? [
+          `WHARF_URL=${location.origin}`,
+          `WHARF_APP_TOKEN=${hide ? `${used.slice(0, 12)}…` : used}`,
+          `S3_ENDPOINT=${details.storage.useSSL ? 'https' : 'http'}://${details.storage.endPoint}:${details.storage.port}`,
+          `S3_BUCKET=${details.bucketName}`,
+          `S3_ACCESS_KEY=${details.storage.accessKey}`,
+          `S3_SECRET_KEY=${hide ? '••••••••' : details.storage.secretKey}`,
+        ].join('\n')
+      : '';
   return (
     <Card title="Connection details for SDKs" id="connection">
       <dl class="kv">
@@ -238,8 +241,13 @@ function Connection({ app, token }: { app: App; token: string | null }) {
             </dd>
           </dl>
           <p>As environment variables:</p>
-          <pre class="code">{env}</pre>
-          <CopyButton text={env} label="Copy all" />
+          <pre class="code">{envOf(!reveal)}</pre>
+          <div class="actions">
+            <button type="button" class="small secondary" aria-pressed={reveal} onClick={() => setReveal(!reveal)}>
+              {reveal ? 'Hide secrets' : 'Reveal secrets'}
+            </button>
+            <CopyButton text={envOf(false)} label="Copy all" />
+          </div>
           <p class="muted">
             From the command line: <code>wharf files upload FILE --token $WHARF_APP_TOKEN --instance {location.origin}</code>
           </p>

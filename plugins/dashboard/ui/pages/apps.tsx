@@ -13,8 +13,16 @@ type Unit = keyof typeof UNIT;
 export function LimitInput(props: { amount: string; unit: Unit; onAmount(v: string): void; onUnit(v: Unit): void }) {
   return (
     <div class="limit">
-      <Field label="Storage limit" hint="Empty: no limit">
-        <input type="number" min="0" step="any" inputMode="decimal" value={props.amount} onInput={(e) => props.onAmount(e.currentTarget.value)} />
+      <Field label="Storage limit">
+        <input
+          type="number"
+          min="0"
+          step="any"
+          inputMode="decimal"
+          placeholder="no limit"
+          value={props.amount}
+          onInput={(e) => props.onAmount(e.currentTarget.value)}
+        />
       </Field>
       <Field label="Unit">
         <select value={props.unit} onChange={(e) => props.onUnit(e.currentTarget.value as Unit)}>

@@ -127,7 +127,7 @@ export function Deliveries() {
                   <td data-label="Event" class="mono">
                     {d.event}
                   </td>
-                  <td data-label="Session">{d.session_id}</td>
+                  <td data-label="Session">{sessions.data?.find((s) => s.id === d.session_id)?.name ?? d.session_id}</td>
                   <td data-label="Status">
                     <Badge status={d.status} />
                     {d.in_flight ? <span class="muted"> sending</span> : null}

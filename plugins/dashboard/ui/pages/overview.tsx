@@ -91,7 +91,7 @@ export function Overview() {
               <a href={link('deliveries', d.id)}>
                 #{d.id} {d.event}
               </a>{' '}
-              <Badge status={d.status} /> <span class="muted">session {d.session_id}</span>{' '}
+              <Badge status={d.status} /> <span class="muted">{sessions.data?.find((s) => s.id === d.session_id)?.name ?? `session ${d.session_id}`}</span>{' '}
               <span class="muted">
                 {d.last_status_code ? `HTTP ${d.last_status_code}` : (d.last_error ?? '')} · {ago(d.created_at)}
               </span>

@@ -99,9 +99,11 @@ export function SessionDetail({ sessionId }: { sessionId: string }) {
 
 function Connection(props: { session: Session; base: string; pairing: Pairing | null; onPairing(p: Pairing | null): void }) {
   const { session: s, base, pairing } = props;
+  const [said, setSaid] = useState<string | null>(null);
   const act = useAction(async (what: 'connect' | 'disconnect' | 'restart') => {
     const answer = await api<{ data: { status: SessionStatus } & Pairing }>('POST', `${base}/${what}`, {});
     props.onPairing(answer.data.qrCode || answer.data.pairingCode ? answer.data : null);
+    setSaid(answer.data.message ?? null);
     return answer.data;
   });
   // A page opened while a session waits for its scan shows the current QR code.
@@ -132,7 +134,11 @@ function Connection(props: { session: Session; base: string; pairing: Pairing | 
         </button>
       </div>
       <ErrorBox error={act.error ?? (s.status === 'need_scan' ? qr.error : undefined)} />
-      {pairing?.message && <p class="muted">{pairing.message}</p>}
+      {said && (
+        <p class="muted" role="status">
+          {said}
+        </p>
+      )}
       {shownQr && (
         <div class="pairing">
           <QrCode value={shownQr} label="QR code to pair the phone" />

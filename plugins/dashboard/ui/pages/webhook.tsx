@@ -123,7 +123,7 @@ export function WebhookSettings({ session, base, onSaved }: { session: Session; 
             )}
           </div>
         )}
-        <Field label="Signing">
+        <Field label="Signing" class="narrow">
           <select
             value={mode2}
             onChange={(e) => {
