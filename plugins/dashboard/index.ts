@@ -13,7 +13,9 @@ export default definePlugin({
   name: 'dashboard',
   description: 'The web dashboard at / (sign-in at /login): apps, tokens, files, sessions, webhooks, deliveries, organizations.',
   config: dashboardConfig,
-  setup({ api }) {
-    return { routes: [dashboardRoutes(api, lazyAssets())] };
+  setup({ api, config }) {
+    const { oidc } = config;
+    const settings = { clientId: oidc.client_id ?? null, scope: oidc.scope, resource: oidc.resource ?? null, token: oidc.token, cookie: oidc.cookie };
+    return { routes: [dashboardRoutes(api, lazyAssets(), settings)] };
   },
 });

@@ -34,8 +34,19 @@ const PAGE_POLICY = [
   "object-src 'none'",
 ].join('; ');
 
-/** The page: the built script and stylesheet, and what a browser without JavaScript can still use. */
-export function pageHtml(assets: Pick<DashboardAssets, 'script' | 'style'>): string {
+/** What the page's script needs to sign in through an external OpenID Connect provider (ui/oidc.ts). */
+export interface OidcSettings {
+  clientId: string | null;
+  scope: string;
+  resource: string | null;
+  token: 'access_token' | 'id_token';
+  cookie: string;
+}
+
+const escapeAttribute = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** The page: the built script and stylesheet, the sign-in settings, and what a browser without JavaScript can still use. */
+export function pageHtml(assets: Pick<DashboardAssets, 'script' | 'style'>, oidc: OidcSettings): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -43,6 +54,7 @@ export function pageHtml(assets: Pick<DashboardAssets, 'script' | 'style'>): str
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Wharf</title>
 <link rel="icon" href="data:,">
+<meta name="wharf-oidc" content="${escapeAttribute(JSON.stringify(oidc))}">
 <link rel="stylesheet" href="/assets/${assets.style}">
 <script type="module" src="/assets/${assets.script}"></script>
 </head>
@@ -53,7 +65,7 @@ export function pageHtml(assets: Pick<DashboardAssets, 'script' | 'style'>): str
 `;
 }
 
-export function dashboardRoutes(api: ApiRegistry, assets: () => Promise<DashboardAssets>): RouteGroup {
+export function dashboardRoutes(api: ApiRegistry, assets: () => Promise<DashboardAssets>, oidc: OidcSettings): RouteGroup {
   const group = api.group({ prefixes: ['/'], envelope: 'plain' });
 
   async function built(): Promise<DashboardAssets> {
@@ -78,7 +90,7 @@ export function dashboardRoutes(api: ApiRegistry, assets: () => Promise<Dashboar
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('Referrer-Policy', 'same-origin');
     ctx.type = 'html';
-    ctx.body = pageHtml(files);
+    ctx.body = pageHtml(files, oidc);
   }
 
   for (const [path, summary] of [

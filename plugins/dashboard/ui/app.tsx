@@ -122,10 +122,13 @@ export function Shell() {
                 </a>
               </li>
             ))}
-            <li class="sep">
-              <a href="/device">Approve a device</a>
-            </li>
-            <li>
+            {/* Wharf's own device flow is built-in identity's; with a provider, the CLI signs in there. */}
+            {data.mode === 'builtin' && (
+              <li class="sep">
+                <a href="/device">Approve a device</a>
+              </li>
+            )}
+            <li class={data.mode === 'builtin' ? '' : 'sep'}>
               <a href="/api/openapi.json">API reference</a>
             </li>
           </ul>

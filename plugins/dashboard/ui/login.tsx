@@ -32,9 +32,11 @@ export function Login() {
         {!mode.data && !mode.error && <Loading what="the sign-in" />}
         {mode.data?.mode === 'builtin' && <PasswordForm />}
         {mode.data?.mode === 'oidc' && <ProviderSignIn issuer={mode.data.config.idpFapiUrl ?? ''} clientId={mode.data.config.oauthClientId} />}
-        <p class="aside">
-          Signing in a command-line client? <a href="/device">Approve a device</a>.
-        </p>
+        {mode.data?.mode === 'builtin' && (
+          <p class="aside">
+            Signing in a command-line client? <a href="/device">Approve a device</a>.
+          </p>
+        )}
       </div>
     </main>
   );

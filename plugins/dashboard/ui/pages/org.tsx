@@ -19,10 +19,16 @@ export function Organization({ embedded = false }: { embedded?: boolean }) {
       {org && me.mode === 'builtin' && (org.role === 'owner' || org.role === 'admin') && <Invitations orgId={org.id} role={org.role} />}
       {me.mode === 'builtin' && <Received />}
       <Card title="Command-line sign-in">
-        <p>
-          <code>wharf login --instance {location.origin}</code> prints a code; approve it on the <a href="/device">device approval page</a> (it works without
-          JavaScript, too).
-        </p>
+        {me.mode === 'builtin' ? (
+          <p>
+            <code>wharf login --instance {location.origin}</code> prints a code; approve it on the <a href="/device">device approval page</a> (it works without
+            JavaScript, too).
+          </p>
+        ) : (
+          <p>
+            <code>wharf login --instance {location.origin}</code> prints a code to approve at your sign-in provider.
+          </p>
+        )}
       </Card>
     </>
   );
