@@ -12,8 +12,12 @@ export interface Loaded<T> {
   set(update: (data: T | undefined) => T | undefined): void;
 }
 
-/** Runs `load` when `deps` change; keeps the last data while reloading; the error of the last run. */
-export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: readonly unknown[]): Loaded<T> {
+/**
+ * Runs `load` when `deps` change, and on `reload()`; the error of the last run. A reload keeps
+ * the data on screen until the new data comes; a change of `deps` (another record) clears it,
+ * unless `keep` says the new data is the same list narrowed or paged (search as you type).
+ */
+export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: readonly unknown[], options: { keep?: boolean } = {}): Loaded<T> {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<ApiError | undefined>(undefined);
   const [loading, setLoading] = useState(true);
@@ -36,6 +40,8 @@ export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: read
     }
   }, deps);
   useEffect(() => {
+    if (!options.keep) setData(undefined);
+    setError(undefined);
     void run();
     return () => current.current?.abort();
   }, [run]);

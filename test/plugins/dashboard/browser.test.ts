@@ -11,16 +11,17 @@
 import { execFileSync } from 'node:child_process';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type TestApp } from '../../helpers/app.ts';
 import { type BrowserSession, openBrowser } from '../../helpers/browser.ts';
 import { ensureDebianTool } from '../../helpers/debian.ts';
-import { identityOf, signIn } from '../../helpers/identity.ts';
+import { signIn } from '../../helpers/identity.ts';
 import type { NetworkAdapter, NetworkHost } from '../../../plugins/sessions/networks/types.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
 import { answer, Receiver } from '../webhooks/helpers.ts';
-import { asBrowser, eventually, heading, inner, shot, text } from './helpers.ts';
+import { asBrowser, eventually, heading, inner, SCREENSHOTS, shot, text } from './helpers.ts';
 
 const EMAIL = 'ada@example.test';
 const PASSWORD = 'correct horse battery staple';
@@ -45,9 +46,6 @@ retry_jitter = 0
 timeout_ms = 2000
 `,
   );
-  const identity = identityOf(app);
-  const user = await identity.createUser({ email: EMAIL, password: PASSWORD, name: 'Ada Lovelace' });
-  orgId = identity.createOrg({ name: 'Analytical Engines', ownerId: user.id }).id;
   receiver = await Receiver.start();
   browser = await openBrowser({ viewport: { width: 1280, height: 900 }, permissions: ['clipboard-read', 'clipboard-write'], acceptDownloads: true });
   context = browser.context;
@@ -78,25 +76,26 @@ describe('the dashboard, first hour', () => {
   const small = Buffer.from('one small file, for the search\n'.repeat(40));
   const large = randomBytes(2 * MiB + 123);
 
-  it('sends a visitor to /login, shows a wrong password in place, then signs in to the overview', async () => {
-    await page.goto(`${app.url}/#/apps`);
-    await page.waitForURL(/\/login\?next=/);
-    await expect.poll(() => page.getByRole('heading', { name: 'Sign in' }).isVisible()).toBe(true);
-    await shot(page, '01-login');
+  it('goes from the setup link serve printed to the dashboard, signed in as the first owner', async () => {
+    const link = /https?:\/\/\S+\/setup\?token=\S+/.exec(app.running.notices.join('\n'))?.[0];
+    expect(link).toBeDefined();
+    // The link names the public URL; the test server listens on it.
+    await page.goto(link!);
     await page.getByLabel('Email').fill(EMAIL);
-    await page.getByLabel('Password').fill('not the password');
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await expect.poll(() => text(page, '[role=alert]')).toContain('Invalid email or password');
+    await page.getByLabel('Name', { exact: true }).fill('Ada Lovelace');
     await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    // Back to the page asked for, signed in.
-    await page.waitForURL(/\/#\/apps$/);
-    await expect.poll(() => heading(page)).toBe('Apps');
-    await nav('Overview').click();
+    await page.getByLabel('Organization name').fill('Analytical Engines');
+    await page.getByRole('button').click();
+    await expect.poll(() => text(page, 'body')).toContain('Wharf is ready');
+    await shot(page, '00-setup-ready');
+    await page.getByRole('link', { name: 'Open the dashboard' }).click();
     await expect.poll(() => heading(page)).toBe('Analytical Engines');
     await expect.poll(() => text(page)).toContain('No apps yet');
     await shot(page, '02-overview-empty');
-    expect((await api('GET', '/auth/session')).body.user.email).toBe(EMAIL);
+    const session = (await api('GET', '/auth/session')).body;
+    expect(session.user.email).toBe(EMAIL);
+    orgId = session.activeOrgId;
+    expect(session.orgs).toMatchObject([{ id: orgId, name: 'Analytical Engines', role: 'owner' }]);
   }, 60_000);
 
   it('creates an app with a storage limit', async () => {
@@ -186,6 +185,11 @@ describe('the dashboard, first hour', () => {
     ]);
     await expect.poll(() => text(page, '.facts')).toContain('2 files');
     await shot(page, '06-app-files');
+    // The README's picture (docs/dashboard.png is a copy): the top of this page, at laptop size.
+    await page.setViewportSize({ width: 1100, height: 760 });
+    await page.evaluate('window.scrollTo(0, 0)');
+    await page.screenshot({ path: path.join(SCREENSHOTS, 'readme-app.png') });
+    await page.setViewportSize({ width: 1280, height: 900 });
   }, 90_000);
 
   it('searches the names', async () => {
@@ -314,8 +318,10 @@ describe('the dashboard, messaging', () => {
     await expect.poll(() => new URL(page.url()).hash).not.toBe(`#/deliveries/${firstId}`);
     const [, , third] = await receiver.waitFor(3, 10_000);
     expect(third!.headers['webhook-id']).toBe(receiver.requests[0]!.headers['webhook-id']);
+    // The new dispatch's own record, not the first one's left on screen.
+    await expect.poll(() => text(page, '#main'), { timeout: 15_000 }).toMatch(new RegExp(`Redelivers\\s+#${firstId}`));
     await expect.poll(() => text(page, '.title-row'), { timeout: 15_000 }).toContain('Delivered');
-    expect(await text(page, 'dl')).toMatch(new RegExp(`Redelivers\\s+#${firstId}`));
+    expect(await text(page, 'dl')).toMatch(/Attempts\s+1 of 5/);
   }, 60_000);
 
   it('filters deliveries by status and session', async () => {
@@ -474,10 +480,9 @@ describe('the dashboard, tokens and organizations', () => {
     const create = region('Your organizations');
     await create.getByLabel('Name').fill('Difference Engines');
     await create.getByRole('button', { name: 'Create and switch' }).click();
-    await expect.poll(async () => (await api('GET', '/auth/session')).body.orgs.length).toBe(3);
-    const created = (await api('GET', '/auth/session')).body;
-    const fresh = created.orgs.find((o: { name: string }) => o.name === 'Difference Engines');
-    expect(created.activeOrgId).toBe(fresh.id);
+    const fresh = await eventually(async () => (await api('GET', '/auth/session')).body.orgs.find((o: { name: string }) => o.name === 'Difference Engines'));
+    await expect.poll(async () => (await api('GET', '/auth/session')).body.activeOrgId).toBe(fresh.id);
+    await expect.poll(() => page.locator('.org-switch select').inputValue()).toBe(fresh.id);
     await nav('Apps').click();
     await expect.poll(() => text(page, '#main')).toContain('No apps yet');
 
@@ -607,8 +612,22 @@ describe('the dashboard, overview, keyboard, phone, sign-out', () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.waitForURL(/\/login$/);
     expect((await app.request('GET', '/auth/session', { headers: before })).status).toBe(401);
+  }, 60_000);
+
+  it('signs in again at /login: a wrong password said in place, then back to the page asked for', async () => {
     await page.goto(`${app.url}/#/apps`);
     await page.waitForURL(/\/login\?next=/);
+    await expect.poll(() => page.getByRole('heading', { name: 'Sign in' }).isVisible()).toBe(true);
+    await shot(page, '01-login');
+    await page.getByLabel('Email').fill(EMAIL);
+    await page.getByLabel('Password').fill('not the password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => text(page, '[role=alert]')).toContain('Invalid email or password');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(/\/#\/apps$/);
+    await expect.poll(() => heading(page)).toBe('Apps');
+    expect((await api('GET', '/auth/session')).body.user.email).toBe(EMAIL);
     expect(errors).toEqual([]);
   }, 60_000);
 });

@@ -51,6 +51,7 @@ export function Deliveries() {
         { signal },
       ).then((r) => r.data),
     [filters.session, filters.status, filters.event, filters.from, filters.to, filters.page],
+    { keep: true },
   );
   useRefreshWhile(list.data?.data.some((d) => d.status === 'pending') ?? false, list.reload);
   const set = (key: string, value: string) => setParams({ [key]: value, page: null });

@@ -33,6 +33,7 @@ export function Files({ appId, onChange }: { appId: string; onChange(): void }) 
     (signal) =>
       api<{ files: StoredFile[]; pagination: Pagination }>('GET', `/api/files${query({ appId, search, dir, page, pageSize })}`, undefined, { signal }),
     [appId, search, dir, page, pageSize],
+    { keep: true },
   );
   useEffect(() => setSelected(new Set()), [list.data]);
 
@@ -102,7 +103,7 @@ export function Files({ appId, onChange }: { appId: string; onChange(): void }) 
             }}
           />
         </label>
-        <span class="muted">or drop them here. They go straight to the app's bucket.</span>
+        <span class="muted drop-hint">or drop them here: they go straight to the app's bucket.</span>
         <Field label="Folder (key prefix)" class="compact">
           <input value={prefix} placeholder="optional, e.g. photos/2026" onInput={(e) => setPrefix(e.currentTarget.value)} />
         </Field>
@@ -213,7 +214,9 @@ export function Files({ appId, onChange }: { appId: string; onChange(): void }) 
                   <span class="fname">{f.name}</span>
                   <div class="muted mono key">{f.key}</div>
                 </td>
-                <td data-label="Size">{bytes(f.size)}</td>
+                <td data-label="Size" class="nowrap">
+                  {bytes(f.size)}
+                </td>
                 <td data-label="Type" class="mono">
                   {f.type}
                 </td>
