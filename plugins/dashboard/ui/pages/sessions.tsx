@@ -107,7 +107,7 @@ function CreateSession({ onCreated }: { onCreated(s: Session): void }) {
           <Field label="Name">
             <input name="name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
           </Field>
-          <Field label="Phone number" hint={type === 'sandbox' ? 'Optional: +1555… is made up' : 'The account’s number, E.164'}>
+          <Field label="Phone number" hint={type === 'sandbox' ? 'Optional: without one, a +1555… number is made up' : 'The account’s number, E.164'}>
             <input
               name="phone_number"
               type="tel"
