@@ -343,5 +343,10 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
 }
 
 if (import.meta.main) {
+  // `wharf licenses | head`, `wharf files ls | less` quit early: a closed pipe ends the command quietly.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    throw err;
+  });
   main(hideBin(process.argv)).catch((err) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err)));
 }

@@ -1,10 +1,11 @@
 /**
  * `npm run build`: bundle with esbuild, then make `dist/wharf`, a Node single-executable
- * application on the project's pinned Node (24.21.0), carrying better-sqlite3's addon as an
- * asset and a V8 code cache; and `dist/wharf-plugin/`, the package plugins built outside this
+ * application on the project's pinned Node (24.21.0), carrying better-sqlite3's addon and the
+ * dashboard's built files (build/dashboard.ts) as assets, and a V8 code cache; and `dist/wharf-plugin/`, the package plugins built outside this
  * repository compile against (build/sdk.ts), which the binary carries too for `wharf plugins new`.
  * The WhatsApp runtime (Baileys) is a second bundle carried as an asset and evaluated only when a
- * whatsapp session starts; the third-party notices of both bundles are generated and carried too.
+ * whatsapp session starts; the third-party notices of every bundle (the program, Baileys, the
+ * dashboard's browser code) are generated and carried too.
  *
  *   node build/build.ts            bundle + binary
  *   node build/build.ts --bundle   bundle only (dist/wharf.cjs)
@@ -18,6 +19,8 @@ import { SDK_ASSET } from '../bin/plugin-template.ts';
 import { SQLITE_ASSET } from '../core/native.ts';
 import { WHATSAPP_ASSET } from '../plugins/sessions/networks/whatsapp/load.ts';
 import { bundledPackages, NOTICES_ASSET, noticesText } from './notices.ts';
+import { DASHBOARD_ASSET } from '../plugins/dashboard/assets.ts';
+import { dashboardBundle } from './dashboard.ts';
 import { sdkFiles, writeFiles } from './sdk.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -25,6 +28,8 @@ const dist = path.join(root, 'dist');
 const bundleFile = path.join(dist, 'wharf.cjs');
 const whatsappFile = path.join(dist, WHATSAPP_ASSET);
 const noticesFile = path.join(dist, NOTICES_ASSET);
+/** The dashboard's script and stylesheet, as one JSON asset (file name -> text). */
+const dashboardFile = path.join(dist, DASHBOARD_ASSET);
 const binary = path.join(dist, 'wharf');
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
@@ -47,11 +52,14 @@ const COMMON: BuildOptions = {
   banner: { js: "const __import_meta_url = require('node:url').pathToFileURL(__filename).href;" },
 };
 
-/** The two bundles: the program, and the WhatsApp runtime (Baileys), which the program loads only when it needs it. */
-export async function bundles(write = true): Promise<{ main: Metafile; whatsapp: Metafile }> {
+/**
+ * The three bundles: the program; the WhatsApp runtime (Baileys), which the program loads only
+ * when it needs it; the dashboard's browser code (its files, carried as an asset).
+ */
+export async function bundles(write = true): Promise<{ main: Metafile; whatsapp: Metafile; dashboard: Awaited<ReturnType<typeof dashboardBundle>> }> {
   const done = write ? step('bundle') : () => {};
   if (write) fs.mkdirSync(dist, { recursive: true });
-  const [main, whatsapp] = await Promise.all([
+  const [main, whatsapp, dashboard] = await Promise.all([
     build({ ...COMMON, write, entryPoints: [path.join(root, 'build/entry.ts')], outfile: bundleFile }),
     build({
       ...COMMON,
@@ -62,24 +70,26 @@ export async function bundles(write = true): Promise<{ main: Metafile; whatsapp:
       // not bundled; Baileys catches their absence (no thumbnails, no link previews).
       external: ['sharp', 'jimp', 'audio-decode', 'link-preview-js'],
     }),
+    dashboardBundle(),
   ]);
   done();
-  return { main: main.metafile!, whatsapp: whatsapp.metafile! };
+  return { main: main.metafile!, whatsapp: whatsapp.metafile!, dashboard };
 }
 
 /** The third-party notices of what the bundles contain. */
 export async function notices(): Promise<string> {
-  const { main, whatsapp } = await bundles(false);
-  return noticesText(bundledPackages([main, whatsapp], root));
+  const { main, whatsapp, dashboard } = await bundles(false);
+  return noticesText(bundledPackages([main, whatsapp, dashboard.metafile], root));
 }
 
-export async function bundle(): Promise<string> {
-  const { main, whatsapp } = await bundles();
+/** Writes the program's bundle, the WhatsApp runtime, the notices and the dashboard asset to dist/. */
+export async function bundle(): Promise<void> {
+  const { main, whatsapp, dashboard } = await bundles();
   if (Object.keys(main.inputs).some((input) => input.includes('node_modules/baileys/'))) {
     throw new Error('the main bundle contains Baileys: it must load only through plugins/sessions/networks/whatsapp/load.ts');
   }
-  fs.writeFileSync(noticesFile, noticesText(bundledPackages([main, whatsapp], root)));
-  return bundleFile;
+  fs.writeFileSync(noticesFile, noticesText(bundledPackages([main, whatsapp, dashboard.metafile], root)));
+  fs.writeFileSync(dashboardFile, JSON.stringify(dashboard.files));
 }
 
 function nodeBinary(): string {
@@ -118,7 +128,13 @@ export async function buildBinary(): Promise<string> {
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
-      assets: { [SQLITE_ASSET]: addon, [SDK_ASSET]: sdkAsset, [WHATSAPP_ASSET]: whatsappFile, [NOTICES_ASSET]: noticesFile },
+      assets: {
+        [SQLITE_ASSET]: addon,
+        [SDK_ASSET]: sdkAsset,
+        [WHATSAPP_ASSET]: whatsappFile,
+        [NOTICES_ASSET]: noticesFile,
+        [DASHBOARD_ASSET]: dashboardFile,
+      },
     }),
   );
   let done = step('sea blob');

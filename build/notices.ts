@@ -5,7 +5,7 @@
  * carries. `npm run build` embeds the text as an asset and writes dist/THIRD-PARTY-NOTICES.txt;
  * `wharf licenses` prints it.
  *
- *   node build/notices.ts     print the notices for the current source tree (bundles in memory)
+ *   node bin/wharf.ts licenses   print the notices for the current source tree (bundles in memory)
  */
 import fs from 'node:fs';
 import path from 'node:path';

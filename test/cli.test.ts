@@ -26,6 +26,18 @@ describe('wharf command', () => {
     expect(fs.readdirSync(cwd)).toEqual([]);
   });
 
+  it('ends quietly when its reader goes (wharf licenses | head -1): exit 0, no EPIPE stack', () => {
+    const r = spawnSync('sh', ['-c', `"${process.execPath}" bin/wharf.ts licenses | head -1`], {
+      cwd: root,
+      env: cleanEnv(),
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(r.stdout).toBe('Wharf 0.1.0: third-party notices\n'.replace('0.1.0', JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).version));
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+  });
+
   it('rejects an unknown command with exit code 2', () => {
     const r = wharf(['frobnicate'], { cwd: tempDir() });
     expect(r.status).toBe(2);

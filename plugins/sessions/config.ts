@@ -147,6 +147,22 @@ export const sessionsConfig = z.strictObject({
     .default(60)
     .describe('How long the public URL POST /api/decrypt-media returns (GET /api/decrypted-media/{id}) answers, in minutes (WasenderAPI: one hour).'),
   whatsapp: whatsappConfig,
+  event_stream_heartbeat_seconds: z
+    .int()
+    .min(1)
+    .max(300)
+    .default(15)
+    .describe(
+      'GET /api/session-events sends a comment line this often when no event comes, in seconds, so proxies keep the stream open and a gone client is noticed.',
+    ),
+  event_stream_max_seconds: z
+    .int()
+    .min(1)
+    .max(86_400)
+    .default(300)
+    .describe(
+      'GET /api/session-events ends a stream after this many seconds (clients reconnect at once), so a revoked token or an ended sign-in stops receiving within this time.',
+    ),
 });
 
 export type SessionsConfig = z.output<typeof sessionsConfig>;

@@ -32,6 +32,7 @@ import { messageRoutes } from './routes/messages.ts';
 import { personalAccessTokenRoutes } from './routes/personal-access-tokens.ts';
 import { sandboxRoutes } from './routes/sandbox.ts';
 import { sendMessageRoutes } from './routes/send-message.ts';
+import { sessionEventRoutes } from './routes/session-events.ts';
 import { presenceRoutes } from './routes/send-presence-update.ts';
 import { statusRoutes } from './routes/status.ts';
 import { webhookEventRoutes } from './routes/webhook-events.ts';
@@ -46,7 +47,7 @@ export default definePlugin({
   dependsOn: ['identity'],
   config: sessionsConfig,
   migrations,
-  setup({ config, core, db, keys, auth, api, log, use, every }) {
+  setup({ config, core, db, keys, auth, api, log, metrics, use, every }) {
     const identity = use('identity');
     const store = new SessionsStore(db, keys);
     const sessions = new Sessions(store, new EventRecorder(store, log), (self) =>
@@ -123,6 +124,11 @@ export default definePlugin({
         // /api/sandbox-sessions, /api/sandbox/receive
         ...sandboxRoutes(deps),
         personalAccessTokenRoutes(deps),
+        sessionEventRoutes(deps, {
+          metrics,
+          heartbeatMs: config.event_stream_heartbeat_seconds * 1000,
+          maxMs: config.event_stream_max_seconds * 1000,
+        }),
         sendMessageRoutes(deps),
         messageRoutes(deps),
         // /api/status, /api/user

@@ -54,6 +54,18 @@ describe('the single executable', () => {
     const ready = await fetch(`${server.url}/readyz`);
     expect(ready.status).toBe(200);
     expect(((await ready.json()) as { checks: Record<string, boolean> }).checks).toMatchObject({ database: true, storage: true });
+    // The dashboard's files travel inside the binary: the page, and the script and stylesheet it names.
+    const page = await fetch(`${server.url}/`);
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    const assets = [...html.matchAll(/\/assets\/(main-[A-Za-z0-9]+\.(?:js|css))/g)].map((m) => m[1]!);
+    expect(assets).toHaveLength(2);
+    for (const name of assets) {
+      const res = await fetch(`${server.url}/assets/${name}`);
+      expect(res.status, name).toBe(200);
+      expect(res.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+      expect((await res.text()).length).toBeGreaterThan(1000);
+    }
     expect(await server.stop('SIGTERM')).toBe(0);
     expect(fs.existsSync(path.join(cwd, 'wharf-data/wharf.db'))).toBe(true);
   });

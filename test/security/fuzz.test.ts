@@ -378,7 +378,10 @@ async function send(op: Operation, path: string, init: { body?: string; type?: s
   const payload = op.method === 'GET' ? undefined : init.body;
   if (payload !== undefined) headers['content-type'] = init.type ?? 'application/json';
   const res = await app.fetch(path, { method: op.method, headers, body: payload, redirect: 'manual' });
-  const text = await res.text();
+  // A stream of events (GET /api/session-events) does not end by itself: its answer is its status and type.
+  const streaming = res.ok && (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
+  if (streaming) await res.body?.cancel();
+  const text = streaming ? '' : await res.text();
   let body: unknown;
   try {
     body = JSON.parse(text);

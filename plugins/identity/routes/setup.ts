@@ -84,7 +84,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}
         await deps.loginSessions.start(ctx, user.id, org.id);
         ctx.body = page(
           'Wharf is ready',
-          html`<p class="ok">Signed in as ${user.email}, owner of ${org.name}.</p><p>Sign in from the command line with <code>wharf login --instance ${deps.core.server.public_url}</code>.</p>`,
+          html`<p class="ok">Signed in as ${user.email}, owner of ${org.name}.</p><p><a href="/">Open the dashboard</a> to create an app, its API token and upload files.</p><p>Sign in from the command line with <code>wharf login --instance ${deps.core.server.public_url}</code>.</p>`,
         );
       } catch (err) {
         if (!(err instanceof WharfError) || err.status >= 500) throw err;

@@ -1,0 +1,258 @@
+/** Pieces every page uses: errors in place, copy buttons, secrets, dialogs, pagers, meters, badges. */
+import { type ComponentChildren, cloneElement, type VNode } from 'preact';
+import { useEffect, useId, useRef, useState } from 'preact/hooks';
+import type { ApiError } from './api.ts';
+import { bytes } from './format.ts';
+
+/** An API error where it happened: the server's message, and each field's complaints. */
+export function ErrorBox({ error, id }: { error: ApiError | undefined; id?: string }) {
+  if (!error) return null;
+  const fields = error.fields ? Object.entries(error.fields) : [];
+  return (
+    <div class="error" role="alert" id={id}>
+      <strong>{error.status ? `Error ${error.status}: ` : ''}</strong>
+      {error.message}
+      {fields.length > 0 && (
+        <ul>
+          {fields.map(([field, messages]) => (
+            <li key={field}>
+              <code>{field}</code>: {messages.join('; ')}
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}
+
+/** Copies `text`; says whether it worked (the clipboard API needs a secure context, so there is a fallback). */
+export function CopyButton({ text, label = 'Copy' }: { text: string; label?: string }) {
+  const [state, setState] = useState<'idle' | 'copied' | 'failed'>('idle');
+  async function copy() {
+    let ok = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      ok = true;
+    } catch {
+      const area = document.createElement('textarea');
+      area.value = text;
+      area.setAttribute('readonly', '');
+      area.className = 'offscreen';
+      document.body.append(area);
+      area.select();
+      ok = document.execCommand('copy');
+      area.remove();
+    }
+    setState(ok ? 'copied' : 'failed');
+    setTimeout(() => setState('idle'), 2500);
+  }
+  return (
+    <button type="button" class="small secondary" onClick={copy}>
+      <span aria-live="polite">{state === 'copied' ? 'Copied' : state === 'failed' ? 'Copy failed: select it' : label}</span>
+    </button>
+  );
+}
+
+/** A secret, masked until revealed, with a copy button. */
+export function Secret({ value, label }: { value: string; label: string }) {
+  const [shown, setShown] = useState(false);
+  return (
+    <div class="secret">
+      <span class="sr">{label}: </span>
+      <code data-secret={shown ? 'shown' : 'hidden'}>{shown ? value : `${value.slice(0, Math.min(8, value.length - 4))}${'•'.repeat(12)}`}</code>
+      <button type="button" class="small" aria-pressed={shown} onClick={() => setShown(!shown)}>
+        {shown ? 'Hide' : 'Reveal'}
+      </button>
+      <CopyButton text={value} />
+    </div>
+  );
+}
+
+/** A value shown once (a new token): plain, selectable, with a copy button and a warning. */
+export function ShownOnce({ label, value, onDone }: { label: string; value: string; onDone(): void }) {
+  return (
+    <div class="once" role="status">
+      <p>
+        <strong>{label}</strong> — copy it now: it is shown only this once.
+      </p>
+      <div class="secret">
+        <code class="wrap" data-testid="shown-once">
+          {value}
+        </code>
+        <CopyButton text={value} />
+      </div>
+      <button type="button" class="small secondary" onClick={onDone}>
+        I have copied it
+      </button>
+    </div>
+  );
+}
+
+/**
+ * A modal dialog (the browser's own `<dialog>`: focus moves in, Escape closes, the page behind
+ * is inert). `onClose` runs however it closes.
+ */
+export function Dialog(props: { open: boolean; title: string; onClose(): void; children: ComponentChildren }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (props.open && !dialog.open) dialog.showModal();
+    if (!props.open && dialog.open) dialog.close();
+  }, [props.open]);
+  return (
+    <dialog ref={ref} aria-label={props.title} onClose={props.onClose}>
+      {props.open && (
+        <>
+          <h2>{props.title}</h2>
+          {props.children}
+        </>
+      )}
+    </dialog>
+  );
+}
+
+/**
+ * Asks before a destructive action. With `typed`, the action waits until that exact text is
+ * typed (deleting an app or a session). Errors of the action stay in the dialog.
+ */
+export function Confirm(props: {
+  open: boolean;
+  title: string;
+  children?: ComponentChildren;
+  action: string;
+  typed?: string;
+  busy?: boolean;
+  error?: ApiError | undefined;
+  onConfirm(): void;
+  onClose(): void;
+}) {
+  const [text, setText] = useState('');
+  useEffect(() => setText(''), [props.open]);
+  const ready = !props.typed || text === props.typed;
+  return (
+    <Dialog open={props.open} title={props.title} onClose={props.onClose}>
+      <form
+        method="dialog"
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (ready && !props.busy) props.onConfirm();
+        }}
+      >
+        {props.children}
+        {props.typed !== undefined && (
+          <label class="typed">
+            Type <strong>{props.typed}</strong> to confirm
+            <input value={text} onInput={(e) => setText(e.currentTarget.value)} autocomplete="off" spellcheck={false} required />
+          </label>
+        )}
+        <ErrorBox error={props.error} />
+        <div class="actions">
+          <button type="submit" class="danger" disabled={!ready || props.busy}>
+            {props.busy ? 'Working…' : props.action}
+          </button>
+          <button type="button" class="secondary" onClick={props.onClose}>
+            Cancel
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+/** Previous / next through pages of a list. */
+export function Pager({ page, pages, total, onPage }: { page: number; pages: number; total: number; onPage(page: number): void }) {
+  if (total === 0) return null;
+  return (
+    <nav class="pager" aria-label="Pages">
+      <button type="button" class="small secondary" disabled={page <= 1} onClick={() => onPage(page - 1)}>
+        ← Previous
+      </button>
+      <span>
+        Page {page} of {Math.max(1, pages)} · {total} in all
+      </span>
+      <button type="button" class="small secondary" disabled={page >= pages} onClick={() => onPage(page + 1)}>
+        Next →
+      </button>
+    </nav>
+  );
+}
+
+/** Storage used against the limit, as a bar and in words. */
+export function Usage({ used, limit }: { used: number; limit: number | null }) {
+  const over = limit !== null && used > limit;
+  return (
+    <div class="usage">
+      {limit !== null ? (
+        <meter min={0} max={Math.max(limit, 1)} value={Math.min(used, limit)} high={limit * 0.8} optimum={0} aria-label="Storage used" />
+      ) : (
+        <meter min={0} max={1} value={0} aria-label="Storage used (no limit)" />
+      )}
+      <span class={over ? 'over' : ''}>
+        {bytes(used)} {limit !== null ? `of ${bytes(limit)}` : 'used, no limit'}
+        {over ? ' (over the limit)' : ''}
+      </span>
+    </div>
+  );
+}
+
+const STATUS_WORDS: Record<string, string> = {
+  connected: 'Connected',
+  connecting: 'Connecting',
+  disconnected: 'Disconnected',
+  need_scan: 'Waiting for scan',
+  logged_out: 'Logged out',
+  expired: 'Expired',
+  pending: 'Pending',
+  delivered: 'Delivered',
+  abandoned: 'Abandoned',
+};
+
+export function Badge({ status }: { status: string }) {
+  return <span class={`badge s-${status}`}>{STATUS_WORDS[status] ?? status}</span>;
+}
+
+/** Nothing to show yet, said plainly. */
+export function Empty({ children }: { children: ComponentChildren }) {
+  return <p class="empty">{children}</p>;
+}
+
+/**
+ * A labelled form control: the label names the control by `for` (so its accessible name is the
+ * label alone, not the control's value too), with an optional hint tied by `aria-describedby`.
+ */
+export function Field({ label, hint, children, class: className }: { label: string; hint?: string; children: VNode; class?: string }) {
+  const id = useId();
+  const control = cloneElement(children, { id, ...(hint ? { 'aria-describedby': `${id}-hint` } : {}) });
+  return (
+    <div class={`field ${className ?? ''}`}>
+      <label for={id}>{label}</label>
+      {control}
+      {hint && <small id={`${id}-hint`}>{hint}</small>}
+    </div>
+  );
+}
+
+/** A section of a page with its heading. */
+export function Card(props: { title: string; id?: string; actions?: ComponentChildren; children: ComponentChildren }) {
+  const { title, actions, children, id } = props;
+  const headingId = `${id ?? title.toLowerCase().replace(/[^a-z0-9]+/g, '-')}-title`;
+  return (
+    <section class="card" id={id} aria-labelledby={headingId}>
+      <div class="card-head">
+        <h2 id={headingId}>{title}</h2>
+        {actions}
+      </div>
+      {children}
+    </section>
+  );
+}
+
+/** A loading line that does not jump the layout. */
+export function Loading({ what }: { what: string }) {
+  return (
+    <p class="loading" aria-busy="true">
+      Loading {what}…
+    </p>
+  );
+}
