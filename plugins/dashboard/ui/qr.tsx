@@ -15,8 +15,9 @@ export function QrCode({ value, label }: { value: string; label: string }) {
     const el = canvas.current;
     const g = el?.getContext('2d');
     if (!el || !g) return;
-    const modules = encodeQR(value, 'raw', { border: 0 });
-    const size = (modules.length + 2 * QUIET) * SCALE;
+    // The raw matrix includes the quiet zone (border, in modules).
+    const modules = encodeQR(value, 'raw', { border: QUIET });
+    const size = modules.length * SCALE;
     el.width = size;
     el.height = size;
     g.fillStyle = '#fff';
@@ -24,7 +25,7 @@ export function QrCode({ value, label }: { value: string; label: string }) {
     g.fillStyle = '#000';
     modules.forEach((row, y) => {
       row.forEach((dark, x) => {
-        if (dark) g.fillRect((x + QUIET) * SCALE, (y + QUIET) * SCALE, SCALE, SCALE);
+        if (dark) g.fillRect(x * SCALE, y * SCALE, SCALE, SCALE);
       });
     });
   }, [value]);

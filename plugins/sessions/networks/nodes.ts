@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
+import { WharfError } from '../../../core/errors.ts';
 import type { ChatKind, MediaType, MessageKey, MessageNode, OutgoingContent } from './types.ts';
 
 const E164 = /^\+?[1-9]\d{6,14}$/;
@@ -37,6 +38,17 @@ export function participantJid(value: string): string | null {
   if (/^[1-9]\d{6,14}@s\.whatsapp\.net$/.test(trimmed)) return trimmed;
   const phone = normalizePhone(trimmed);
   return phone ? phoneJid(digitsOf(phone)) : null;
+}
+
+/** A group's participants as phone JIDs, without repeats; 422 naming the entries that are neither a phone number nor a phone JID. */
+export function participantJids(list: readonly string[]): string[] {
+  const jids = list.map((p) => participantJid(p));
+  const bad = list.filter((_, i) => !jids[i]);
+  if (bad.length)
+    throw new WharfError('validation_failed', 'The given data was invalid.', {
+      fields: { participants: bad.map((b) => `${b} is not a phone number or phone JID`) },
+    });
+  return [...new Set(jids as string[])];
 }
 
 const MIME_BY_EXT: ReadonlyMap<string, string> = new Map(

@@ -21,7 +21,19 @@ import { WharfError } from '../../../core/errors.ts';
 import { randomToken } from '../../../core/tokens.ts';
 import { decryptMedia, encryptMedia } from './media-crypto.ts';
 import { type ContactRow, type GroupRow, SandboxStore, type SandboxMessageRow as MessageRow } from './sandbox-store.ts';
-import { digitsOf, lidJid, MEDIA_FIELD, mediaOf, messageNode, newMessageId, normalizePhone, participantJid, phoneJid, recipientOf } from './nodes.ts';
+import {
+  digitsOf,
+  lidJid,
+  MEDIA_FIELD,
+  mediaOf,
+  messageNode,
+  newMessageId,
+  normalizePhone,
+  participantJid,
+  participantJids,
+  phoneJid,
+  recipientOf,
+} from './nodes.ts';
 import type {
   ChatKind,
   ConnectRequest,
@@ -486,22 +498,12 @@ export class SandboxNetwork implements NetworkAdapter {
     for (const s of targets.values()) this.#host.emit(s.id, event, data);
   }
 
-  #participants(list: string[]): string[] {
-    const jids = list.map((p) => participantJid(p));
-    const bad = list.filter((_, i) => !jids[i]);
-    if (bad.length)
-      throw new WharfError('validation_failed', 'The given data was invalid.', {
-        fields: { participants: bad.map((b) => `${b} is not a phone number or phone JID`) },
-      });
-    return [...new Set(jids as string[])];
-  }
-
   async groups(session: NetworkSession): Promise<GroupMetadata[]> {
     return this.#store.groupsOf(session.orgId, this.#selfJid(session)).map((g) => this.#metadata(g));
   }
 
   async createGroup(session: NetworkSession, subject: string, participants: string[]): Promise<GroupMetadata> {
-    const members = this.#participants(participants);
+    const members = participantJids(participants);
     return this.#host.transaction(() => {
       let jid: string;
       do jid = `120363${String(randomInt(0, 1e12)).padStart(12, '0')}@g.us`;
@@ -528,7 +530,7 @@ export class SandboxNetwork implements NetworkAdapter {
     participants: string[],
   ): Promise<ParticipantResult[]> {
     const { group, admin } = this.#memberGroup(session, jid);
-    const list = this.#participants(participants);
+    const list = participantJids(participants);
     if (!admin) return list.map((id) => ({ id, status: 403, message: 'not-authorized' }));
     return this.#host.transaction(() => {
       const results: ParticipantResult[] = [];

@@ -19,7 +19,7 @@ import type { Keys } from '../../../../core/keys.ts';
 import type { Logger } from '../../../../core/logger.ts';
 import { randomToken } from '../../../../core/tokens.ts';
 import type { WhatsAppConfig } from '../../config.ts';
-import { digitsOf, mediaOf, normalizePhone, participantJid, recipientOf } from '../nodes.ts';
+import { digitsOf, mediaOf, normalizePhone, participantJid, participantJids, recipientOf } from '../nodes.ts';
 import type {
   ConnectRequest,
   ConnectResult,
@@ -565,16 +565,6 @@ export class WhatsAppNetwork implements NetworkAdapter {
     return trimmed;
   }
 
-  #participants(list: string[]): string[] {
-    const jids = list.map((p) => participantJid(p));
-    const bad = list.filter((_, i) => !jids[i]);
-    if (bad.length)
-      throw new WharfError('validation_failed', 'The given data was invalid.', {
-        fields: { participants: bad.map((b) => `${b} is not a phone number or phone JID`) },
-      });
-    return [...new Set(jids as string[])];
-  }
-
   async groups(session: NetworkSession): Promise<GroupMetadata[]> {
     const socket = this.#socket(session);
     let all: Awaited<ReturnType<BaileysSocket['groupFetchAllParticipating']>>;
@@ -595,7 +585,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
 
   async createGroup(session: NetworkSession, subject: string, participants: string[]): Promise<GroupMetadata> {
     const socket = this.#socket(session);
-    const members = this.#participants(participants);
+    const members = participantJids(participants);
     return this.#group(session, () => socket.groupCreate(subject, members));
   }
 
@@ -616,7 +606,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   ): Promise<ParticipantResult[]> {
     const socket = this.#socket(session);
     const groupJid = this.#groupJid(jid);
-    const list = this.#participants(participants);
+    const list = participantJids(participants);
     let results: Awaited<ReturnType<BaileysSocket['groupParticipantsUpdate']>>;
     try {
       results = await socket.groupParticipantsUpdate(groupJid, list, action);
