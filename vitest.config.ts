@@ -8,6 +8,9 @@ export default defineConfig({
     // single start can take seconds, so a test may run long before it is stuck.
     testTimeout: 90_000,
     hookTimeout: 300_000,
+    // expect.poll gives up after 1 s by default: a page whose script is built on its first request,
+    // or a process on a loaded machine, can take longer. A poll that succeeds returns at once.
+    expect: { poll: { timeout: 15_000 } },
     // Tests start real servers (Ceph RGW, the built binary); two cores, so keep parallelism modest.
     maxWorkers: 2,
     projects: [

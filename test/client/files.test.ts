@@ -61,7 +61,7 @@ describe('wharf files', () => {
     expect(left.files.map((f: { name: string }) => f.name)).toEqual(['notes.txt']);
     const gone = await wharf(['files', 'get', uploaded[0]!.key, '--token', token]);
     expect(gone.stderr).toBe(`wharf: no file with key ${uploaded[0]!.key}\n`);
-  }, 60_000);
+  }, 120_000);
 
   it('answers bad input in one line', async () => {
     expect(await wharf(['files', 'ls'])).toMatchObject({ status: 1, stderr: 'wharf: give the app API token with --token (or WHARF_APP_TOKEN)\n' });
@@ -91,7 +91,7 @@ describe('wharf files rm', () => {
     expect(again.status).toBe(1);
     expect(JSON.parse(again.stdout)).toEqual({ deleted: [], notFound: [a] });
     expect(again.stderr).toBe(`wharf: no file with key ${a}\n`);
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('wharf files get', () => {
@@ -126,7 +126,7 @@ describe('wharf files get', () => {
     const before = fs.readdirSync(folder);
     expect((await wharf(['files', 'get', 'get/none.txt', '--out', folder, '--token', token])).stderr).toBe('wharf: no file with key get/none.txt\n');
     expect(fs.readdirSync(folder)).toEqual(before);
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('what the command line prints', () => {
