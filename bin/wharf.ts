@@ -342,11 +342,17 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
     .parseAsync();
 }
 
-if (import.meta.main) {
+/**
+ * Runs the command line as a process: from source (below) and from the bundle and the single
+ * executable (build/entry.ts).
+ */
+export function run(argv: string[]): void {
   // `wharf licenses | head`, `wharf files ls | less` quit early: a closed pipe ends the command quietly.
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code === 'EPIPE') process.exit(0);
     throw err;
   });
-  main(hideBin(process.argv)).catch((err) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err)));
+  main(argv).catch((err) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err)));
 }
+
+if (import.meta.main) run(hideBin(process.argv));

@@ -4,7 +4,7 @@
  * carries; a whatsapp session loads Baileys from the asset the build embedded (and only then);
  * and it loads a plugin built outside the tree from `[plugins] dir`.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -91,6 +91,10 @@ describe('the single executable and the WhatsApp network', () => {
     // The licence texts themselves, GPL-3.0's included.
     expect(r.stdout).toContain('GNU GENERAL PUBLIC LICENSE');
     expect(r.stdout).toBe(fs.readFileSync(path.join(root, 'dist/THIRD-PARTY-NOTICES.txt'), 'utf8'));
+    expect(r.stdout).toContain('  preact ');
+    // A reader that quits early (| head) ends it quietly.
+    const piped = spawnSync('sh', ['-c', `"${bin}" licenses | head -1`], { env: { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin' }, encoding: 'utf8' });
+    expect([piped.stdout, piped.stderr]).toEqual([r.stdout.split('\n')[0] + '\n', '']);
   });
 
   it('loads Baileys from its embedded asset when a whatsapp session connects, and reports the closes of a server that refuses it', async () => {
