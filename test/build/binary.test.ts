@@ -94,7 +94,7 @@ describe('the single executable and the WhatsApp network', () => {
     expect(r.stdout).toContain('  preact ');
     // A reader that quits early (| head) ends it quietly.
     const piped = spawnSync('sh', ['-c', `"${bin}" licenses | head -1`], { env: { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin' }, encoding: 'utf8' });
-    expect([piped.stdout, piped.stderr]).toEqual([r.stdout.split('\n')[0] + '\n', '']);
+    expect([piped.stdout, piped.stderr]).toEqual([`${r.stdout.split('\n')[0]}\n`, '']);
   });
 
   it('loads Baileys from its embedded asset when a whatsapp session connects, and reports the closes of a server that refuses it', async () => {
