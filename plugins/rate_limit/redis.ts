@@ -71,7 +71,10 @@ export async function connectRedis(options: RedisConnection): Promise<Redis> {
     ]);
   } catch (err) {
     client.disconnect();
-    throw new Error(`cannot reach Redis at ${where}: ${(reason ?? (err as Error)).message}`);
+    const message = (reason ?? (err as Error)).message;
+    // The ready check (HELLO, INFO) timed out: the server took the connection but says nothing.
+    const said = message === 'Command timed out' ? `connected, but no answer in ${options.timeoutMs} ms (timeout_ms)` : message;
+    throw new Error(`cannot reach Redis at ${where}: ${said}`);
   } finally {
     clearTimeout(timer);
     client.off('error', remember);

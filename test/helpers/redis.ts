@@ -8,7 +8,7 @@
 // Tests never meet on it: each app gets a key prefix of its own (rateLimitRedisEnv). A test that
 // stops, pauses or kills Redis starts a private redis-server of its own (startPrivateRedis), never
 // the shared one. Never skips: if no Redis can be had, ensureRedis() throws with the script's output.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,6 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { freePort } from './cli.ts';
+import { ensureDebianTool } from './debian.ts';
 
 const SCRIPT = fileURLToPath(new URL('../redis/redis-server.sh', import.meta.url));
 const UP_TIMEOUT_MS = 10 * 60_000; // a cold CI machine runs apt-get first
@@ -75,8 +76,13 @@ async function assertAnswers(url: string, source: string): Promise<void> {
 }
 
 /** A client for the test itself (to look at keys, or to pause the server): connects on first use. */
-export function redisClient(url: string): Redis {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 5000 });
+export function redisClient(url: string, caFile?: string): Redis {
+  const client = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 5000,
+    ...(caFile ? { tls: { ca: fs.readFileSync(caFile) } } : {}),
+  });
   client.on('error', () => {}); // failures surface as rejected commands
   return client;
 }
@@ -110,7 +116,7 @@ export async function rateLimitStoreEnv(): Promise<Record<string, string>> {
 export interface PrivateRedis {
   port: number;
   password: string;
-  /** redis://:password@127.0.0.1:port */
+  /** redis://:password@127.0.0.1:port, or rediss:// when started with TLS. */
   url: string;
   /** Its own client, for the test. */
   client: Redis;
@@ -124,13 +130,51 @@ export interface PrivateRedis {
   stop(): Promise<void>;
 }
 
+/** PEM files of a server certificate for 127.0.0.1 and localhost, and of the authority that signed it. */
+export interface TestTls {
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+/** A fresh certificate authority and a server certificate it signed (openssl), in a temporary directory. */
+export async function makeTestTls(): Promise<TestTls> {
+  const openssl = await ensureDebianTool('/usr/bin/openssl', 'openssl');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-test-tls-'));
+  const file = (name: string) => path.join(dir, name);
+  const run = (args: string[]) => execFileSync(openssl, args, { cwd: dir, stdio: 'pipe' });
+  run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=wharf test CA', '-keyout', file('ca.key'), '-out', file('ca.pem')]);
+  run(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', file('server.key'), '-out', file('server.csr')]);
+  fs.writeFileSync(file('san.ext'), 'subjectAltName = IP:127.0.0.1, DNS:localhost\n');
+  run([
+    'x509',
+    '-req',
+    '-in',
+    file('server.csr'),
+    '-CA',
+    file('ca.pem'),
+    '-CAkey',
+    file('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    file('san.ext'),
+    '-out',
+    file('server.pem'),
+  ]);
+  return { ca: file('ca.pem'), cert: file('server.pem'), key: file('server.key') };
+}
+
 /**
  * A redis-server of the test's own on a free loopback port, for tests that stop, pause or kill
- * it. Uses the binary the shared server's script installed (so call after ensureRedis()).
+ * it; with `tls`, it speaks only TLS on that port. Uses the binary the shared server's script
+ * installed (so it calls ensureRedis() first).
  */
-export async function startPrivateRedis(extraArgs: string[] = []): Promise<PrivateRedis> {
+export async function startPrivateRedis(options: { tls?: TestTls } = {}): Promise<PrivateRedis> {
   await ensureRedis();
   const port = await freePort();
+  const { tls } = options;
   const password = `pw-${randomUUID()}`;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-test-redis-private-'));
   // The password in a file, not on the command line.
@@ -139,7 +183,9 @@ export async function startPrivateRedis(extraArgs: string[] = []): Promise<Priva
     conf,
     [
       'bind 127.0.0.1',
-      `port ${port}`,
+      ...(tls
+        ? ['port 0', `tls-port ${port}`, `tls-cert-file ${tls.cert}`, `tls-key-file ${tls.key}`, `tls-ca-cert-file ${tls.ca}`, 'tls-auth-clients no']
+        : [`port ${port}`]),
       'daemonize no',
       `dir ${dir}`,
       'save ""',
@@ -152,18 +198,18 @@ export async function startPrivateRedis(extraArgs: string[] = []): Promise<Priva
   );
   let child: ChildProcess | undefined;
   let log = '';
-  const url = `redis://:${password}@127.0.0.1:${port}`;
-  const client = redisClient(url);
+  const url = `${tls ? 'rediss' : 'redis'}://:${password}@127.0.0.1:${port}`;
+  const client = redisClient(url, tls?.ca);
 
   async function launch(): Promise<void> {
-    const started = spawn('redis-server', [conf, ...extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const started = spawn('redis-server', [conf], { stdio: ['ignore', 'pipe', 'pipe'] });
     started.stdout!.on('data', (d) => (log += d));
     started.stderr!.on('data', (d) => (log += d));
     child = started;
     const deadline = Date.now() + 15_000;
     for (;;) {
       if (started.exitCode !== null) throw new Error(`private redis-server exited (${started.exitCode}):\n${log}`);
-      const probe = redisClient(url);
+      const probe = redisClient(url, tls?.ca);
       try {
         await probe.connect();
         if ((await probe.ping()) === 'PONG') return;
