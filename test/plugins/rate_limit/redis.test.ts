@@ -303,6 +303,16 @@ describe('start-up', () => {
         redis.resume();
       }
       expect(await startWith(redis.url)).toBe('started');
+      // The permissions the README asks of an ACL user are enough.
+      await redis.client.call('ACL', 'SETUSER', 'wharf', 'on', '>wharf-pw', '~wharf-acl:*', '+@read', '+@write', '+eval', '+evalsha', '+info');
+      const app = await startApp(TOML, { env: await rateLimitRedisEnv({ url: `redis://wharf:wharf-pw@127.0.0.1:${redis.port}`, keyPrefix: 'wharf-acl:' }) });
+      try {
+        const address = newAddress();
+        expect(await call(app.url, address)).toMatchObject({ status: 200, remaining: '4' });
+        expect(await redis.client.get(`wharf-acl:cli:anonymous:ip:${address['x-forwarded-for']}`)).toBe('1');
+      } finally {
+        await app.close();
+      }
     } finally {
       await redis.stop();
     }
