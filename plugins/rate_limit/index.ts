@@ -11,8 +11,6 @@ import type { Logger } from '../../core/logger.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { type RateLimitConfig, rateLimitConfig, storeProblems } from './config.ts';
 import { compileRules, rateLimiter } from './middleware.ts';
-import { describeRedisUrl } from './redis.ts';
-import { openRedisStore } from './redis-store.ts';
 import { memoryStore, type RateLimitStore } from './store.ts';
 
 /** The configured store; for Redis, connected and checked, its outages logged and counted. */
@@ -30,6 +28,9 @@ async function openStore(config: RateLimitConfig, log: Logger, metrics: Registry
     help: "Requests the rate limit counted in this instance's memory because Redis failed or did not answer in time.",
     registers: [metrics],
   });
+  // Loaded only for this store: ioredis takes tens of milliseconds to load, which every start
+  // with the memory store would pay for nothing.
+  const [{ openRedisStore }, { describeRedisUrl }] = await Promise.all([import('./redis-store.ts'), import('./redis.ts')]);
   const where = describeRedisUrl(url);
   const store = await openRedisStore(
     { url, keyPrefix: redis.key_prefix, timeoutMs: redis.timeout_ms, connectTimeoutMs: redis.connect_timeout_ms, tlsCaFile: redis.tls_ca_file },
