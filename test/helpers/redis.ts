@@ -135,6 +135,8 @@ export interface TestTls {
   ca: string;
   cert: string;
   key: string;
+  /** The directory holding them, to remove once done. */
+  dir: string;
 }
 
 /** A fresh certificate authority and a server certificate it signed (openssl), in a temporary directory. */
@@ -163,7 +165,7 @@ export async function makeTestTls(): Promise<TestTls> {
     '-out',
     file('server.pem'),
   ]);
-  return { ca: file('ca.pem'), cert: file('server.pem'), key: file('server.key') };
+  return { ca: file('ca.pem'), cert: file('server.pem'), key: file('server.key'), dir };
 }
 
 /**

@@ -326,7 +326,10 @@ describe('TLS (rediss://)', () => {
     tls = await makeTestTls();
     redis = await startPrivateRedis({ tls });
   });
-  afterAll(() => redis?.stop());
+  afterAll(async () => {
+    await redis?.stop();
+    if (tls) fs.rmSync(tls.dir, { recursive: true, force: true });
+  });
 
   it("counts over TLS, trusting the server's private authority from tls_ca_file", async () => {
     const keyPrefix = testKeyPrefix();
