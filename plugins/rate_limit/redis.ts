@@ -3,6 +3,13 @@
  * a command sent while the connection is down fails at once, and one that gets no answer within
  * `timeoutMs` fails then, so a request never waits long on a Redis that is gone or stuck. It
  * reconnects on its own, for as long as the server runs.
+ *
+ * Why ioredis rather than node-redis (`redis`): it is rate-limiter-flexible's default client, and
+ * with it the limiter registers its script once and sends `EVALSHA` (with node-redis it sends the
+ * whole script with `EVAL` on every request); it adds 0.19 MiB to the binary where @redis/client
+ * bundles to 0.63 MiB; and it has the knobs failing fast needs (`commandTimeout`,
+ * `enableOfflineQueue`). Redis itself points new projects to node-redis, but ioredis is kept up
+ * by Redis too (6.0.0, July 2026).
  */
 import fs from 'node:fs';
 import { Redis, type RedisOptions } from 'ioredis';
