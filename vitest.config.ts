@@ -18,6 +18,12 @@ export default defineConfig({
       // The file-storage contract tests run a second time, unchanged, against the embedded
       // store's S3 endpoint instead of Ceph RGW (test/helpers/s3.ts reads WHARF_TEST_STORE).
       { extends: true, test: { name: 'storage on the embedded store', include: ['test/plugins/storage/*.test.ts'], env: { WHARF_TEST_STORE: 'embedded' } } },
+      // The rate-limit tests run a second time, unchanged, with the counters in Redis instead of
+      // memory (test/helpers/redis.ts reads WHARF_TEST_RATE_LIMIT_STORE): same headers, same 429s.
+      {
+        extends: true,
+        test: { name: 'rate limit on redis', include: ['test/plugins/rate_limit/limits.test.ts'], env: { WHARF_TEST_RATE_LIMIT_STORE: 'redis' } },
+      },
     ],
   },
 });

@@ -7,6 +7,7 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   healthz: () => import('./healthz.ts'),
   auth: () => import('./auth.ts'),
   'rate-limit': () => import('./rate-limit.ts'),
+  'rate-limit-redis': () => import('./rate-limit-redis.ts'),
   'tokens-validate': () => import('./tokens-validate.ts'),
   'files-search': () => import('./files-search.ts'),
   'upload-presign': () => import('./upload-presign.ts'),

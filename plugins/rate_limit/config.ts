@@ -1,11 +1,12 @@
 /**
- * The rate_limit plugin's config: `[plugins.rate_limit]` and one table per rule,
- * `[plugins.rate_limit.rules.<name>]`. The built-in rules have defaults and can be changed;
+ * The rate_limit plugin's config: `[plugins.rate_limit]`, the Redis of the shared store
+ * (`[plugins.rate_limit.redis]`) and one table per rule, `[plugins.rate_limit.rules.<name>]`. The built-in rules have defaults and can be changed;
  * rules of other names can be added. A request counts against the one rule whose prefix is
  * the longest match for its path.
  */
 import { z } from 'zod';
 import { isUnder, normalizePrefix } from '../../core/paths.ts';
+import type { ConfigProblem } from '../../core/plugin.ts';
 
 /**
  * Credential kinds a rule can give their own limit, as principal kinds in snake_case
@@ -109,11 +110,64 @@ const rules = z
   .prefault({})
   .describe('Rules, one table each: [plugins.rate_limit.rules.<name>].');
 
+/** A Redis URL: redis:// or rediss:// (TLS), with optional user, password and database number. */
+const redisUrl = z.string().refine((value) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return false;
+  }
+  // The message never repeats the value: it may hold the password.
+  return (url.protocol === 'redis:' || url.protocol === 'rediss:') && url.hostname !== '' && /^\/?(\d{1,2})?$/.test(url.pathname) && !url.hash;
+}, 'expected redis://[[user]:password@]host[:port][/db], or rediss://... for TLS');
+
+const redisConfig = z
+  .strictObject({
+    url: redisUrl
+      .optional()
+      .describe(
+        'The Redis that holds the counters when store = "redis": redis://[[user]:password@]host[:port][/db], or rediss://... for TLS. Every instance of one Wharf names the same Redis and key_prefix. It holds the password: prefer the variable WHARF_PLUGINS__RATE_LIMIT__REDIS__URL to writing it in a file. Never logged.',
+      ),
+    key_prefix: z
+      .string()
+      .min(1)
+      .max(100)
+      .regex(/^[^\s]+$/, 'must not contain spaces')
+      .default('wharf:rl:')
+      .describe(
+        'Start of every key Wharf writes, so several Wharfs (or other programs) can share one Redis: the instances of one Wharf use the same prefix, separate Wharfs different ones.',
+      ),
+    timeout_ms: z
+      .int()
+      .min(10)
+      .max(10_000)
+      .default(250)
+      .describe("How long a request waits for Redis before it is counted in this instance's memory instead, in milliseconds."),
+    connect_timeout_ms: z
+      .int()
+      .min(100)
+      .max(60_000)
+      .default(5000)
+      .describe('At start, how long to wait for Redis to answer before refusing to start, in milliseconds.'),
+    tls_ca_file: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "PEM file of the certificate authority of the Redis server's certificate, for a rediss:// URL whose server has a private one. Default: the system's authorities.",
+      ),
+  })
+  .prefault({})
+  .describe('The Redis of store = "redis".');
+
 export const rateLimitConfig = z.strictObject({
   store: z
-    .enum(['memory'])
+    .enum(['memory', 'redis'])
     .default('memory')
-    .describe('Where counters live. "memory": in this process; they start empty after a restart and are not shared between instances.'),
+    .describe(
+      'Where counters live. "memory": in this process; they start empty after a restart and are not shared between instances. "redis": in the Redis of [plugins.rate_limit.redis], shared by every instance that names it.',
+    ),
   window_seconds: z
     .int()
     .min(1)
@@ -128,7 +182,20 @@ export const rateLimitConfig = z.strictObject({
     .describe(
       'Calls without a valid credential are counted per client address; IPv6 addresses count per subnet of this many leading bits, since one host often has a whole /64.',
     ),
+  redis: redisConfig,
   rules,
 });
 
 export type RateLimitConfig = z.output<typeof rateLimitConfig>;
+
+/** Rules across keys (the plugin's `validate`): each a line for the operator. */
+export function storeProblems(config: RateLimitConfig): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const { store, redis } = config;
+  // Either way round, a silent mismatch would leave each instance counting on its own.
+  if (store === 'redis' && !redis.url) problems.push({ key: 'redis.url', message: 'required when store = "redis"' });
+  if (store === 'memory' && redis.url)
+    problems.push({ key: 'store', message: 'is "memory" but redis.url is set: set store = "redis" to use that Redis, or remove redis.url' });
+  if (redis.tls_ca_file && redis.url && !redis.url.startsWith('rediss:')) problems.push({ key: 'redis.tls_ca_file', message: 'needs a rediss:// url (TLS)' });
+  return problems;
+}

@@ -1,9 +1,9 @@
 /**
- * Where rate-limit counters live. The plugin talks to a {@link RateLimitStore} only, so a store
- * shared between instances (Redis, the database) can replace the in-memory one by implementing
- * these two methods; rate-limiter-flexible has limiters for most of them with the same options.
+ * Where rate-limit counters live. The plugin talks to a {@link RateLimitStore} only: counters in
+ * this process's memory (here) or in Redis, shared between instances (`redis-store.ts`); both are
+ * rate-limiter-flexible limiters with the same options and the same fixed windows.
  */
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 
 /** One limit: `limit` requests per `windowSeconds` for each key. */
 export interface CounterSpec {
@@ -34,26 +34,30 @@ export interface RateLimitStore {
   close?(): Promise<void>;
 }
 
+/**
+ * Counts `cost` against `key` on a rate-limiter-flexible limiter. Over the limit the library
+ * rejects with its result object, which is a decision like any other; anything else it rejects
+ * with is a real failure, thrown on.
+ */
+export async function consumeFrom(limiter: RateLimiterAbstract, spec: CounterSpec, key: string, cost: number): Promise<Decision> {
+  let res: RateLimiterRes;
+  let allowed = true;
+  try {
+    res = await limiter.consume(key, cost);
+  } catch (rejected) {
+    if (!(rejected instanceof RateLimiterRes)) throw rejected;
+    res = rejected;
+    allowed = false;
+  }
+  return { allowed, limit: spec.limit, remaining: res.remainingPoints, resetAt: Date.now() + Math.max(0, res.msBeforeNext) };
+}
+
 /** Counters in this process's memory (rate-limiter-flexible's RateLimiterMemory); each key expires with its window. */
 export function memoryStore(): RateLimitStore {
   return {
     counter(spec) {
       const limiter = new RateLimiterMemory({ keyPrefix: spec.name, points: spec.limit, duration: spec.windowSeconds });
-      return {
-        async consume(key, cost = 1) {
-          let res: RateLimiterRes;
-          let allowed = true;
-          try {
-            res = await limiter.consume(key, cost);
-          } catch (rejected) {
-            // Over the limit, the library rejects with the same result object; anything else is a real failure.
-            if (!(rejected instanceof RateLimiterRes)) throw rejected;
-            res = rejected;
-            allowed = false;
-          }
-          return { allowed, limit: spec.limit, remaining: res.remainingPoints, resetAt: Date.now() + Math.max(0, res.msBeforeNext) };
-        },
-      };
+      return { consume: (key, cost = 1) => consumeFrom(limiter, spec, key, cost) };
     },
   };
 }

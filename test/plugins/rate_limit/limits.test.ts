@@ -1,16 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ConfigError, resolveConfig, type AnyPlugin } from '../../core/config.ts';
-import { WharfError } from '../../core/errors.ts';
-import { definePlugin } from '../../core/plugin.ts';
-import { AccessTokens } from '../../plugins/identity/access-tokens.ts';
-import { builtinPlugins } from '../../plugins/index.ts';
-import { rateLimitConfig } from '../../plugins/rate_limit/config.ts';
-import { addressKey, compileRules, principalKey, rateLimiter } from '../../plugins/rate_limit/middleware.ts';
-import type { RateLimitStore } from '../../plugins/rate_limit/store.ts';
-import { startApp, type TestApp } from '../helpers/app.ts';
-import { signIn } from '../helpers/identity.ts';
-import { probePlugin } from '../helpers/plugins.ts';
+import { ConfigError, resolveConfig, type AnyPlugin } from '../../../core/config.ts';
+import { WharfError } from '../../../core/errors.ts';
+import { definePlugin } from '../../../core/plugin.ts';
+import { AccessTokens } from '../../../plugins/identity/access-tokens.ts';
+import { builtinPlugins } from '../../../plugins/index.ts';
+import { rateLimitConfig } from '../../../plugins/rate_limit/config.ts';
+import { addressKey, compileRules, principalKey, rateLimiter } from '../../../plugins/rate_limit/middleware.ts';
+import type { RateLimitStore } from '../../../plugins/rate_limit/store.ts';
+import { startApp, type TestApp } from '../../helpers/app.ts';
+import { signIn } from '../../helpers/identity.ts';
+import { probePlugin } from '../../helpers/plugins.ts';
+import { ensureRedis, rateLimitStoreEnv, redisClient } from '../../helpers/redis.ts';
 
 /**
  * Principals of the kinds other plugins are adding (pat, sessionKey, appToken) and of a future
@@ -89,7 +90,7 @@ window_seconds = 2
 
 let app: TestApp;
 beforeAll(async () => {
-  app = await startApp(TOML, { plugins });
+  app = await startApp(TOML, { plugins, env: await rateLimitStoreEnv() });
 });
 afterAll(() => app.close());
 
@@ -118,6 +119,26 @@ async function oauthBearer(userId: string, orgId: string): Promise<string> {
   const tokens = new AccessTokens(app.running.keys, app.running.config.core.server.public_url, 3600);
   return `Bearer ${await tokens.issue({ userId, orgId })}`;
 }
+
+/** These tests run once per store (vitest.config.ts): memory, and Redis when WHARF_TEST_RATE_LIMIT_STORE=redis. */
+const STORE = process.env.WHARF_TEST_RATE_LIMIT_STORE === 'redis' ? 'redis' : 'memory';
+
+describe(`the store under test (${STORE})`, () => {
+  it('is the one that counts', async () => {
+    const config = app.running.config.plugins.rate_limit as { store: string; redis: { key_prefix: string } };
+    expect(config.store).toBe(STORE);
+    const address = newAddress();
+    expect((await app.request('GET', '/api/cli/me', { headers: address })).status).toBe(401);
+    if (STORE === 'memory') return;
+    const redis = redisClient(await ensureRedis());
+    try {
+      const key = `${config.redis.key_prefix}cli:anonymous:ip:${address['x-forwarded-for']}`;
+      expect(await redis.get(key)).toBe('1');
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
 
 describe('X-RateLimit-* headers on every response of a limited path', () => {
   it('count down on successes, per credential (dashboard session)', async () => {
@@ -352,7 +373,7 @@ describe('a store that fails', () => {
 
 describe('health routes, proxies and the switch', () => {
   it('never limits /healthz, /readyz and /metrics, and without trust_proxy ignores X-Forwarded-For', async () => {
-    const small = await startApp('[plugins.rate_limit.rules.default]\nlimit = 2\nanonymous = 2\n');
+    const small = await startApp('[plugins.rate_limit.rules.default]\nlimit = 2\nanonymous = 2\n', { env: await rateLimitStoreEnv() });
     try {
       for (let i = 0; i < 5; i++) {
         for (const path of ['/healthz', '/readyz', '/metrics', '/HEALTHZ/']) {
