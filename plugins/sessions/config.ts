@@ -50,7 +50,17 @@ export const whatsappConfig = z
       .int()
       .min(0)
       .default(0)
-      .describe('Reconnect attempts in a row before the session gives up with status failed (0: never give up).'),
+      .describe(
+        'A paired session: failed attempts in a row (after a drop, each reconnect is one) before it gives up with status failed (0: never give up, as WhatsApp Web does).',
+      ),
+    unpaired_max_attempts: z
+      .int()
+      .min(1)
+      .max(100)
+      .default(3)
+      .describe(
+        'A session not paired yet: failed attempts in a row (the first connect is attempt 1) before it gives up with status failed. Without a pairing it can do nothing until someone scans a QR code, so it does not retry for ever; connect again to retry.',
+      ),
     watchdog_silence_seconds: z
       .int()
       .min(0)

@@ -271,4 +271,14 @@ export const migrations: Migration[] = [
       `);
     },
   },
+  {
+    id: '004-status-reason',
+    up(db) {
+      db.exec(`
+        -- Why the session has its status (the reason of its last status change or reconnect
+        -- attempt), shown as status_reason: the session log keeps the history, this the latest.
+        ALTER TABLE sessions_sessions ADD COLUMN status_reason TEXT;
+      `);
+    },
+  },
 ];

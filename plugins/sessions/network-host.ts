@@ -21,13 +21,16 @@ export function networkHost(type: SessionType, store: SessionsStore, recorder: E
     emit: (sessionId, event, data) => {
       recorder.emit(sessionId, event, data);
     },
-    setStatus: (sessionId, status, reason) =>
+    setStatus: (sessionId, status, reason, options) =>
       transaction(() => {
         const session = store.session(sessionId);
-        if (!session || session.status === status) return;
+        if (!session) return;
+        const changed = session.status !== status;
+        // The same status again is news only when the adapter says so (a reconnect attempt that failed).
+        if (!changed && !(options?.repeat && reason && reason !== session.statusReason)) return;
         const at = now();
-        store.setStatus(sessionId, status, at);
-        store.statusLog(sessionId, 'status_change', status, reason ?? null, at);
+        store.setStatus(sessionId, status, reason ?? null, at);
+        store.statusLog(sessionId, changed ? 'status_change' : 'status_update', status, reason ?? null, at);
         recorder.emit(sessionId, 'session.status', reason ? { status, reason } : { status });
       }),
     qrUpdated: (sessionId, qr) => {

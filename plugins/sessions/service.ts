@@ -8,6 +8,7 @@ import { WharfError } from '../../core/errors.ts';
 import { canonicalEvent, type EventName } from './events.ts';
 import type { MessagingCredentials } from './credentials.ts';
 import { networkHost } from './network-host.ts';
+import { notConnectedMessage } from './networks/not-connected.ts';
 import type { NetworkAdapter, NetworkHost } from './networks/types.ts';
 import { type EventRecorder, remove } from './recorder.ts';
 import type { SessionsStore } from './store.ts';
@@ -162,9 +163,7 @@ export class Sessions implements SessionsService {
 /** 409 unless the session has a network adapter and is connected. */
 export function requireConnected(session: SessionRecord, network: NetworkAdapter | undefined): asserts network is NetworkAdapter {
   requireAdapter(session, network);
-  if (session.status !== 'connected') {
-    throw new WharfError('not_connected', `Session ${session.id} is not connected (status: ${session.status}); connect it and poll GET /api/status`);
-  }
+  if (session.status !== 'connected') throw new WharfError('not_connected', notConnectedMessage(session));
 }
 
 /** 409 when this build has no adapter for the session's network (`whatsapp`, until its adapter lands). */

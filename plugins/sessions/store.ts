@@ -19,6 +19,7 @@ interface SessionRow {
   name: string;
   phone_number: string;
   status: SessionStatus;
+  status_reason: string | null;
   account_protection: number;
   log_messages: number;
   webhook_url: string | null;
@@ -35,7 +36,7 @@ interface SessionRow {
   updated_at: string;
 }
 
-const SESSION_COLUMNS = `id, org_id, type, name, phone_number, status, account_protection, log_messages, webhook_url,
+const SESSION_COLUMNS = `id, org_id, type, name, phone_number, status, status_reason, account_protection, log_messages, webhook_url,
   webhook_enabled, webhook_events, webhook_signing, read_incoming_messages, auto_reject_calls, ignore_groups,
   ignore_channels, ignore_broadcasts, always_online, created_at, updated_at`;
 
@@ -47,6 +48,7 @@ function toSession(r: SessionRow): SessionRecord {
     phoneNumber: r.phone_number,
     type: r.type,
     status: r.status,
+    statusReason: r.status_reason,
     accountProtection: r.account_protection === 1,
     logMessages: r.log_messages === 1,
     webhookUrl: r.webhook_url,
@@ -199,7 +201,7 @@ export class SessionsStore {
       setSecrets: db.prepare('UPDATE sessions_sessions SET api_key_enc = ?, api_key_hash = ?, webhook_secret_enc = ? WHERE id = ?'),
       setApiKey: db.prepare('UPDATE sessions_sessions SET api_key_enc = ?, api_key_hash = ?, updated_at = ? WHERE id = ?'),
       setProxy: db.prepare('UPDATE sessions_sessions SET proxy_url_enc = ?, updated_at = ? WHERE id = ?'),
-      setStatus: db.prepare('UPDATE sessions_sessions SET status = ?, updated_at = ? WHERE id = ?'),
+      setStatus: db.prepare('UPDATE sessions_sessions SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?'),
       secrets: db.prepare('SELECT api_key_enc, webhook_secret_enc, proxy_url_enc FROM sessions_sessions WHERE id = ?'),
       delete: db.prepare('DELETE FROM sessions_sessions WHERE id = ?'),
 
@@ -349,8 +351,9 @@ export class SessionsStore {
     this.#wrote(id);
   }
 
-  setStatus(id: number, status: SessionStatus, now: string): void {
-    this.#s.setStatus.run(status, now, id);
+  /** Sets the status with why it is so (null: no reason given). */
+  setStatus(id: number, status: SessionStatus, reason: string | null, now: string): void {
+    this.#s.setStatus.run(status, reason, now, id);
     this.#wrote(id);
   }
 

@@ -135,11 +135,11 @@ describe('the single executable and the WhatsApp network', () => {
       });
       const { id } = ((await created.json()) as { data: { id: number } }).data;
       const connect = await fetch(`${srv.url}/api/whatsapp-sessions/${id}/connect`, { method: 'POST', headers: { ...headers, cookie }, body: '{}' });
-      // Nothing pairs within connect_timeout_ms: the answer is the state, with the last close's reason.
+      // The first attempt fails: the answer is the state at once, with the close's reason.
       expect(connect.status).toBe(200);
       expect(((await connect.json()) as { data: unknown }).data).toEqual({
         status: 'connecting',
-        message: expect.stringMatching(/^connection closed \(428\): Connection Terminated; reconnecting in [\d.]+ s \(attempt \d+\)$/),
+        message: expect.stringMatching(/^connection closed \(428\): Connection Terminated; next attempt in [\d.]+ s \(attempt 2 of 3\)$/),
       });
       // Baileys, from the asset, spoke WhatsApp's protocol header.
       expect(hellos.length).toBeGreaterThanOrEqual(1);

@@ -47,6 +47,8 @@ export interface NetworkSession {
   /** The account's number, E.164 with a leading `+`. */
   phoneNumber: string;
   status: SessionStatus;
+  /** Why it has that status: the reason of its last status change or failed reconnect attempt; null when none was given. */
+  statusReason: string | null;
   /** Mark incoming messages read as they arrive (the adapter does it, and sends the read receipt). */
   readIncomingMessages: boolean;
   /** Reject incoming calls. */
@@ -231,8 +233,13 @@ export interface NetworkHost {
   sessionByPhone(orgId: string, phoneNumber: string): NetworkSession | undefined;
   /** Records an event of a session (use the dedicated methods below where one fits). */
   emit(sessionId: number, event: EventName, data: unknown): void;
-  /** The connection state changed: stores it, writes the session log, emits session.status (with the reason, if any). */
-  setStatus(sessionId: number, status: SessionStatus, reason?: string): void;
+  /**
+   * The connection state changed: stores it with the reason (the session's `status_reason`), writes
+   * the session log, emits session.status (with the reason, if any). The same status again does
+   * nothing, unless `repeat` is set and the reason is new (a reconnect attempt failed): then the
+   * reason is stored, logged (`status_update`) and emitted too.
+   */
+  setStatus(sessionId: number, status: SessionStatus, reason?: string, options?: { repeat?: boolean }): void;
   /** A pairing QR code was issued (or rotated): emits qrcode.updated. */
   qrUpdated(sessionId: number, qr: string): void;
   /** The network accepted an outgoing message: the log row becomes `sent`; emits messages.upsert and message.sent. */

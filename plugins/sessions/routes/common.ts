@@ -141,6 +141,7 @@ export function sessionView(session: SessionRecord, secrets: { apiKey: string; w
     name: session.name,
     phone_number: session.phoneNumber,
     status: session.status,
+    status_reason: session.statusReason,
     type: session.type,
     account_protection: session.accountProtection,
     log_messages: session.logMessages,
@@ -167,6 +168,12 @@ export const sessionSchema = z.object({
   name: z.string(),
   phone_number: z.string(),
   status: z.enum(['connecting', 'connected', 'disconnected', 'need_scan', 'logged_out', 'expired', 'failed']),
+  status_reason: z
+    .string()
+    .nullable()
+    .describe(
+      "Why the session has its status (Wharf's addition): the reason of its last status change or reconnect attempt, e.g. why connecting fails; null when none was given. The session log keeps the history.",
+    ),
   type: z.enum(['whatsapp', 'sandbox']),
   account_protection: z.boolean(),
   log_messages: z.boolean(),

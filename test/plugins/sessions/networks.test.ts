@@ -147,7 +147,7 @@ describe('a transaction', () => {
       const before = svc.get(wa.id)!.status;
       expect(() =>
         svc.transaction(() => {
-          svc.store.setStatus(wa.id, 'expired', new Date().toISOString());
+          svc.store.setStatus(wa.id, 'expired', null, new Date().toISOString());
           expect(svc.get(wa.id)!.status).toBe('expired');
           throw new Error('roll back');
         }),

@@ -40,6 +40,7 @@ describe('CRUD', () => {
       name: 'Support',
       phone_number: '+493012345678',
       status: 'disconnected',
+      status_reason: null,
       type: 'whatsapp',
       account_protection: true,
       log_messages: true,

@@ -59,8 +59,22 @@ export function closeCode(error: unknown): number | undefined {
   return typeof code === 'number' ? code : undefined;
 }
 
-/** A close code in words, for the session log and session.status events. */
-export function describeClose(code: number | undefined, message: string | undefined): string {
+/**
+ * The network error behind a close, when the WebSocket itself failed before or instead of
+ * WhatsApp answering (DNS, connection refused or reset, TLS, handshake timeout, an HTTP answer to
+ * the upgrade). Baileys 7 wraps it in a Boom "WebSocket Error (<message>)" whose status code says
+ * little (408 for any `E...` error code or "timed out", 500 otherwise, the HTTP status of a refused
+ * upgrade) and keeps the original error as the Boom's `data`.
+ */
+export function closeCause(error: unknown): string | undefined {
+  const data = (error as { data?: unknown } | undefined)?.data;
+  return data instanceof Error && data.message ? data.message : undefined;
+}
+
+/** A close in words, for the session log and session.status events; `cause`: see {@link closeCause}. */
+export function describeClose(code: number | undefined, message: string | undefined, cause?: string): string {
+  // Not WhatsApp's verdict but the network's: say so, with the error as the system gave it.
+  if (cause) return `WhatsApp cannot be reached (${cause})`;
   const words: Record<number, string> = {
     [CODE.loggedOut]: 'logged out',
     [CODE.forbidden]: 'forbidden',
@@ -78,8 +92,9 @@ export function describeClose(code: number | undefined, message: string | undefi
   return message && !what.toLowerCase().includes(message.toLowerCase()) ? `${what}: ${message}` : what;
 }
 
-/** What to do after a close with this code. */
-export function closeAction(code: number | undefined, message: string | undefined): CloseAction {
+/** What to do after a close with this code; a close caused by the network (`cause`) always reconnects, whatever its code. */
+export function closeAction(code: number | undefined, message: string | undefined, cause?: string): CloseAction {
+  if (cause) return { kind: 'reconnect' };
   const reason = describeClose(code, message);
   switch (code) {
     case CODE.restartRequired:
@@ -136,7 +151,12 @@ export class Connection {
   #pairingCode: string | undefined;
   /** The socket generation the pairing code was issued on. */
   #codeGeneration = -1;
+  /** The attempt under way since the last connect or drop (1, 2, ...); 0 while open or idle. */
   #attempt = 0;
+  /** Closes in a row that led to a reconnect (the backoff's exponent). */
+  #failures = 0;
+  /** The server log said this session cannot connect, and has not yet said it recovered. */
+  #failing = false;
   #timer: NodeJS.Timeout | undefined;
   #lastFrame = Date.now();
   #lastReason = '';
@@ -186,12 +206,38 @@ export class Connection {
     return this.#phase === 'need_scan' ? this.#qr : undefined;
   }
 
+  /** Why the connection is in its phase (the last attempt's failure, say); '' when there is nothing to say. */
+  get reason(): string {
+    return this.#lastReason;
+  }
+
+  /** Whether the session completed pairing once (its credentials are registered): only then can it reconnect without a scan. */
+  #paired(): boolean {
+    return this.#deps.store.account(this.sessionId)?.registered === 1;
+  }
+
+  /** Failed attempts in a row before giving up (0: never): a session not paired yet gives up soon, it can do nothing without a scan. */
+  #attemptLimit(): number {
+    const { reconnect_max_attempts: max, unpaired_max_attempts: unpaired } = this.#deps.config;
+    if (this.#paired()) return max;
+    return max > 0 ? Math.min(max, unpaired) : unpaired;
+  }
+
   get #log(): Logger {
     return this.#deps.log;
   }
 
-  #setStatus(status: SessionStatus, reason?: string): void {
-    this.#deps.host.setStatus(this.sessionId, status, reason);
+  #setStatus(status: SessionStatus, reason?: string, repeat = false): void {
+    this.#deps.host.setStatus(this.sessionId, status, reason, { repeat });
+  }
+
+  /** The connection works again (a QR code or an open socket): one server log line ends the failing one. */
+  #recovered(what: string): void {
+    this.#attempt = 0;
+    this.#failures = 0;
+    if (!this.#failing) return;
+    this.#failing = false;
+    this.#log.info({ sessionId: this.sessionId }, `WhatsApp session ${this.sessionId} ${what} again`);
   }
 
   /** What the connection can say now. */
@@ -253,25 +299,28 @@ export class Connection {
       return this.current();
     }
     const waiting = this.#next();
+    // A connect counts its own attempts from 1, also when it joins a socket being opened.
+    this.#attempt = 1;
+    this.#failures = 0;
     // Idle, stopped, or waiting to reconnect: start now. Already opening a socket: join it.
     if (this.#phase !== 'connecting' || this.#timer) {
       this.#qrCount = 0;
-      this.#attempt = 0;
       this.#deps.store.setResume(this.sessionId, true, new Date().toISOString());
-      this.#begin(reason);
+      this.#begin(reason, true);
     }
     return waiting;
   }
 
-  /** Starts a new socket now (the old one, if any, is dropped first). */
-  #begin(reason: string): void {
+  /** Starts a new socket now (the old one, if any, is dropped first); `announce`: report the reason even when already connecting. */
+  #begin(reason: string, announce = false): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#phase = 'connecting';
     this.#lastReason = reason;
-    this.#setStatus('connecting', reason);
-    this.#drop();
+    this.#setStatus('connecting', reason, announce);
+    // A new generation first: the old socket's close, which Baileys emits synchronously from end(), is then ignored.
     const generation = ++this.#generation;
+    this.#drop();
     this.#opening = this.#open(generation).catch((err: unknown) => {
       this.#log.error({ err, sessionId: this.sessionId }, 'opening the WhatsApp socket failed');
       if (generation === this.#generation) this.#closed(generation, err);
@@ -349,7 +398,7 @@ export class Connection {
 
   /** A QR code was issued: shown, or answered with a pairing code; counted against the cap. */
   #pairing(generation: number, qr: string): void {
-    this.#attempt = 0;
+    this.#recovered('reaches WhatsApp');
     this.#qrCount++;
     if (this.#qrCount > this.#deps.config.qr_max_codes) {
       this.#stop('disconnected', `pairing timed out: ${this.#deps.config.qr_max_codes} codes were not used; connect again to pair`);
@@ -410,7 +459,7 @@ export class Connection {
     }
     const wasNew = this.#qrCount > 0 || this.#pairingCode !== undefined;
     this.#phase = 'open';
-    this.#attempt = 0;
+    this.#recovered('is connected');
     this.#qrCount = 0;
     this.#qr = undefined;
     this.#pairingCode = undefined;
@@ -432,8 +481,10 @@ export class Connection {
     this.#socket = undefined;
     const code = closeCode(error);
     const message = error instanceof Error ? error.message : undefined;
-    const action = closeAction(code, message);
+    const cause = closeCause(error);
+    const action = closeAction(code, message, cause);
     if (action.kind === 'stop') {
+      this.#log.warn({ sessionId: this.sessionId, status: action.status }, `WhatsApp session ${this.sessionId} stopped (${action.status}): ${action.reason}`);
       this.#stop(action.status, action.reason, action.forget);
       return;
     }
@@ -441,26 +492,41 @@ export class Connection {
       this.#begin('restart required (515): reconnecting to finish pairing');
       return;
     }
-    const { reconnect_max_attempts: max, reconnect_initial_delay_ms: initial, reconnect_max_delay_ms: ceiling } = this.#deps.config;
-    this.#attempt++;
-    const why = describeClose(code, message);
-    if (max > 0 && this.#attempt > max) {
-      this.#stop('failed', `gave up after ${max} reconnect attempts; last: ${why}`);
+    const why = describeClose(code, message, cause);
+    // The attempt that failed (0: an open connection dropped, which is no attempt of ours).
+    const failed = this.#attempt;
+    const limit = this.#attemptLimit();
+    if (limit > 0 && failed >= limit) {
+      const reason = this.#paired()
+        ? `${why}; gave up after ${failed} failed attempts in a row (reconnect_max_attempts); connect again to retry`
+        : `${why}; gave up after ${failed} failed attempts: the session is not paired yet, so it does not retry on its own; connect again to retry`;
+      this.#log.warn({ sessionId: this.sessionId, status: 'failed' }, `WhatsApp session ${this.sessionId} gave up connecting: ${reason}`);
+      this.#stop('failed', reason);
       return;
     }
-    const delay = backoffDelay(this.#attempt, initial, ceiling);
+    const next = failed + 1;
+    this.#failures++;
+    const { reconnect_initial_delay_ms: initial, reconnect_max_delay_ms: ceiling } = this.#deps.config;
+    const delay = backoffDelay(this.#failures, initial, ceiling);
     this.#phase = 'connecting';
-    this.#lastReason = `${why}; reconnecting in ${(delay / 1000).toFixed(1)} s (attempt ${this.#attempt})`;
-    const { host } = this.#deps;
-    host.transaction(() => {
-      // Every attempt is announced, also when the status already is connecting.
-      if (host.session(this.sessionId)?.status === 'connecting')
-        host.emit(this.sessionId, 'session.status', { status: 'connecting', reason: this.#lastReason });
-      else host.setStatus(this.sessionId, 'connecting', this.#lastReason);
-    });
+    this.#lastReason = `${why}; next attempt in ${(delay / 1000).toFixed(1)} s (attempt ${next}${limit > 0 ? ` of ${limit}` : ''})`;
+    // Every failed attempt is stored, logged and announced, also when the status already is connecting.
+    this.#setStatus('connecting', this.#lastReason, true);
+    if (!this.#failing) {
+      // One server log line when the trouble starts (and one when it ends): each attempt is in the session log.
+      this.#failing = true;
+      this.#log.warn(
+        { sessionId: this.sessionId },
+        `WhatsApp session ${this.sessionId} cannot connect: ${this.#lastReason} (every attempt is in its session log)`,
+      );
+    }
+    // A connect waiting for its first milestone answers now, with the failure: no point waiting out connect_timeout_ms.
+    this.#settle();
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      if (this.#phase === 'connecting') this.#begin(`reconnecting (attempt ${this.#attempt}) after ${why}`);
+      if (this.#phase !== 'connecting') return;
+      this.#attempt = next;
+      this.#begin(this.#lastReason);
     }, delay);
     this.#timer.unref();
   }
@@ -469,6 +535,7 @@ export class Connection {
   #stop(status: SessionStatus, reason: string, forget = false): void {
     this.#phase = 'stopped';
     this.#lastReason = reason;
+    this.#failing = false;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#generation++;
@@ -493,7 +560,10 @@ export class Connection {
   }
 
   /** Disconnects on request: the pairing stays, the session does not reconnect (not even at the next start). */
-  async disconnect(reason: string): Promise<ConnectResult> {
+  async disconnect(by: string): Promise<ConnectResult> {
+    const reason = this.#paired()
+      ? `${by}; the pairing is kept: connect resumes without scanning`
+      : `${by}; the session was not paired yet: connect starts pairing again`;
     this.#stop('disconnected', reason);
     await this.#opening;
     return { status: 'disconnected', message: reason };
@@ -502,8 +572,9 @@ export class Connection {
   /** Closes the socket and opens a new one (the pairing stays). */
   async restart(reason: string): Promise<ConnectResult> {
     const waiting = this.#next();
-    this.#attempt = 0;
-    this.#begin(reason);
+    this.#attempt = 1;
+    this.#failures = 0;
+    this.#begin(reason, true);
     return waiting;
   }
 
@@ -515,7 +586,7 @@ export class Connection {
     await this.#opening;
   }
 
-  /** The server is stopping: the socket closes, the session resumes at the next start. */
+  /** The server is stopping: the socket closes; a paired session resumes at the next start, one being paired does not (nobody is there to scan). */
   async shutdown(): Promise<void> {
     const wasActive = this.#phase !== 'stopped' && this.#phase !== 'idle';
     this.#phase = 'stopped';
@@ -523,7 +594,12 @@ export class Connection {
     this.#generation++;
     this.#drop();
     this.#settle();
-    if (wasActive) this.#setStatus('disconnected', 'server stopping; reconnects when it starts');
+    if (wasActive) {
+      this.#setStatus(
+        'disconnected',
+        this.#paired() ? 'server stopping; reconnects when it starts' : 'server stopping while the session was not paired yet; connect again to pair',
+      );
+    }
     await this.#opening;
   }
 

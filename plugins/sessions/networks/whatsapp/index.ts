@@ -19,6 +19,7 @@ import type { Keys } from '../../../../core/keys.ts';
 import type { Logger } from '../../../../core/logger.ts';
 import { randomToken } from '../../../../core/tokens.ts';
 import type { WhatsAppConfig } from '../../config.ts';
+import { notConnectedMessage } from '../not-connected.ts';
 import { digitsOf, mediaOf, normalizePhone, participantJid, participantJids, recipientOf } from '../nodes.ts';
 import type {
   ConnectRequest,
@@ -180,12 +181,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   /** The open socket of a session; 409 when it has none. */
   #socket(session: NetworkSession): BaileysSocket {
     const socket = this.#connections.get(session.id)?.socket;
-    if (!socket) {
-      throw new WharfError(
-        'not_connected',
-        `Session ${session.id} is not connected to WhatsApp (status: ${session.status}); connect it and poll GET /api/status`,
-      );
-    }
+    if (!socket) throw new WharfError('not_connected', notConnectedMessage(session));
     return socket;
   }
 
@@ -203,7 +199,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
 
   async disconnect(session: NetworkSession): Promise<ConnectResult> {
     const connection = this.#connections.get(session.id);
-    if (connection) return connection.disconnect('disconnected by request; the pairing is kept: connect resumes without scanning');
+    if (connection) return connection.disconnect('disconnected by request');
     this.#store.setResume(session.id, false, new Date().toISOString());
     return { status: session.status, message: 'The session is not connected' };
   }
@@ -217,12 +213,16 @@ export class WhatsAppNetwork implements NetworkAdapter {
     const connection = this.#connections.get(session.id);
     const qr = connection?.qr;
     if (qr) return qr;
+    // Say what is happening: the live connection's reason first, else the one stored with the status.
+    const reason = connection?.reason || session.statusReason;
     const why =
       session.status === 'connected'
         ? 'The session is connected: there is no QR code to scan'
         : connection?.phase === 'need_scan'
           ? 'The session pairs by phone code: read pairingCode from POST .../connect'
-          : `The session is not pairing (status: ${session.status}); POST .../connect starts pairing`;
+          : connection?.phase === 'connecting'
+            ? `The session is connecting and has no QR code yet${reason ? `: ${reason}` : ''}; ask again shortly`
+            : `The session is not pairing (status: ${session.status}${reason ? `: ${reason}` : ''}); POST .../connect starts pairing`;
     throw new WharfError('conflict', why);
   }
 

@@ -134,13 +134,15 @@ describe('a set of key changes', () => {
 });
 
 describe('a restart', () => {
-  it('resumes a connected session without a scan, and leaves one disconnected by request alone', async () => {
+  it('resumes a connected session without a scan, leaves one disconnected by request alone, and says a session being paired does not resume', async () => {
     const dataDir = tempDir();
     const first = await startMessagingApp(WHATSAPP_TEST_TOML, { dataDir });
     const owner = await tenant(first);
     const resumed = await connectedWhatsApp(first, owner.pat, network);
     const stopped = await connectedWhatsApp(first, owner.pat, network);
     expect((await call(first, owner.pat, 'POST', `/api/whatsapp-sessions/${stopped.id}/disconnect`)).status).toBe(200);
+    const pairing = await whatsappSession(first, owner.pat);
+    expect((await call(first, owner.pat, 'POST', `/api/whatsapp-sessions/${pairing.id}/connect`, {})).body.data.status).toBe('need_scan');
     await first.close();
 
     const second = await startMessagingApp(WHATSAPP_TEST_TOML, { dataDir });
@@ -157,6 +159,13 @@ describe('a restart', () => {
         { status: 'connecting', reason: 'server started: resuming' },
         { status: 'connected', reason: 'connected' },
       ]);
+      // Nobody is there to scan a QR code: the session being paired stays disconnected, and was told so.
+      expect(statusOf(second, pairing.id)).toBe('disconnected');
+      expect(
+        eventsOf(second, pairing.id)
+          .slice(-1)
+          .map((e) => e.payload.data),
+      ).toEqual([{ status: 'disconnected', reason: 'server stopping while the session was not paired yet; connect again to pair' }]);
       // It sends at once, with the keys it had.
       expect((await call(second, resumed.apiKey, 'GET', '/api/user')).body.data.id).toBe(`${resumed.phone.slice(1)}@s.whatsapp.net`);
     } finally {

@@ -7,7 +7,7 @@
  */
 import { Boom } from '@hapi/boom';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { backoffDelay, closeAction } from '../../../../plugins/sessions/networks/whatsapp/connection.ts';
+import { backoffDelay, closeAction, closeCause, describeClose } from '../../../../plugins/sessions/networks/whatsapp/connection.ts';
 import type { WhatsAppNetwork } from '../../../../plugins/sessions/networks/whatsapp/index.ts';
 import type { Sessions } from '../../../../plugins/sessions/service.ts';
 import type { TestApp } from '../../../helpers/app.ts';
@@ -187,9 +187,10 @@ describe('pairing by phone code', () => {
 });
 
 describe('when the connection closes', () => {
-  it('reconnects after a transient close with growing, jittered waits, announcing each attempt, until it opens again', async () => {
+  it('reconnects a paired session after a transient close with growing, jittered waits, announcing and logging each attempt, until it opens again', async () => {
     const s = await connectedWhatsApp(app, t.pat, network);
     const from = lastEventId(app, s.id);
+    const logsBefore = (await sessionLogs(s)).length;
     const before = socketsOf(s).length;
     network.refuse = 428;
     const started = Date.now();
@@ -198,9 +199,11 @@ describe('when the connection closes', () => {
     network.refuse = undefined;
     await until(() => statusOf(app, s.id) === 'connected', 'connected again', 10_000);
     const attempts = statusEvents(s, from).filter((e) => e.status === 'connecting' && /attempt/.test(e.reason ?? ''));
-    const waits = attempts.map((e) => Number(/reconnecting in ([\d.]+) s/.exec(e.reason!)![1]) * 1000);
-    expect(attempts[0]!.reason).toMatch(/^connection closed \(428\): Connection Terminated; reconnecting in [\d.]+ s \(attempt 1\)$/);
-    expect(attempts[1]!.reason).toMatch(/\(attempt 2\)$/);
+    const waits = attempts.map((e) => Number(/next attempt in ([\d.]+) s/.exec(e.reason!)![1]) * 1000);
+    // A paired session has no limit (reconnect_max_attempts 0): no "of N", and it goes on past unpaired_max_attempts (3).
+    expect(attempts[0]!.reason).toMatch(/^connection closed \(428\): Connection Terminated; next attempt in [\d.]+ s \(attempt 1\)$/);
+    expect(attempts.map((e) => /\(attempt (\d+)\)$/.exec(e.reason!)![1]).slice(0, 4)).toEqual(['1', '2', '3', '4']);
+    expect(statusEvents(s, from).some((e) => e.status === 'failed')).toBe(false);
     // Doubling from 50 ms up to 400 ms, each drawn between half and all of it.
     const ceilings = [50, 100, 200, 400, 400, 400];
     waits.forEach((w, i) => {
@@ -209,6 +212,20 @@ describe('when the connection closes', () => {
     });
     expect(Date.now() - started).toBeGreaterThanOrEqual(waits.slice(0, 3).reduce((a, b) => a + b, 0) - 150);
     expect(statusEvents(s, from).at(-1)).toEqual({ status: 'connected', reason: 'connected' });
+    // Each attempt is in the session log with its reason, newest first; the session shows the latest.
+    const logs = await sessionLogs(s);
+    expect(logs.slice(0, logs.length - logsBefore).map((l) => l.reason)).toEqual(
+      statusEvents(s, from)
+        .map((e) => e.reason)
+        .reverse(),
+    );
+    expect((await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}`)).body.data).toMatchObject({ status: 'connected', status_reason: 'connected' });
+    // The server log: one line when it started failing, one when it recovered, none per attempt.
+    const lines = app.logs.filter((l) => l.sessionId === s.id && String(l.msg).startsWith('WhatsApp session'));
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      ['warn', `WhatsApp session ${s.id} cannot connect: ${attempts[0]!.reason} (every attempt is in its session log)`],
+      ['info', `WhatsApp session ${s.id} is connected again`],
+    ]);
   });
 
   it.each([
@@ -252,16 +269,38 @@ describe('when the connection closes', () => {
 describe('disconnect, restart, delete', () => {
   it('disconnect closes the socket and keeps the pairing; connect resumes without a QR code; restart opens a new socket', async () => {
     const s = await connectedWhatsApp(app, t.pat, network);
-    expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/disconnect`)).body.data).toMatchObject({ status: 'disconnected' });
+    expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/disconnect`)).body.data).toEqual({
+      status: 'disconnected',
+      message: 'disconnected by request; the pairing is kept: connect resumes without scanning',
+    });
     expect(network.socketOf(s.id)!.closed).toBe(true);
     expect(statusOf(app, s.id)).toBe('disconnected');
     expect(adapter().store.account(s.id)).toMatchObject({ registered: 1, resume: 0 });
     expect((await call(app, s.apiKey, 'POST', '/api/send-message', { to: '+14155550100', text: 'x' })).status).toBe(409);
     expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {})).body.data).toEqual({ status: 'connected' });
     const before = network.socketOf(s.id)!;
+    const from = lastEventId(app, s.id);
     expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/restart`)).body.data).toEqual({ status: 'connected' });
     expect(network.socketOf(s.id)).not.toBe(before);
     expect(before.closed).toBe(true);
+    // The socket it dropped on purpose is no failed attempt.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(statusEvents(s, from)).toEqual([
+      { status: 'connecting', reason: 'restart requested' },
+      { status: 'connected', reason: 'connected' },
+    ]);
+  });
+
+  it('disconnect of a session not paired yet says so: connect starts pairing again, with a new QR code', async () => {
+    const s = await whatsappSession(app, t.pat);
+    const first = (await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {})).body.data;
+    expect(first.status).toBe('need_scan');
+    const message = 'disconnected by request; the session was not paired yet: connect starts pairing again';
+    expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/disconnect`)).body.data).toEqual({ status: 'disconnected', message });
+    expect((await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}`)).body.data).toMatchObject({ status: 'disconnected', status_reason: message });
+    const again = (await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {})).body.data;
+    expect(again.status).toBe('need_scan');
+    expect(again.qrCode).not.toBe(first.qrCode);
   });
 
   it('delete unlinks the device and deletes credentials, keys and everything else the network kept', async () => {
@@ -305,5 +344,21 @@ describe('rules', () => {
         'client version refused (405): Connection Failure: WhatsApp no longer accepts this WhatsApp Web version; set a newer [plugins.sessions.whatsapp] version and connect again',
     });
     for (const code of [408, 428, 500, 503, undefined]) expect(closeAction(code, 'x')).toEqual({ kind: 'reconnect' });
+  });
+
+  it('a WebSocket error is the network failing, not WhatsApp: "cannot be reached" with the cause, and a reconnect whatever the code', () => {
+    // What Baileys 7 raises for one (mapWebSocketError): 408 for any E... code, the error kept as data.
+    const dns = Object.assign(new Error('getaddrinfo ENOTFOUND web.whatsapp.com'), { code: 'ENOTFOUND' });
+    const boom = new Boom(`WebSocket Error (${dns.message})`, { statusCode: 408, data: dns });
+    expect(closeCause(boom)).toBe('getaddrinfo ENOTFOUND web.whatsapp.com');
+    expect(describeClose(408, boom.message, closeCause(boom))).toBe('WhatsApp cannot be reached (getaddrinfo ENOTFOUND web.whatsapp.com)');
+    // An HTTP answer to the upgrade carries its status as the code: still no verdict on the account.
+    const upgrade = new Boom('WebSocket Error (Unexpected server response: 401)', { statusCode: 401, data: new Error('Unexpected server response: 401') });
+    expect(closeAction(401, upgrade.message, closeCause(upgrade))).toEqual({ kind: 'reconnect' });
+    // WhatsApp's own close (no error behind it) keeps its label.
+    const timedOut = new Boom('Timed Out', { statusCode: 408 });
+    expect(closeCause(timedOut)).toBeUndefined();
+    expect(describeClose(408, timedOut.message, closeCause(timedOut))).toBe('timed out (408)');
+    expect(closeCause(new Boom('Stream Errored', { statusCode: 500, data: { tag: 'stream:error' } }))).toBeUndefined();
   });
 });
