@@ -42,7 +42,7 @@ body{max-width:30rem;margin:3rem auto;padding:0 1rem}
 main{background:#fff;border:1px solid #d8dee4;border-radius:8px;padding:1.2rem 1.4rem}
 .brand{font-weight:700;color:#0b6e80;margin:0 0 .8rem}a{color:#0b6e80}
 h1{font-size:1.4rem;margin:0 0 .6rem}label{display:block;margin:.8rem 0 .2rem;font-weight:600}
-input,select{width:100%;padding:.5rem;font:inherit;border:1px solid #d8dee4;border-radius:6px}
+input,select{width:100%;box-sizing:border-box;padding:.5rem;font:inherit;border:1px solid #d8dee4;border-radius:6px}
 button{margin-top:1rem;margin-right:.5rem;padding:.55rem 1.2rem;font:inherit;font-weight:600;border:1px solid #0b6e80;border-radius:6px;background:#0b6e80;color:#fff;cursor:pointer}
 button[value=deny]{background:#fff;color:#b42318;border-color:#b42318}
 :focus-visible{outline:3px solid #1f6feb;outline-offset:2px}
