@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { type FieldErrors, WharfError } from './errors.ts';
+import { DISPLAY_NAME_MAX } from './limits.ts';
 
 function issueMessage(issue: z.core.$ZodIssue): string {
   const field = issue.path.map(String).join('.') || 'body';
@@ -101,6 +102,6 @@ export function plainText(schema: z.ZodString = z.string()) {
 }
 
 /** A display name: trimmed, 1 to `max` characters, no control characters. */
-export function displayName(max = 100) {
+export function displayName(max = DISPLAY_NAME_MAX) {
   return plainText(z.string().trim().min(1, 'must not be empty').max(max, `must be at most ${max} characters`));
 }

@@ -1,7 +1,8 @@
 /**
- * The dashboard's three routes: `GET /` and `GET /login` answer the same small HTML page (never
+ * The dashboard's routes: `GET /` and `GET /login` answer the same small HTML page (never
  * cached) that loads the script and the stylesheet; `GET /assets/{name}` answers those, named by
- * their content's hash and cached for a year. Everything else the dashboard shows it reads from
+ * their content's hash and cached for a year; `GET /favicon.ico` answers the icon (an SVG), which
+ * browsers ask for on any page of this origin. Everything else the dashboard shows it reads from
  * the public HTTP API, with the browser's `__session` cookie, like any other client.
  *
  * The group owns `/` as a prefix so that `/` can be routed at all (prefixes match whole
@@ -43,6 +44,10 @@ export interface OidcSettings {
   cookie: string;
 }
 
+/** The tab icon: a small SVG (Chromium and Firefox take SVG at /favicon.ico when the type says so). */
+export const FAVICON_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#1f4f8a"/><path d="M6 9l4 14 6-10 6 10 4-14" fill="none" stroke="#fff" stroke-width="3" stroke-linecap="round" stroke-linejoin="round"/></svg>';
+
 const escapeAttribute = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** The page: the built script and stylesheet, the sign-in settings, and what a browser without JavaScript can still use. */
@@ -53,7 +58,7 @@ export function pageHtml(assets: Pick<DashboardAssets, 'script' | 'style'>, oidc
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Wharf</title>
-<link rel="icon" href="data:,">
+<link rel="icon" href="/favicon.ico" type="image/svg+xml">
 <meta name="wharf-oidc" content="${escapeAttribute(JSON.stringify(oidc))}">
 <link rel="stylesheet" href="/assets/${assets.style}">
 <script type="module" src="/assets/${assets.script}"></script>
@@ -99,6 +104,21 @@ export function dashboardRoutes(api: ApiRegistry, assets: () => Promise<Dashboar
   ] as const) {
     group.route({ method: 'GET', path, summary, tag: TAG, auth: PUBLIC, success: { contentType: 'text/html' }, handler: page });
   }
+
+  group.route({
+    method: 'GET',
+    path: '/favicon.ico',
+    summary: 'The tab icon (SVG)',
+    tag: TAG,
+    auth: PUBLIC,
+    success: { contentType: 'image/svg+xml' },
+    handler(ctx) {
+      ctx.set('Cache-Control', 'public, max-age=86400');
+      ctx.set('X-Content-Type-Options', 'nosniff');
+      ctx.type = 'image/svg+xml';
+      ctx.body = FAVICON_SVG;
+    },
+  });
 
   group.route({
     method: 'GET',

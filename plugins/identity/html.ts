@@ -25,7 +25,11 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): Html 
   return new Html(out);
 }
 
-export function page(title: string, body: Html): string {
+/**
+ * A whole page in the dashboard's colours (inline styles only: these pages send no script and load
+ * nothing else). With `home`, a link back to the dashboard ends it.
+ */
+export function page(title: string, body: Html, options: { home?: boolean } = {}): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -33,17 +37,39 @@ export function page(title: string, body: Html): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)} · Wharf</title>
 <style>
-body{font-family:system-ui,sans-serif;max-width:30rem;margin:3rem auto;padding:0 1rem;color:#1d2733}
-h1{font-size:1.4rem}label{display:block;margin:.8rem 0 .2rem}input,select{width:100%;padding:.5rem;font-size:1rem;box-sizing:border-box}
-button{margin-top:1rem;padding:.55rem 1.2rem;font-size:1rem;margin-right:.5rem}.error{color:#a31d1d}.ok{color:#1d6b2d}code{font-size:1.2rem;letter-spacing:.1em}
+:root{color-scheme:light;font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:15px;line-height:1.45;color:#17212b;background:#f4f6f8}
+body{max-width:30rem;margin:3rem auto;padding:0 1rem}
+main{background:#fff;border:1px solid #d8dee4;border-radius:8px;padding:1.2rem 1.4rem}
+.brand{font-weight:700;color:#0b6e80;margin:0 0 .8rem}a{color:#0b6e80}
+h1{font-size:1.4rem;margin:0 0 .6rem}label{display:block;margin:.8rem 0 .2rem;font-weight:600}
+input,select{width:100%;box-sizing:border-box;padding:.5rem;font:inherit;border:1px solid #d8dee4;border-radius:6px}
+button{margin-top:1rem;margin-right:.5rem;padding:.55rem 1.2rem;font:inherit;font-weight:600;border:1px solid #0b6e80;border-radius:6px;background:#0b6e80;color:#fff;cursor:pointer}
+button[value=deny]{background:#fff;color:#b42318;border-color:#b42318}
+:focus-visible{outline:3px solid #1f6feb;outline-offset:2px}
+.error{color:#b42318}.ok{color:#1a7f37}code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:1.2rem;letter-spacing:.1em}
+code.command{font-size:.92rem;letter-spacing:0}code.command span{white-space:nowrap}.home{margin-top:1rem}
 </style>
 </head>
 <body>
+<p class="brand">Wharf</p>
+<main>
 <h1>${escapeHtml(title)}</h1>
 ${body.value}
+</main>
+${options.home ? '<p class="home"><a href="/">← Back to the dashboard</a></p>' : ''}
 </body>
 </html>
 `;
+}
+
+/** A command to type, wrapping between its words only (an option such as `--instance` stays whole). */
+export function command(text: string): Html {
+  return new Html(
+    `<code class="command">${text
+      .split(' ')
+      .map((word) => `<span>${escapeHtml(word)}</span>`)
+      .join(' ')}</code>`,
+  );
 }
 
 /** A form field of a server-rendered page: its text, or empty when absent or not text (the page says what is missing in words). */

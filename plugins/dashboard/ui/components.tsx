@@ -14,15 +14,25 @@ export function ErrorBox({ error, id }: { error: ApiError | undefined; id?: stri
       {error.message}
       {fields.length > 0 && (
         <ul>
-          {fields.map(([field, messages]) => (
-            <li key={field}>
-              <code>{field}</code>: {messages.join('; ')}
-            </li>
-          ))}
+          {fields.flatMap(([field, messages]) =>
+            messages.map((message) => (
+              <li key={`${field}:${message}`} data-field={field}>
+                {named(field, message)}
+              </li>
+            )),
+          )}
         </ul>
       )}
     </div>
   );
+}
+
+/**
+ * One field's complaint as the server wrote it: Wharf's messages start with the field's name
+ * ("phone_number: must be…", "webhook_url points to…"), so the name is added only to one that does not.
+ */
+function named(field: string, message: string): string {
+  return message.startsWith(field) ? message : `${field}: ${message}`;
 }
 
 /** Copies `text`; says whether it worked (the clipboard API needs a secure context, so there is a fallback). */
@@ -255,4 +265,14 @@ export function Loading({ what }: { what: string }) {
       Loading {what}…
     </p>
   );
+}
+
+/**
+ * A command to type, as code that wraps between words only: each word keeps together, so an
+ * option such as `--instance` never breaks after its dashes.
+ */
+export function Command({ children }: { children: string }) {
+  // A space between two spans is the only place a line may break.
+  const words = children.split(' ').flatMap((word, i) => (i === 0 ? [<span key={i}>{word}</span>] : [' ', <span key={i}>{word}</span>]));
+  return <code class="command">{words}</code>;
 }

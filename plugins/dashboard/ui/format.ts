@@ -1,8 +1,8 @@
 /** Numbers and times as people read them. */
 
-const UNITS = ['B', 'KB', 'MB', 'GB', 'TB'];
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
 
-/** 1536 -> "1.5 KB" (powers of 1024, as storage limits are set). */
+/** 1536 -> "1.5 KiB": binary units, labelled as such (as the command line prints them and storage limits are set). */
 export function bytes(n: number): string {
   let value = n;
   let unit = 0;
@@ -33,4 +33,9 @@ export function ago(iso: string | null | undefined): string {
   if (abs < 86_400_000) return say(Math.round(abs / 3_600_000), 'h');
   if (abs < 7 * 86_400_000) return say(Math.round(abs / 86_400_000), 'd');
   return when(iso);
+}
+
+/** "1 file", "2 files": a count with its noun, singular or plural. */
+export function count(n: number, one: string, many = `${one}s`): string {
+  return `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
 }

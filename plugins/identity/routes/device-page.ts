@@ -49,6 +49,7 @@ ${errorLine(error)}
 <label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button>
 </form>`,
+    { home: true },
   );
 }
 
@@ -77,6 +78,7 @@ ${
 <input type="hidden" name="user_code" value="${code}">
 <p>Not ${user.email ?? 'you'}? <button type="submit">Sign out</button></p>
 </form>`,
+    { home: true },
   );
 }
 
@@ -196,11 +198,13 @@ export function devicePageRoutes(deps: DevicePageDeps): RouteGroup {
               'Device approved',
               html`<p class="ok">Approved: the device is signed in as ${user.email ?? user.name ?? user.userId} in ${decision.org.name}.</p>
 <p>You can close this window and return to your terminal.</p>`,
+              { home: true },
             )
           : page(
               'Request denied',
               html`<p class="ok">Denied: the device was not signed in.</p>
 <p>You can close this window.</p>`,
+              { home: true },
             );
     } catch (err) {
       refused(ctx, err, (message) => approveForm(user, orgs, code, message, orgId));

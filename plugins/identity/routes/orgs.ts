@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { type ApiRegistry, type Credential, PUBLIC } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
+import { ORG_SLUG_MAX } from '../../../core/limits.ts';
 import { displayName } from '../../../core/validate.ts';
 import type { RouteGroup } from '../../../core/api.ts';
 import { signedInUser } from '../credentials.ts';
@@ -14,7 +15,7 @@ import { ROLES, type IdentityService, type Invitation, type Org, type Role, type
 import { TAG as tag } from './auth.ts';
 
 /** `POST /api/orgs`. */
-const createOrgBody = z.object({ name: displayName(100), slug: z.string().min(1).max(48).optional() });
+const createOrgBody = z.object({ name: displayName(), slug: z.string().min(1).max(ORG_SLUG_MAX).optional() });
 /** `POST /api/orgs/{org}/invitations`, and `POST /api/orgs/{org}/members`, its alias. */
 const inviteBody = z.object({ email: z.string().min(3).max(320), role: z.enum(ROLES).default('member') });
 /** `PATCH /api/orgs/{org}/members/{userId}`. */

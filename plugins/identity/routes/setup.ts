@@ -4,7 +4,7 @@ import { PUBLIC } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
 import type { RouteGroup } from '../../../core/api.ts';
 import { sha256Hex } from '../../../core/tokens.ts';
-import { formField, html, page } from '../html.ts';
+import { command, formField, html, page } from '../html.ts';
 import { type AuthDeps, TAG as tag } from './auth.ts';
 
 const setupQuery = z.object({ token: formField });
@@ -84,7 +84,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}
         await deps.loginSessions.start(ctx, user.id, org.id);
         ctx.body = page(
           'Wharf is ready',
-          html`<p class="ok">Signed in as ${user.email}, owner of ${org.name}.</p><p><a href="/">Open the dashboard</a> to create an app, its API token and upload files.</p><p>Sign in from the command line with <code>wharf login --instance ${deps.core.server.public_url}</code>.</p>`,
+          html`<p class="ok">Signed in as ${user.email}, owner of ${org.name}.</p><p><a href="/">Open the dashboard</a> to create an app, its API token and upload files.</p><p>Sign in from the command line, in the folder where you ran <code>npm start</code>, with ${command(`npx wharf login --instance ${deps.core.server.public_url}`)} (with the single binary, ${command(`./wharf login --instance ${deps.core.server.public_url}`)}).</p>`,
         );
       } catch (err) {
         if (!(err instanceof WharfError) || err.status >= 500) throw err;

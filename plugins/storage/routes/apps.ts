@@ -2,11 +2,18 @@
 import { z } from 'zod';
 import type { ApiRegistry } from '../../../core/api.ts';
 import type { RouteGroup } from '../../../core/api.ts';
+import { STORAGE_LIMIT_MAX } from '../../../core/limits.ts';
 import { displayName, queryParam, uuid } from '../../../core/validate.ts';
 import { appInOrg, dashboardSession, type RouteDeps, TAG as tag } from './common.ts';
 
-const name = displayName(100);
-const storageLimit = z.int('must be an integer number of bytes or null').min(0, 'must not be negative').max(Number.MAX_SAFE_INTEGER).nullable();
+const name = displayName();
+// z.number, not z.int: z.int refuses a number past 2^53 as "not an integer", where the truth is "too big".
+const storageLimit = z
+  .number('must be a number of bytes or null')
+  .max(STORAGE_LIMIT_MAX, `is too big: at most ${STORAGE_LIMIT_MAX} bytes (8 PiB)`)
+  .int('must be a whole number of bytes')
+  .min(0, 'must not be negative')
+  .nullable();
 
 export const createBody = z.object({ name, storageLimit: storageLimit.optional() });
 const patchBody = z.object({ appId: uuid, name: name.optional(), storageLimit: storageLimit.optional() });

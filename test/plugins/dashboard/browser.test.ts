@@ -22,6 +22,7 @@ import { signIn } from '../../helpers/identity.ts';
 import type { NetworkAdapter, NetworkHost } from '../../../plugins/sessions/networks/types.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
 import { answer, Receiver } from '../webhooks/helpers.ts';
+import { DISPLAY_NAME_MAX, ORG_SLUG_MAX, STORAGE_LIMIT_MAX } from '../../../core/limits.ts';
 import { asBrowser, eventually, heading, inner, SCREENSHOTS, shot, text } from './helpers.ts';
 
 const EMAIL = 'ada@example.test';
@@ -95,6 +96,10 @@ describe('the dashboard, first hour', () => {
     await page.getByLabel('Organization name').fill('Analytical Engines');
     await page.getByRole('button').click();
     await expect.poll(() => text(page, 'body')).toContain('Wharf is ready');
+    // The command works from the quick start (npx), and an option never breaks after its dashes.
+    expect(await text(page, 'body')).toContain(`npx wharf login --instance ${app.url}`);
+    const option = "[...document.querySelectorAll('code.command span')].find((s) => s.textContent === '--instance')";
+    expect(await page.evaluate(`getComputedStyle(${option}).whiteSpace`)).toBe('nowrap');
     await shot(page, '00-setup-ready');
     await page.getByRole('link', { name: 'Open the dashboard' }).click();
     await expect.poll(() => heading(page)).toBe('Analytical Engines');
@@ -111,16 +116,41 @@ describe('the dashboard, first hour', () => {
     const form = region('Create an app');
     await form.getByLabel('Name').fill('Photos');
     await form.getByLabel('Storage limit').fill('5');
-    await form.getByLabel('Unit').selectOption('MB');
+    await form.getByLabel('Unit').selectOption('MiB');
     await form.getByRole('button', { name: 'Create app' }).click();
     await expect.poll(() => heading(page)).toBe('Photos');
     appId = decodeURIComponent(new URL(page.url()).hash.split('/')[2]!);
     const { body } = await api('GET', `/api/apps?appId=${appId}`);
     expect(body.app).toMatchObject({ name: 'Photos', storageLimit: 5 * MiB, teamId: orgId });
-    await expect.poll(() => text(page, '.facts')).toContain('0 B of 5.0 MB');
+    await expect.poll(() => text(page, '.facts')).toContain('0 B of 5.0 MiB');
     await nav('Apps').click();
     await expect.poll(() => text(page)).toContain(body.app.bucketName);
     await shot(page, '03-apps');
+  }, 60_000);
+
+  it("refuses, in place, a storage limit the server would misread, and holds names to the server's length", async () => {
+    const form = region('Create an app');
+    const alert = form.getByRole('alert');
+    await form.getByLabel('Name').fill('Limits');
+    await form.getByLabel('Unit').selectOption('TiB');
+    await form.getByLabel('Storage limit').fill('1e30');
+    await form.getByRole('button', { name: 'Create app' }).click();
+    await expect.poll(() => inner(alert)).toContain(`too big: at most ${STORAGE_LIMIT_MAX.toLocaleString('en')} bytes (8.0 PiB)`);
+    await form.getByLabel('Unit').selectOption('MiB');
+    await form.getByLabel('Storage limit').fill('0.0000001');
+    await form.getByRole('button', { name: 'Create app' }).click();
+    await expect.poll(() => inner(alert)).toContain('under one byte');
+    expect((await api('GET', '/api/apps')).body.apps.map((a: { name: string }) => a.name)).toEqual(['Photos']);
+    // The server says the same of a number past its maximum: too big, and how big it may be.
+    const huge = await api('POST', '/api/apps', { name: 'Limits', storageLimit: 1e30 });
+    expect(huge.status).toBe(400);
+    expect(huge.body.error).toBe(`storageLimit: is too big: at most ${STORAGE_LIMIT_MAX} bytes (8 PiB)`);
+    // The form's name length is the server's: the longest it allows, and not one more.
+    expect(await form.getByLabel('Name').getAttribute('maxlength')).toBe(String(DISPLAY_NAME_MAX));
+    expect((await api('PATCH', '/api/apps', { appId, name: 'x'.repeat(DISPLAY_NAME_MAX + 1) })).status).toBe(400);
+    expect((await api('PATCH', '/api/apps', { appId, name: 'x'.repeat(DISPLAY_NAME_MAX) })).status).toBe(200);
+    expect((await api('PATCH', '/api/apps', { appId, name: 'Photos' })).status).toBe(200);
+    await form.getByLabel('Storage limit').fill('');
   }, 60_000);
 
   it('creates an API token, shows it once with a copy button, then lists only its prefix', async () => {
@@ -185,7 +215,7 @@ describe('the dashboard, first hour', () => {
     expect(midway).toBeGreaterThan(0);
     await shot(page, '05-upload-in-progress');
     await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
-    await expect.poll(() => text(page, '.uploads'), { timeout: 20_000 }).toMatch(/big-photo\.bin\s+done, 2\.0 MB/);
+    await expect.poll(() => text(page, '.uploads'), { timeout: 20_000 }).toMatch(/big-photo\.bin\s+done, 2\.0 MiB/);
     expect(await text(page, '.uploads')).toMatch(/notes\.txt\s+done/);
     expect(Number(await bar.getAttribute('value'))).toBe(large.length);
     await expect.poll(() => text(page, '#files table')).toContain('big-photo.bin');
@@ -197,10 +227,11 @@ describe('the dashboard, first hour', () => {
     ]);
     await expect.poll(() => text(page, '.facts')).toContain('2 files');
     await shot(page, '06-app-files');
-    // The README's picture (docs/dashboard.png is a copy): the top of this page, at laptop size.
+    // The README's picture (docs/dashboard.png is a copy): this whole page at laptop size, as its
+    // caption says: the files, the API token, the connection details (secrets hidden).
+    await page.getByRole('button', { name: 'Hide secrets' }).click();
     await page.setViewportSize({ width: 1100, height: 760 });
-    await page.evaluate('window.scrollTo(0, 0)');
-    await page.screenshot({ path: path.join(SCREENSHOTS, 'readme-app.png') });
+    await page.screenshot({ path: path.join(SCREENSHOTS, 'readme-app.png'), fullPage: true, animations: 'disabled' });
     await page.setViewportSize({ width: 1280, height: 900 });
   }, 90_000);
 
@@ -275,12 +306,23 @@ describe('the dashboard, messaging', () => {
     await hook.getByLabel('Only these:').check();
     // The picker lists the 22 names the API lists.
     await expect.poll(() => hook.locator('input[name=event]').count()).toBe(22);
+    // "Only these" with nothing ticked is refused in place: the API reads [] as every event.
+    await hook.getByLabel('URL').fill(receiver.url('/wharf'));
+    await hook.getByRole('button', { name: 'Save webhook settings' }).click();
+    await expect.poll(() => text(page, '#webhook [role=alert]')).toContain('tick at least one event');
+    expect(await text(page, '#webhook')).not.toContain('Saved.');
+    const unsaved = (await api('GET', `/api/whatsapp-sessions/${sessionId}`)).body.data;
+    expect(unsaved.webhook_url).not.toBe(receiver.url('/wharf'));
+    expect(unsaved.webhook_events).not.toEqual([]);
+    await hook.getByLabel('URL').fill('ftp://files.example.com/hook');
     await hook.getByLabel('messages.received').check();
     await hook.getByLabel('messages-personal').check();
     await expect.poll(() => text(page, '#webhook')).toContain('will be delivered twice');
     await hook.getByLabel('messages-personal').uncheck();
     await hook.getByRole('button', { name: 'Save webhook settings' }).click();
     await expect.poll(() => text(page, '#webhook [role=alert]')).toContain('webhook_url: must be an http or https URL');
+    // Said once: the server's message already names the field.
+    expect(await text(page, '#webhook [role=alert]')).not.toContain('webhook_url: webhook_url');
     await hook.getByLabel('URL').fill(receiver.url('/wharf'));
     await hook.getByLabel('Signing').selectOption('hmac');
     await hook.getByRole('button', { name: 'Save webhook settings' }).click();
@@ -321,6 +363,8 @@ describe('the dashboard, messaging', () => {
     expect(attempts).toMatch(/1\s.*HTTP 500\s+try again/);
     expect(attempts).toMatch(/2\s.*HTTP 200\s+ok/);
     expect(await text(page, 'pre')).toContain('Is the engine ready?');
+    // The session by its name, not its number.
+    await expect.poll(() => text(page, 'dl.kv')).toMatch(/Session\s+Support line/);
     await shot(page, '11-dispatch');
   }, 60_000);
 
@@ -351,6 +395,10 @@ describe('the dashboard, messaging', () => {
     await logs.getByRole('tab', { name: 'Audit' }).click();
     await expect.poll(() => text(page, '#logs')).toContain('session.updated');
     expect(await text(page, '#logs')).toContain('session.created');
+    // Who did it, by name: the person signed in, and the session's own API key; no ids.
+    const by = await page.locator('#logs td[data-label=By]').allInnerTexts();
+    expect(by).toContain('Ada Lovelace');
+    expect(by.join('\n')).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-|sessionKey|^session /m);
     await logs.getByRole('tab', { name: 'Connection' }).click();
     await expect.poll(() => text(page, '#logs')).toContain('sandbox session created');
   }, 60_000);
@@ -481,6 +529,12 @@ describe('the dashboard, tokens and organizations', () => {
     await expect.poll(() => text(page, '#main')).toContain('Invitation for mary@example.test recorded.');
     const pending = (await api('GET', `/api/orgs/${orgId}/invitations`)).body.invitations;
     expect(pending).toMatchObject([{ email: 'mary@example.test', role: 'admin' }]);
+    // What works after the quick start (npx wharf, or ./wharf for the binary), and the slug as long as the server allows.
+    expect(await text(page, '#main')).toContain(`npx wharf login --instance ${app.url}`);
+    expect(await text(page, '#main')).toContain(`./wharf login --instance ${app.url}`);
+    expect(await page.locator('input[name=org-slug]').getAttribute('maxlength')).toBe(String(ORG_SLUG_MAX));
+    const longSlug = await api('POST', '/api/orgs', { name: 'Slugs', slug: 's'.repeat(ORG_SLUG_MAX + 1) });
+    expect(longSlug.status).toBe(400);
     await shot(page, '15-organization');
 
     // Accepting joins and switches to it.
@@ -516,8 +570,14 @@ describe('the dashboard, overview, keyboard, phone, sign-out', () => {
     });
     expect(res.status).toBe(200);
     await eventually(async () => (await api('GET', '/api/dispatches?status=abandoned')).body.data.total === 1, 20_000, 'an abandoned dispatch');
+    // A second app with a longer name: the usage bars still start at one x.
+    const other = (await api('POST', '/api/apps', { name: 'Archive of the engine drawings', storageLimit: null })).body;
     await nav('Overview').click();
-    await expect.poll(() => text(page, '#main')).toMatch(/1\s+abandoned deliveries/);
+    await expect.poll(() => page.locator('.usage-rows meter').count()).toBe(2);
+    const xs = await page.locator('.usage-rows meter').evaluateAll((meters) => meters.map((m) => Math.round(m.getBoundingClientRect().x)));
+    expect(new Set(xs).size).toBe(1);
+    expect((await api('DELETE', '/api/apps', { appId: other.id })).status).toBe(200);
+    await expect.poll(() => text(page, '#main')).toMatch(/1\s+abandoned delivery\b/);
     expect(await text(page, '#main')).toMatch(/messages\.received\s+Abandoned\s+Support line\s+HTTP 503/);
     await shot(page, '16-overview');
   }, 60_000);
@@ -526,7 +586,8 @@ describe('the dashboard, overview, keyboard, phone, sign-out', () => {
     await nav('Approve a device').click();
     await page.waitForURL(/\/device$/);
     expect(await text(page, 'body')).toContain(`Signed in as ${EMAIL}`);
-    await page.goBack();
+    await shot(page, '16b-device');
+    await page.getByRole('link', { name: '← Back to the dashboard' }).click();
     await expect.poll(() => heading(page)).toBe('Analytical Engines');
   }, 60_000);
 
@@ -603,6 +664,12 @@ describe('the dashboard, overview, keyboard, phone, sign-out', () => {
       expect(await apps.isVisible()).toBe(false);
       await phone.getByRole('link', { name: 'Photos', exact: true }).click();
       await expect.poll(() => heading(phone)).toBe('Photos');
+      // A short name with a dash stays on one line (it breaks only where it must), and one file is "1 file".
+      await phone.getByLabel('Choose files to upload').setInputFiles([{ name: 'f-a.bin', mimeType: 'application/octet-stream', buffer: Buffer.from('f-a') }]);
+      const fname = phone.locator('.fname', { hasText: 'f-a.bin' });
+      await expect.poll(() => fname.count()).toBe(1);
+      expect(await fname.evaluate((e) => e.getClientRects().length)).toBe(1);
+      await expect.poll(() => text(phone, '.facts')).toMatch(/\b1 file\b/);
       expect(await width()).toBeLessThanOrEqual(390);
       await shot(phone, '19-phone-app');
       const sessions = (await api('GET', '/api/whatsapp-sessions')).body.data;

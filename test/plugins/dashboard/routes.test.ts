@@ -44,6 +44,16 @@ describe('the dashboard page', () => {
   });
 });
 
+describe('the tab icon', () => {
+  it('answers /favicon.ico with an SVG, so no page of this origin logs a 404 for it', async () => {
+    const res = await app.fetch('/favicon.ico');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/svg+xml');
+    expect(await res.text()).toMatch(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    expect(await (await app.fetch('/')).text()).toContain('<link rel="icon" href="/favicon.ico" type="image/svg+xml">');
+  });
+});
+
 describe('the dashboard assets', () => {
   it('answers the script gzipped when asked, plain otherwise, cached for a year, with an ETag that gives 304', async () => {
     const zipped = await app.fetch(`/assets/${script}`, { headers: { 'accept-encoding': 'gzip' } });

@@ -1,8 +1,9 @@
 /** One app: usage, files, API tokens (create shown once, list, revoke), and the connection details SDKs need. */
 import { useState } from 'preact/hooks';
+import { DISPLAY_NAME_MAX } from '../../../../core/limits.ts';
 import { api, query } from '../api.ts';
-import { Card, Confirm, CopyButton, Empty, ErrorBox, Field, Loading, Secret, ShownOnce, Usage } from '../components.tsx';
-import { ago, when } from '../format.ts';
+import { Card, Command, Confirm, CopyButton, Empty, ErrorBox, Field, Loading, Secret, ShownOnce, Usage } from '../components.tsx';
+import { ago, count, when } from '../format.ts';
 import { link, useAction, useLoad } from '../hooks.ts';
 import type { ApiToken, App } from '../types.ts';
 import { EditApp } from './apps.tsx';
@@ -40,8 +41,8 @@ export function AppDetail({ appId }: { appId: string }) {
       <div class="facts">
         <Usage used={a.usedBytes} limit={a.storageLimit} />
         <span>
-          {a.fileCount} files
-          {a.unregisteredCount > 0 ? `, plus ${a.unregisteredCount} objects written to the bucket without a record` : ''}
+          {count(a.fileCount, 'file')}
+          {a.unregisteredCount > 0 ? `, plus ${count(a.unregisteredCount, 'object')} written to the bucket without a record` : ''}
         </span>
         <span>
           Bucket <code>{a.bucketName}</code>
@@ -89,7 +90,7 @@ function Tokens({ app, onCreated }: { app: App; onCreated(token: string): void }
         }}
       >
         <Field label="Token name">
-          <input required maxLength={200} value={name} placeholder="e.g. production backend" onInput={(e) => setName(e.currentTarget.value)} />
+          <input required maxLength={DISPLAY_NAME_MAX} value={name} placeholder="e.g. production backend" onInput={(e) => setName(e.currentTarget.value)} />
         </Field>
         <button type="submit" disabled={create.busy}>
           {create.busy ? 'Creating…' : 'Create token'}
@@ -249,7 +250,9 @@ function Connection({ app, token }: { app: App; token: string | null }) {
             <CopyButton text={envOf(false)} label="Copy all" />
           </div>
           <p class="muted">
-            From the command line: <code>wharf files upload FILE --token $WHARF_APP_TOKEN --instance {location.origin}</code>
+            From the command line, in the folder where you ran <code>npm start</code>:{' '}
+            <Command>{`npx wharf files upload FILE --token $WHARF_APP_TOKEN --instance ${location.origin}`}</Command> (with the single binary:{' '}
+            <Command>{`./wharf files upload …`}</Command>).
           </p>
         </>
       )}

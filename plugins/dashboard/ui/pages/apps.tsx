@@ -1,12 +1,13 @@
 /** Apps: create (name, storage limit), rename, change the limit, delete (typed confirmation); usage bars. */
 import { useState } from 'preact/hooks';
-import { api } from '../api.ts';
+import { DISPLAY_NAME_MAX, STORAGE_LIMIT_MAX } from '../../../../core/limits.ts';
+import { ApiError, api } from '../api.ts';
 import { Card, Confirm, Dialog, Empty, ErrorBox, Field, Loading, Usage } from '../components.tsx';
-import { when } from '../format.ts';
+import { bytes, when } from '../format.ts';
 import { link, type Loaded, useAction, useLoad } from '../hooks.ts';
 import type { App } from '../types.ts';
 
-const UNIT = { MB: 1024 ** 2, GB: 1024 ** 3, TB: 1024 ** 4 } as const;
+const UNIT = { MiB: 1024 ** 2, GiB: 1024 ** 3, TiB: 1024 ** 4 } as const;
 type Unit = keyof typeof UNIT;
 
 /** A storage limit as the form holds it: a number and a unit, or none. */
@@ -35,15 +36,26 @@ export function LimitInput(props: { amount: string; unit: Unit; onAmount(v: stri
   );
 }
 
-/** Bytes of an amount and unit; null for no limit. */
+/**
+ * Bytes of an amount and unit; null for no limit. Throws what is wrong, in words, for an amount
+ * the server would refuse or misread: not a number, negative, more than the server's maximum,
+ * or more than nothing but under one byte (which would round to a 0 B limit).
+ */
 export function limitBytes(amount: string, unit: Unit): number | null {
   if (amount.trim() === '') return null;
-  return Math.round(Number(amount) * UNIT[unit]);
+  const value = Number(amount);
+  const refuse = (why: string) => new ApiError(0, `Storage limit: ${why}. Nothing was saved.`);
+  if (!Number.isFinite(value)) throw refuse('not a number');
+  if (value < 0) throw refuse('must not be negative');
+  const n = Math.round(value * UNIT[unit]);
+  if (n > STORAGE_LIMIT_MAX) throw refuse(`too big: at most ${STORAGE_LIMIT_MAX.toLocaleString('en')} bytes (${bytes(STORAGE_LIMIT_MAX)})`);
+  if (value > 0 && n < 1) throw refuse('under one byte: give at least 1 byte, 0 for no storage at all, or leave it empty for no limit');
+  return n;
 }
 
 function limitParts(limit: number | null): { amount: string; unit: Unit } {
-  if (limit === null) return { amount: '', unit: 'GB' };
-  const unit: Unit = limit >= UNIT.TB && limit % UNIT.TB === 0 ? 'TB' : limit >= UNIT.GB && limit % UNIT.GB === 0 ? 'GB' : 'MB';
+  if (limit === null) return { amount: '', unit: 'GiB' };
+  const unit: Unit = limit >= UNIT.TiB && limit % UNIT.TiB === 0 ? 'TiB' : limit >= UNIT.GiB && limit % UNIT.GiB === 0 ? 'GiB' : 'MiB';
   return { amount: String(Number((limit / UNIT[unit]).toFixed(3))), unit };
 }
 
@@ -89,7 +101,7 @@ export function Apps() {
                   <td data-label="Usage">
                     <Usage used={a.usedBytes} limit={a.storageLimit} />
                   </td>
-                  <td data-label="Files">{a.fileCount}</td>
+                  <td data-label="Files">{a.fileCount.toLocaleString('en')}</td>
                   <td data-label="Created">{when(a.createdAt)}</td>
                   <td class="row-actions">
                     <button type="button" class="small secondary" onClick={() => setEditing(a)} aria-label={`Edit ${a.name}`}>
@@ -133,7 +145,7 @@ export function Apps() {
 function CreateApp({ onCreated }: { onCreated(app: App): void }) {
   const [name, setName] = useState('');
   const [amount, setAmount] = useState('');
-  const [unit, setUnit] = useState<Unit>('GB');
+  const [unit, setUnit] = useState<Unit>('GiB');
   const create = useAction(async () => {
     const app = await api<App>('POST', '/api/apps', { name, storageLimit: limitBytes(amount, unit) });
     onCreated(app);
@@ -148,7 +160,7 @@ function CreateApp({ onCreated }: { onCreated(app: App): void }) {
         }}
       >
         <Field label="Name">
-          <input name="name" required maxLength={200} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <input name="name" required maxLength={DISPLAY_NAME_MAX} value={name} onInput={(e) => setName(e.currentTarget.value)} />
         </Field>
         <LimitInput amount={amount} unit={unit} onAmount={setAmount} onUnit={setUnit} />
         <button type="submit" disabled={create.busy}>
@@ -180,7 +192,7 @@ export function EditApp({ app, apps, onClose }: { app: App; apps: Pick<Loaded<un
         }}
       >
         <Field label="Name">
-          <input required maxLength={200} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <input required maxLength={DISPLAY_NAME_MAX} value={name} onInput={(e) => setName(e.currentTarget.value)} />
         </Field>
         <LimitInput amount={amount} unit={unit} onAmount={setAmount} onUnit={setUnit} />
         <p class="muted">Lowering the limit below what is stored is allowed: uploads are then refused until files are deleted.</p>

@@ -160,6 +160,18 @@ export function DispatchDetail({ dispatchId }: { dispatchId: string }) {
     [dispatchId],
   );
   useRefreshWhile(dispatch.data?.status === 'pending', dispatch.reload);
+  const sessionId = dispatch.data?.session_id;
+  // The session's name (the dispatch carries its id); a session deleted since keeps its number.
+  const sessionName = useLoad(
+    (signal) =>
+      sessionId === undefined
+        ? Promise.resolve(undefined)
+        : api<{ data: Session }>('GET', `/api/whatsapp-sessions/${sessionId}`, undefined, { signal }).then(
+            (r) => r.data.name,
+            () => undefined,
+          ),
+    [sessionId],
+  );
   const redeliver = useAction(async () => {
     const { data } = await api<{ data: Dispatch }>('POST', `/api/dispatches/${encodeURIComponent(dispatchId)}/redeliver`, {});
     location.hash = link('deliveries', data.id);
@@ -184,7 +196,7 @@ export function DispatchDetail({ dispatchId }: { dispatchId: string }) {
               <dd class="mono">{d.event}</dd>
               <dt>Session</dt>
               <dd>
-                <a href={link('sessions', d.session_id)}>{d.session_id}</a>
+                <a href={link('sessions', d.session_id)}>{sessionName.data ?? `Session ${d.session_id}`}</a>
               </dd>
               <dt>URL</dt>
               <dd class="mono wrap">{d.url}</dd>

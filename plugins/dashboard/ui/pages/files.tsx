@@ -211,8 +211,10 @@ export function Files({ appId, onChange }: { appId: string; onChange(): void }) 
                   <input type="checkbox" aria-label={`Select ${f.name}`} checked={selected.has(f.id)} onChange={() => toggle(f.id)} />
                 </td>
                 <td data-label="Name">
-                  <span class="fname">{f.name}</span>
-                  <div class="muted mono key">{f.key}</div>
+                  <div class="cell">
+                    <span class="fname">{f.name}</span>
+                    <div class="muted mono key">{f.key}</div>
+                  </div>
                 </td>
                 <td data-label="Size" class="nowrap">
                   {bytes(f.size)}

@@ -1,7 +1,8 @@
 /** Organizations: yours (switch, create), the active one's members and roles, invitations sent and received. */
 import { useState } from 'preact/hooks';
+import { DISPLAY_NAME_MAX, ORG_SLUG_MAX } from '../../../../core/limits.ts';
 import { api } from '../api.ts';
-import { Card, Confirm, Empty, ErrorBox, Field, Loading } from '../components.tsx';
+import { Card, Command, Confirm, Empty, ErrorBox, Field, Loading } from '../components.tsx';
 import { when } from '../format.ts';
 import { useAction, useLoad } from '../hooks.ts';
 import { useMe } from '../session.ts';
@@ -21,12 +22,14 @@ export function Organization({ embedded = false }: { embedded?: boolean }) {
       <Card title="Command-line sign-in">
         {me.mode === 'builtin' ? (
           <p>
-            <code>wharf login --instance {location.origin}</code> prints a code; approve it on the <a href="/device">device approval page</a> (it works without
-            JavaScript, too).
+            <Command>{`npx wharf login --instance ${location.origin}`}</Command> (run in the folder where you ran <code>npm start</code>; with the single
+            binary, <Command>{`./wharf login --instance ${location.origin}`}</Command>) prints a code; approve it on the{' '}
+            <a href="/device">device approval page</a> (it works without JavaScript, too).
           </p>
         ) : (
           <p>
-            <code>wharf login --instance {location.origin}</code> prints a code to approve at your sign-in provider.
+            <Command>{`npx wharf login --instance ${location.origin}`}</Command> (with the single binary,{' '}
+            <Command>{`./wharf login --instance ${location.origin}`}</Command>) prints a code to approve at your sign-in provider.
           </p>
         )}
       </Card>
@@ -73,10 +76,10 @@ function Orgs() {
         }}
       >
         <Field label="Name">
-          <input name="org-name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <input name="org-name" required maxLength={DISPLAY_NAME_MAX} value={name} onInput={(e) => setName(e.currentTarget.value)} />
         </Field>
         <Field label="Slug" hint="Optional: made from the name">
-          <input name="org-slug" maxLength={64} value={slug} onInput={(e) => setSlug(e.currentTarget.value)} />
+          <input name="org-slug" maxLength={ORG_SLUG_MAX} value={slug} onInput={(e) => setSlug(e.currentTarget.value)} />
         </Field>
         <button type="submit" disabled={create.busy}>
           Create and switch

@@ -1,7 +1,7 @@
 /** The overview: the organization's apps, sessions, storage used, and recent failed deliveries. */
 import { api } from '../api.ts';
 import { Badge, Card, Empty, ErrorBox, Loading, Usage } from '../components.tsx';
-import { ago, bytes } from '../format.ts';
+import { ago, bytes, count } from '../format.ts';
 import { link, useLoad } from '../hooks.ts';
 import { useMe } from '../session.ts';
 import type { App, Dispatch, Paginated, Session } from '../types.ts';
@@ -30,16 +30,16 @@ export function Overview() {
       <h1 tabIndex={-1}>{org?.name ?? 'Overview'}</h1>
       <div class="stats">
         <a class="stat" href={link('apps')}>
-          <strong>{apps.data?.length ?? '–'}</strong> apps
+          <strong>{apps.data?.length ?? '–'}</strong> {apps.data?.length === 1 ? 'app' : 'apps'}
         </a>
         <a class="stat" href={link('apps')}>
-          <strong>{apps.data ? bytes(used) : '–'}</strong> stored in {files} files
+          <strong>{apps.data ? bytes(used) : '–'}</strong> stored in {count(files, 'file')}
         </a>
         <a class="stat" href={link('sessions')}>
-          <strong>{sessions.data?.length ?? '–'}</strong> messaging sessions, {connected} connected
+          <strong>{sessions.data?.length ?? '–'}</strong> messaging {sessions.data?.length === 1 ? 'session' : 'sessions'}, {connected} connected
         </a>
         <a class="stat" href={link('deliveries')}>
-          <strong>{failed.data?.total ?? '–'}</strong> abandoned deliveries
+          <strong>{failed.data?.total ?? '–'}</strong> abandoned {failed.data?.total === 1 ? 'delivery' : 'deliveries'}
         </a>
       </div>
 
@@ -52,7 +52,7 @@ export function Overview() {
               No apps yet. <a href={link('apps')}>Create one</a>: it gets its own bucket, API tokens and a place to upload files.
             </Empty>
           )}
-          <ul class="rows">
+          <ul class="rows usage-rows">
             {apps.data?.slice(0, 6).map((a) => (
               <li key={a.id}>
                 <a href={link('apps', a.id)}>{a.name}</a>

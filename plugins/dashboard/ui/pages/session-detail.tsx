@@ -9,7 +9,8 @@ import { when } from '../format.ts';
 import { link, useAction, useLoad } from '../hooks.ts';
 import { liveText, useSessionEvents } from '../live.ts';
 import { QrCode } from '../qr.tsx';
-import type { Paginated, Session, SessionStatus } from '../types.ts';
+import { useMe } from '../session.ts';
+import type { Member, Paginated, Session, SessionStatus } from '../types.ts';
 import { WebhookSettings } from './webhook.tsx';
 
 interface Pairing {
@@ -75,7 +76,7 @@ export function SessionDetail({ sessionId }: { sessionId: string }) {
       <ApiKey session={s} base={base} onKey={(api_key) => session.set((old) => old && { ...old, api_key })} />
       <WebhookSettings session={s} base={base} onSaved={(updated) => session.set(() => updated)} />
       {s.type === 'sandbox' && <Receive session={s} />}
-      <Logs base={base} />
+      <Logs base={base} session={s} />
 
       <Card title="Delete the session">
         <p>Its API key stops working at once and its webhook gets no more events.</p>
@@ -267,7 +268,7 @@ interface MessageRow {
 interface AuditRow {
   id: number;
   action: string;
-  actor: { kind: string; id: string | null };
+  actor: { kind: string; id: string | null; user_id: string | null };
   ip: string | null;
   created_at: string;
 }
@@ -279,7 +280,38 @@ interface StatusRow {
   occurred_at: string;
 }
 
-function Logs({ base }: { base: string }) {
+/**
+ * Who did an audited action, in words: a person by name (or email), the session's API key by the
+ * session's name. The API records ids (`session` = a dashboard sign-in, whose id is the user's;
+ * `pat` = a personal access token, with its user); names come from the organization's members.
+ */
+function actorText(actor: AuditRow['actor'], session: Session, members: Member[] | undefined): string {
+  const person = (userId: string | null) => {
+    if (!userId) return 'someone';
+    const member = members?.find((m) => m.userId === userId);
+    return member ? (member.name ?? member.email ?? 'a member') : 'a former member';
+  };
+  switch (actor.kind) {
+    case 'session':
+    case 'oauth':
+      return person(actor.user_id ?? actor.id);
+    case 'pat':
+      return `${person(actor.user_id)}, with a personal access token`;
+    case 'sessionKey':
+      return actor.id === String(session.id) ? `The API key of ${session.name}` : 'The API key of another session';
+    case 'system':
+      return 'Wharf itself';
+    default:
+      return actor.kind;
+  }
+}
+
+function Logs({ base, session }: { base: string; session: Session }) {
+  const { org } = useMe();
+  const members = useLoad(
+    (signal) => (org ? api<{ members: Member[] }>('GET', `/api/orgs/${org.id}/members`, undefined, { signal }).then((r) => r.members) : Promise.resolve([])),
+    [org?.id],
+  );
   const [tab, setTab] = useState<'message-logs' | 'audit-logs' | 'session-logs'>('message-logs');
   const [page, setPage] = useState(1);
   const logs = useLoad(
@@ -366,10 +398,7 @@ function Logs({ base }: { base: string }) {
                   <td data-label="Action" class="mono">
                     {r.action}
                   </td>
-                  <td data-label="By">
-                    {r.actor.kind}
-                    {r.actor.id ? ` ${r.actor.id}` : ''}
-                  </td>
+                  <td data-label="By">{actorText(r.actor, session, members.data)}</td>
                   <td data-label="From" class="mono">
                     {r.ip ?? ''}
                   </td>

@@ -1,5 +1,6 @@
 /** Messaging sessions: create (WhatsApp or sandbox), and the list with each status live. */
 import { useState } from 'preact/hooks';
+import { DISPLAY_NAME_MAX } from '../../../../core/limits.ts';
 import { api } from '../api.ts';
 import { Badge, Card, Empty, ErrorBox, Field, Loading } from '../components.tsx';
 import { when } from '../format.ts';
@@ -105,7 +106,7 @@ function CreateSession({ onCreated }: { onCreated(s: Session): void }) {
         </fieldset>
         <div class="inline">
           <Field label="Name">
-            <input name="name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+            <input name="name" required maxLength={DISPLAY_NAME_MAX} value={name} onInput={(e) => setName(e.currentTarget.value)} />
           </Field>
           <Field label="Phone number" hint={type === 'sandbox' ? 'Optional: without one, a +1555… number is made up' : 'The account’s number, E.164'}>
             <input

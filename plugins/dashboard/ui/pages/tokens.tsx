@@ -1,5 +1,6 @@
 /** Personal access tokens: create (shown once), list, revoke. */
 import { useState } from 'preact/hooks';
+import { DISPLAY_NAME_MAX } from '../../../../core/limits.ts';
 import { api } from '../api.ts';
 import { Card, Confirm, Empty, ErrorBox, Field, Loading, ShownOnce } from '../components.tsx';
 import { ago, when } from '../format.ts';
@@ -45,7 +46,7 @@ export function PersonalTokens() {
           }}
         >
           <Field label="Name">
-            <input required maxLength={100} value={name} placeholder="e.g. deploy script" onInput={(e) => setName(e.currentTarget.value)} />
+            <input required maxLength={DISPLAY_NAME_MAX} value={name} placeholder="e.g. deploy script" onInput={(e) => setName(e.currentTarget.value)} />
           </Field>
           <Field label="Expires" hint="Empty: never">
             <input type="date" value={expires} min={new Date().toISOString().slice(0, 10)} onInput={(e) => setExpires(e.currentTarget.value)} />

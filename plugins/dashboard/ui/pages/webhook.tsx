@@ -1,6 +1,6 @@
 /** A session's webhook: URL, enabled, the events (all, none, or picked from the 22), signing mode, secret rotation. */
 import { useState } from 'preact/hooks';
-import { api } from '../api.ts';
+import { ApiError, api } from '../api.ts';
 import { Card, Confirm, ErrorBox, Field, Loading, Secret } from '../components.tsx';
 import { when } from '../format.ts';
 import { link, useAction, useLoad } from '../hooks.ts';
@@ -8,7 +8,7 @@ import type { Session } from '../types.ts';
 
 const GROUPS: [string, string[]][] = [
   ['Messages', ['messages.received', 'messages.upsert', 'message.sent', 'messages.update', 'messages.delete', 'messages.reaction', 'message-receipt.update']],
-  ['Filtered views of messages.received', ['messages-personal', 'messages-group', 'messages-newsletter']],
+  ['Filtered views', ['messages-personal', 'messages-group', 'messages-newsletter']],
   ['Session', ['session.status', 'qrcode.updated']],
   ['Chats', ['chats.upsert', 'chats.update', 'chats.delete']],
   ['Groups', ['groups.upsert', 'groups.update', 'group-participants.update']],
@@ -44,6 +44,10 @@ export function WebhookSettings({ session, base, onSaved }: { session: Session; 
   const mode2 = signMode ?? signing.data ?? 'secret';
   const save = useAction(async () => {
     setSaved(false);
+    // The API reads an empty list as "every event": "Only these" with nothing ticked must not save as that.
+    if (mode === 'some' && chosen.size === 0) {
+      throw new ApiError(0, 'Nothing was saved: tick at least one event under "Only these", or choose "None" to subscribe to no event.');
+    }
     const events = mode === 'all' ? [] : mode === 'none' ? null : [...chosen];
     const updated = await api<{ data: Session }>('PUT', base, { webhook_url: url.trim() || null, webhook_enabled: enabled, webhook_events: events });
     if (signing.data !== undefined && mode2 !== signing.data) {
@@ -114,7 +118,8 @@ export function WebhookSettings({ session, base, onSaved }: { session: Session; 
                 </fieldset>
               ))}
             <p class="muted">
-              The filtered views deliver the messages of one kind of chat only. Subscribed together with messages.received, each message arrives twice.
+              The filtered views deliver the messages.received messages of one kind of chat only. Subscribed together with messages.received, each message
+              arrives twice.
             </p>
             {twice && (
               <p class="warn" role="status">
