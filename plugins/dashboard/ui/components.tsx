@@ -222,6 +222,19 @@ export function Badge({ status }: { status: string }) {
   return <span class={`badge s-${status}`}>{STATUS_WORDS[status] ?? status}</span>;
 }
 
+/**
+ * Why a session has its status (the last failed attempt, a close, what a connect answered): kept
+ * by the server, so it survives a reload. Lists show it only for a session that is not connected.
+ */
+export function StatusReason({ session, all = false }: { session: { id: number; status: string; status_reason: string | null }; all?: boolean }) {
+  if (!session.status_reason || (!all && session.status === 'connected')) return null;
+  return (
+    <p class="muted reason" role={all ? 'status' : undefined} data-session-reason={session.id}>
+      {session.status_reason}
+    </p>
+  );
+}
+
 /** Nothing to show yet, said plainly. */
 export function Empty({ children }: { children: ComponentChildren }) {
   return <p class="empty">{children}</p>;

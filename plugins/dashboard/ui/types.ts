@@ -63,6 +63,8 @@ export interface Session {
   name: string;
   phone_number: string;
   status: SessionStatus;
+  /** Why the session has its status (a failed attempt, a close code), or null. */
+  status_reason: string | null;
   type: 'whatsapp' | 'sandbox';
   account_protection: boolean;
   log_messages: boolean;

@@ -490,6 +490,12 @@ describe('the dashboard, pairing a WhatsApp session', () => {
     await expect.poll(() => text(page, '#main')).toContain('Live');
     host.setStatus(sessionId, 'logged_out', 'the phone unlinked this device');
     await expect.poll(() => inner(cell)).toBe('Logged out');
+    // The reason beside it, live, and still there after a reload (the server keeps it).
+    const reason = page.locator(`[data-session-reason="${sessionId}"]`);
+    await expect.poll(() => inner(reason)).toBe('the phone unlinked this device');
+    await page.reload();
+    await expect.poll(() => inner(cell)).toBe('Logged out');
+    await expect.poll(() => inner(reason)).toBe('the phone unlinked this device');
     await shot(page, '13-sessions');
   }, 60_000);
 });

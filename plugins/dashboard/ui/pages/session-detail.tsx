@@ -4,7 +4,7 @@
  */
 import { useState } from 'preact/hooks';
 import { api, query } from '../api.ts';
-import { Badge, Card, Confirm, Empty, ErrorBox, Field, Loading, Pager, Secret } from '../components.tsx';
+import { Badge, Card, Confirm, Empty, ErrorBox, Field, Loading, Pager, Secret, StatusReason } from '../components.tsx';
 import { when } from '../format.ts';
 import { link, useAction, useLoad } from '../hooks.ts';
 import { liveText, useSessionEvents } from '../live.ts';
@@ -28,7 +28,8 @@ export function SessionDetail({ sessionId }: { sessionId: string }) {
   const live = useSessionEvents({ sessionId, events: ['session.status', 'qrcode.updated'] }, (e) => {
     if (e.event === 'session.status') {
       const status = e.data?.status as SessionStatus | undefined;
-      if (status) session.set((s) => s && { ...s, status });
+      const reason = typeof e.data?.reason === 'string' ? e.data.reason : null;
+      if (status) session.set((s) => s && { ...s, status, status_reason: reason });
       if (status && status !== 'need_scan') setPairing(null);
     } else if (e.event === 'qrcode.updated') {
       const qr = e.data?.qr;
@@ -72,7 +73,13 @@ export function SessionDetail({ sessionId }: { sessionId: string }) {
         <span class={`live l-${live.state}`}>{liveText(live)}</span>
       </div>
 
-      <Connection session={s} base={base} pairing={pairing} onPairing={setPairing} />
+      <Connection
+        session={s}
+        base={base}
+        pairing={pairing}
+        onPairing={setPairing}
+        onAnswer={(status, reason) => session.set((old) => old && { ...old, status, status_reason: reason })}
+      />
       <ApiKey session={s} base={base} onKey={(api_key) => session.set((old) => old && { ...old, api_key })} />
       <WebhookSettings session={s} base={base} onSaved={(updated) => session.set(() => updated)} />
       {s.type === 'sandbox' && <Receive session={s} />}
@@ -98,13 +105,19 @@ export function SessionDetail({ sessionId }: { sessionId: string }) {
   );
 }
 
-function Connection(props: { session: Session; base: string; pairing: Pairing | null; onPairing(p: Pairing | null): void }) {
+function Connection(props: {
+  session: Session;
+  base: string;
+  pairing: Pairing | null;
+  onPairing(p: Pairing | null): void;
+  /** A connect, disconnect or restart answered: its status and what it said. */
+  onAnswer(status: SessionStatus, reason: string | null): void;
+}) {
   const { session: s, base, pairing } = props;
-  const [said, setSaid] = useState<string | null>(null);
   const act = useAction(async (what: 'connect' | 'disconnect' | 'restart') => {
     const answer = await api<{ data: { status: SessionStatus } & Pairing }>('POST', `${base}/${what}`, {});
     props.onPairing(answer.data.qrCode || answer.data.pairingCode ? answer.data : null);
-    setSaid(answer.data.message ?? null);
+    props.onAnswer(answer.data.status, answer.data.message ?? null);
     return answer.data;
   });
   // A page opened while a session waits for its scan shows the current QR code.
@@ -135,11 +148,7 @@ function Connection(props: { session: Session; base: string; pairing: Pairing | 
         </button>
       </div>
       <ErrorBox error={act.error ?? (s.status === 'need_scan' ? qr.error : undefined)} />
-      {said && (
-        <p class="muted" role="status">
-          {said}
-        </p>
-      )}
+      <StatusReason session={s} all />
       {shownQr && (
         <div class="pairing">
           <QrCode value={shownQr} label="QR code to pair the phone" />

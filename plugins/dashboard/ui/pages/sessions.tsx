@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { DISPLAY_NAME_MAX } from '../../../../core/limits.ts';
 import { api } from '../api.ts';
-import { Badge, Card, Empty, ErrorBox, Field, Loading } from '../components.tsx';
+import { Badge, Card, Empty, ErrorBox, Field, Loading, StatusReason } from '../components.tsx';
 import { when } from '../format.ts';
 import { link, useAction, useLoad } from '../hooks.ts';
 import { liveText, useSessionEvents } from '../live.ts';
@@ -18,7 +18,8 @@ export function Sessions() {
       void sessions.reload();
       return;
     }
-    sessions.set((list) => list?.map((s) => (s.id === e.sessionId ? { ...s, status } : s)));
+    const reason = typeof e.data?.reason === 'string' ? e.data.reason : null;
+    sessions.set((list) => list?.map((s) => (s.id === e.sessionId ? { ...s, status, status_reason: reason } : s)));
   });
 
   return (
@@ -54,8 +55,11 @@ export function Sessions() {
                   <td data-label="Number" class="mono">
                     {s.phone_number}
                   </td>
-                  <td data-label="Status" data-session-status={s.id}>
-                    <Badge status={s.status} />
+                  <td data-label="Status">
+                    <span data-session-status={s.id}>
+                      <Badge status={s.status} />
+                    </span>
+                    <StatusReason session={s} />
                   </td>
                   <td data-label="Webhook">{s.webhook_url ? (s.webhook_enabled ? 'on' : 'off') : '—'}</td>
                   <td data-label="Created">{when(s.created_at)}</td>
