@@ -185,8 +185,10 @@ log "starting redis-server on 127.0.0.1:$REDIS_PORT"
 setsid redis-server "$CONF" </dev/null >>"$LOG" 2>&1 9>&- &
 echo $! >"$PIDFILE"
 ok=0
+# Alive, not ours(): Redis renames its process to "redis-server 127.0.0.1:PORT" only once it has
+# started, so a check that early would take a server still starting for a dead one.
 for _ in $(seq 1 100); do
-  ours "$(cat "$PIDFILE")" || break
+  kill -0 "$(cat "$PIDFILE")" 2>/dev/null || break
   pong && { ok=1; break; }
   sleep 0.1
 done
