@@ -100,7 +100,9 @@ export function ShownOnce({ label, value, onDone }: { label: string; value: stri
 
 /**
  * A modal dialog (the browser's own `<dialog>`: focus moves in, Escape closes, the page behind
- * is inert). `onClose` runs however it closes.
+ * is inert). `props.open` is the only truth: Escape asks `onClose` (the browser's `cancel` event,
+ * dispatched before it would close) and the effect closes it. Listening to `close` instead lost
+ * a quick reopen: that event is queued, and one arriving after the dialog was opened again closed it.
  */
 export function Dialog(props: { open: boolean; title: string; onClose(): void; children: ComponentChildren }) {
   const ref = useRef<HTMLDialogElement>(null);
@@ -111,7 +113,14 @@ export function Dialog(props: { open: boolean; title: string; onClose(): void; c
     if (!props.open && dialog.open) dialog.close();
   }, [props.open]);
   return (
-    <dialog ref={ref} aria-label={props.title} onClose={props.onClose}>
+    <dialog
+      ref={ref}
+      aria-label={props.title}
+      onCancel={(e) => {
+        e.preventDefault();
+        props.onClose();
+      }}
+    >
       {props.open && (
         <>
           <h2>{props.title}</h2>
