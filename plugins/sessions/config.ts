@@ -126,6 +126,16 @@ export const sessionsConfig = z.strictObject({
     .min(1)
     .default(90)
     .describe('Message log rows (message-logs, message info) older than this many days are deleted, hourly.'),
+  session_log_retention_days: z
+    .int()
+    .min(1)
+    .default(30)
+    .describe('Session log rows (connection history: one per status change or reconnect attempt) older than this many days are deleted, hourly.'),
+  audit_log_retention_days: z
+    .int()
+    .min(1)
+    .default(365)
+    .describe('Audit log rows (who did what to a session; kept when the session is deleted) older than this many days are deleted, hourly.'),
   dns_timeout_ms: z
     .int()
     .min(100)

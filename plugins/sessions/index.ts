@@ -108,12 +108,16 @@ export default definePlugin({
     };
 
     const day = 86_400_000;
-    every('prune-events-and-message-logs', 3_600_000, () =>
-      store.prune(
-        new Date(Date.now() - config.event_retention_days * day).toISOString(),
-        new Date(Date.now() - config.message_log_retention_days * day).toISOString(),
-      ),
-    );
+    const daysAgo = (days: number) => new Date(Date.now() - days * day).toISOString();
+    every('prune-events-and-logs', 3_600_000, () => {
+      const removed = store.prune({
+        events: daysAgo(config.event_retention_days),
+        messages: daysAgo(config.message_log_retention_days),
+        statusLogs: daysAgo(config.session_log_retention_days),
+        auditLogs: daysAgo(config.audit_log_retention_days),
+      });
+      if (Object.values(removed).some((n) => n > 0)) log.info({ removed }, 'pruned old session events and logs');
+    });
     every('prune-expired-media-urls', 3_600_000, () => mediaStore.prune(new Date().toISOString()));
 
     return {

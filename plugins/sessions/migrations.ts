@@ -281,4 +281,15 @@ export const migrations: Migration[] = [
       `);
     },
   },
+  {
+    id: '005-log-retention',
+    up(db) {
+      db.exec(`
+        -- The hourly prune deletes session and audit logs by age (session_log_retention_days,
+        -- audit_log_retention_days): a session failing to connect writes a row per attempt.
+        CREATE INDEX sessions_status_logs_by_time ON sessions_status_logs (occurred_at);
+        CREATE INDEX sessions_audit_logs_by_time ON sessions_audit_logs (created_at);
+      `);
+    },
+  },
 ];

@@ -173,6 +173,9 @@ const apiKeyContext = (id: number) => `sessions:api_key:${id}`;
 const secretContext = (id: number) => `sessions:webhook_secret:${id}`;
 const proxyContext = (id: number) => `sessions:proxy_url:${id}`;
 
+/** What the hourly prune deletes by age. */
+export type PrunedTable = 'events' | 'messages' | 'statusLogs' | 'auditLogs';
+
 export class SessionsStore {
   readonly db: Database;
   readonly #keys: Keys;
@@ -246,6 +249,8 @@ export class SessionsStore {
       ),
       pruneEvents: db.prepare('DELETE FROM sessions_events WHERE created_at < ?'),
       pruneMessages: db.prepare('DELETE FROM sessions_messages WHERE created_at < ?'),
+      pruneStatusLogs: db.prepare('DELETE FROM sessions_status_logs WHERE occurred_at < ?'),
+      pruneAuditLogs: db.prepare('DELETE FROM sessions_audit_logs WHERE created_at < ?'),
     };
   }
 
@@ -541,8 +546,13 @@ export class SessionsStore {
     return { rows, total };
   }
 
-  prune(eventsBefore: string, messagesBefore: string): void {
-    this.#s.pruneEvents.run(eventsBefore);
-    this.#s.pruneMessages.run(messagesBefore);
+  /** Deletes recorded events, message logs, session logs and audit logs older than their cutoffs (ISO times); how many of each. */
+  prune(before: Record<PrunedTable, string>): Record<PrunedTable, number> {
+    return this.db.transaction(() => ({
+      events: this.#s.pruneEvents.run(before.events).changes,
+      messages: this.#s.pruneMessages.run(before.messages).changes,
+      statusLogs: this.#s.pruneStatusLogs.run(before.statusLogs).changes,
+      auditLogs: this.#s.pruneAuditLogs.run(before.auditLogs).changes,
+    }))();
   }
 }

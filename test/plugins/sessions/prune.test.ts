@@ -1,0 +1,54 @@
+/** The sessions plugin's hourly prune: every kind of row it keeps goes by its own age limit, and nothing younger. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { migrate, openDatabase } from '../../../core/db.ts';
+import { loadKeys } from '../../../core/keys.ts';
+import { migrations } from '../../../plugins/sessions/migrations.ts';
+import { SessionsStore } from '../../../plugins/sessions/store.ts';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-prune-'));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+describe('SessionsStore.prune', () => {
+  it('deletes events, message logs, session logs and audit logs older than their cutoffs, each by its own', () => {
+    const db = openDatabase(':memory:');
+    migrate(db, [{ plugin: 'sessions', migrations }]);
+    const store = new SessionsStore(db, loadKeys(dir));
+    const id = store.insertSession(
+      { orgId: 'org-1', type: 'sandbox', status: 'disconnected', phoneNumber: '+15550001001', name: 'Prune' },
+      { apiKey: 'k'.repeat(64), apiKeyHash: 'h'.repeat(64), webhookSecret: 's'.repeat(32) },
+      '2026-01-01T00:00:00.000Z',
+    );
+    const actor = { kind: 'pat', id: '1', userId: 'u1', address: '127.0.0.1' } as const;
+    const message = db.prepare(
+      "INSERT INTO sessions_messages (session_id, key_id, jid, recipient, type, status, remote_key, created_at, updated_at) VALUES (?, ?, '1@s.whatsapp.net', '+1', 'text', 'sent', '{}', ?, ?)",
+    );
+    for (const at of ['2026-01-01T00:00:00.000Z', '2026-03-01T00:00:00.000Z', '2026-06-01T00:00:00.000Z']) {
+      store.insertEvent(id, 'org-1', 'session.status', '{}', at);
+      store.statusLog(id, 'connection', 'connecting', 'attempt', at);
+      store.audit(id, 'org-1', 'session.connect', actor, null, at);
+      message.run(id, `key-${at}`, at, at);
+    }
+    const count = (table: string) => (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+
+    const removed = store.prune({
+      events: '2026-02-01T00:00:00.000Z',
+      messages: '2026-04-01T00:00:00.000Z',
+      statusLogs: '2026-07-01T00:00:00.000Z',
+      auditLogs: '2025-12-01T00:00:00.000Z',
+    });
+    expect(removed).toEqual({ events: 1, messages: 2, statusLogs: 3, auditLogs: 0 });
+    expect([count('sessions_events'), count('sessions_messages'), count('sessions_status_logs'), count('sessions_audit_logs')]).toEqual([2, 1, 0, 3]);
+    expect(store.statusLogs(id, 1, 10).total).toBe(0);
+    expect(store.auditLogs(id, 'org-1', 1, 10).rows.map((r) => r.created_at)).toEqual([
+      '2026-06-01T00:00:00.000Z',
+      '2026-03-01T00:00:00.000Z',
+      '2026-01-01T00:00:00.000Z',
+    ]);
+    // The session itself is never pruned.
+    expect(store.session(id)?.name).toBe('Prune');
+    db.close();
+  });
+});
