@@ -50,6 +50,7 @@ export default definePlugin({
   setup({ config, core, db, keys, auth, api, log, metrics, use, every }) {
     const identity = use('identity');
     const store = new SessionsStore(db, keys);
+    const proxyCheck = { allowPrivate: config.allow_private_networks, resolve: systemResolver, timeoutMs: config.dns_timeout_ms };
     const sessions = new Sessions(store, new EventRecorder(store, log), (self) =>
       messagingCredentials({
         auth,
@@ -68,6 +69,7 @@ export default definePlugin({
           config: config.whatsapp,
           publicUrl: core.server.public_url,
           allowPrivateNetworks: config.allow_private_networks,
+          proxyCheck,
           maxMediaBytes: config.upload_max_bytes,
           uploadTtlHours: config.upload_ttl_hours,
           log,
@@ -95,7 +97,7 @@ export default definePlugin({
       config,
       sessions,
       admin: new SessionAdmin(sessions, {
-        checkProxy: (url) => checkProxyUrl(url, { allowPrivate: config.allow_private_networks, resolve: systemResolver, timeoutMs: config.dns_timeout_ms }),
+        checkProxy: (url) => checkProxyUrl(url, proxyCheck),
       }),
       messages: new Messages(sessions, { accountProtectionSeconds: config.account_protection_interval_seconds }),
       pats: new PersonalAccessTokens(store, identity),

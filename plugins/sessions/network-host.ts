@@ -18,6 +18,7 @@ export function networkHost(type: SessionType, store: SessionsStore, recorder: E
     transaction,
     session: (id) => ofType(store.session(id)),
     sessionByPhone: (orgId, phoneNumber) => store.sessionByPhone(orgId, phoneNumber, type),
+    proxyUrl: (sessionId) => (ofType(store.session(sessionId)) ? store.secrets(sessionId).proxyUrl : null),
     emit: (sessionId, event, data) => {
       recorder.emit(sessionId, event, data);
     },

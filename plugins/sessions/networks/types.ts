@@ -231,6 +231,8 @@ export interface NetworkHost {
   session(id: number): NetworkSession | undefined;
   /** The session of this network that owns a number in an organization (`+<digits>`), if any. */
   sessionByPhone(orgId: string, phoneNumber: string): NetworkSession | undefined;
+  /** The proxy a session's traffic to the network goes through (`proxy_url`, credentials included), or null. */
+  proxyUrl(sessionId: number): string | null;
   /** Records an event of a session (use the dedicated methods below where one fits). */
   emit(sessionId: number, event: EventName, data: unknown): void;
   /**

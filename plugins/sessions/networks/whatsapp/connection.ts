@@ -11,7 +11,10 @@
  * socket still emits is ignored, so two sockets never drive one session.
  */
 import type { BaileysEventMap, ConnectionState, UserFacingSocketConfig } from 'baileys';
+import type { ClientRequest, IncomingMessage } from 'node:http';
+import type { Dispatcher } from 'undici';
 import type { Logger } from '../../../../core/logger.ts';
+import type { ProxyCheckOptions } from '../../address-guard.ts';
 import type { WhatsAppConfig } from '../../config.ts';
 import { digitsOf } from '../nodes.ts';
 import type { ConnectResult, NetworkHost, PairingQr, SessionStatus } from '../types.ts';
@@ -19,6 +22,7 @@ import { databaseAuthState } from './auth-state.ts';
 import { BoundedCache } from './cache.ts';
 import { normalizeJid, userOf } from './convert.ts';
 import type { EventMapper } from './events.ts';
+import { type ProxyClients, ProxyRefused, proxyClients } from './proxy.ts';
 import type { WhatsAppRuntime } from './load.ts';
 import type { BaileysSocket } from './socket.ts';
 import type { WhatsAppStore } from './store.ts';
@@ -31,6 +35,8 @@ export interface ConnectionDeps {
   mapper: EventMapper;
   config: WhatsAppConfig;
   log: Logger;
+  /** How a session's proxy URL is checked again before each connection. */
+  proxyCheck: ProxyCheckOptions;
 }
 
 /** Close codes (Baileys' DisconnectReason and WhatsApp's stream errors). */
@@ -145,6 +151,10 @@ export class Connection {
   #phase: Phase = 'idle';
   #generation = 0;
   #socket: BaileysSocket | undefined;
+  /** The proxy clients of the current socket (the session's proxy_url), if it has one. */
+  #proxy: ProxyClients | undefined;
+  /** The proxy the last attempt went through (no credentials), for the reason of a failure. */
+  #proxyShown: string | undefined;
   #qr: PairingQr | undefined;
   #qrCount = 0;
   #pairingPhone: string | undefined;
@@ -180,6 +190,11 @@ export class Connection {
   /** The open socket, or undefined while not connected. */
   get socket(): BaileysSocket | undefined {
     return this.#phase === 'open' ? this.#socket : undefined;
+  }
+
+  /** The dispatcher media downloads of the open socket use (its proxy's), if it has a proxy. */
+  get dispatcher(): Dispatcher | undefined {
+    return this.#phase === 'open' ? this.#proxy?.dispatcher : undefined;
   }
 
   get phase(): Phase {
@@ -329,6 +344,24 @@ export class Connection {
 
   async #open(generation: number): Promise<void> {
     const { runtime, store, config, log } = this.#deps;
+    const proxyUrl = this.#deps.host.proxyUrl(this.sessionId);
+    let proxy: ProxyClients | undefined;
+    if (proxyUrl) {
+      try {
+        proxy = await proxyClients(proxyUrl, this.#deps.proxyCheck);
+      } catch (err) {
+        if (!(err instanceof ProxyRefused)) throw err;
+        // Never around the proxy: without it the session does not connect at all.
+        if (generation === this.#generation)
+          this.#stop('failed', `${err.message}; the session does not connect without its proxy: change or clear proxy_url, then connect`);
+        return;
+      }
+      if (generation !== this.#generation) {
+        await proxy.close();
+        return;
+      }
+    }
+    this.#proxyShown = proxy?.shown;
     const auth = databaseAuthState(store, this.sessionId, runtime);
     // The account row exists from the first connect on: it says whether to resume at start.
     if (!store.account(this.sessionId)) {
@@ -341,6 +374,8 @@ export class Connection {
       waWebSocketUrl: config.websocket_url,
       logger: log.child({ network: 'whatsapp', sessionId: this.sessionId }, { level: config.log_level }),
       connectTimeoutMs: config.connect_timeout_ms,
+      // The WebSocket and media uploads through the proxy (downloads: see `dispatcher`).
+      ...(proxy ? { agent: proxy.agent, fetchAgent: proxy.agent } : {}),
       markOnlineOnConnect: this.#deps.host.session(this.sessionId)?.alwaysOnline ?? false,
       syncFullHistory: false,
       // Only what pairing brings (contacts, LID mappings, recent chats); never the full history.
@@ -359,9 +394,19 @@ export class Connection {
     if (generation !== this.#generation) {
       // Stopped or replaced while the socket was being made.
       await socket.end(undefined);
+      await proxy?.close();
       return;
     }
     this.#socket = socket;
+    this.#proxy = proxy;
+    // An HTTP answer to the WebSocket upgrade (a proxy's 407, a refusal): Baileys forwards ws's
+    // 'unexpected-response' without acting on it, and ws then leaves the attempt to its listener,
+    // so it would hang. Failing the request makes ws report the error, and Baileys close with it.
+    socket.ws.on('unexpected-response', (req: ClientRequest, res: IncomingMessage) => {
+      res.resume();
+      const status = `${res.statusCode} ${res.statusMessage ?? ''}`.trim();
+      req.destroy(new Error(res.statusCode === 407 ? `the proxy refused its credentials (${status})` : `Unexpected server response: ${status}`));
+    });
     this.#lastFrame = Date.now();
     socket.ws.on('frame', () => {
       if (generation === this.#generation) this.#lastFrame = Date.now();
@@ -479,6 +524,7 @@ export class Connection {
   #closed(generation: number, error: unknown): void {
     if (generation !== this.#generation || this.#phase === 'stopped') return;
     this.#socket = undefined;
+    this.#releaseProxy();
     const code = closeCode(error);
     const message = error instanceof Error ? error.message : undefined;
     const cause = closeCause(error);
@@ -492,7 +538,7 @@ export class Connection {
       this.#begin('restart required (515): reconnecting to finish pairing');
       return;
     }
-    const why = describeClose(code, message, cause);
+    const why = describeClose(code, message, cause) + (this.#proxyShown ? ` (through the proxy ${this.#proxyShown})` : '');
     // The attempt that failed (0: an open connection dropped, which is no attempt of ours).
     const failed = this.#attempt;
     const limit = this.#attemptLimit();
@@ -557,6 +603,13 @@ export class Connection {
     const socket = this.#socket;
     this.#socket = undefined;
     if (socket) socket.end(undefined).catch(() => {});
+    this.#releaseProxy();
+  }
+
+  #releaseProxy(): void {
+    const proxy = this.#proxy;
+    this.#proxy = undefined;
+    proxy?.close().catch(() => {});
   }
 
   /** Disconnects on request: the pairing stays, the session does not reconnect (not even at the next start). */

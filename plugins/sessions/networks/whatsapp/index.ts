@@ -16,6 +16,7 @@ import type { WAMessageContent } from 'baileys';
 import type { Database } from '../../../../core/db.ts';
 import { WharfError } from '../../../../core/errors.ts';
 import type { Keys } from '../../../../core/keys.ts';
+import type { ProxyCheckOptions } from '../../address-guard.ts';
 import type { Logger } from '../../../../core/logger.ts';
 import { randomToken } from '../../../../core/tokens.ts';
 import type { WhatsAppConfig } from '../../config.ts';
@@ -53,6 +54,8 @@ export interface WhatsAppOptions {
   publicUrl: string;
   /** Fetch media URLs that resolve to private addresses (`[plugins.sessions] allow_private_networks`). */
   allowPrivateNetworks: boolean;
+  /** How a session's proxy URL is checked again before each connection. */
+  proxyCheck: ProxyCheckOptions;
   /** Largest media a send fetches or a decryption returns, in bytes. */
   maxMediaBytes: number;
   /** How long uploaded files are kept, in hours. */
@@ -162,7 +165,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
     this.#deps ??= this.#loadRuntime().then((runtime) => {
       const log = this.#options.log;
       const mapper = new EventMapper({ runtime, host: this.#host, store: this.#store, log });
-      return { runtime, host: this.#host, store: this.#store, mapper, config: this.#options.config, log };
+      return { runtime, host: this.#host, store: this.#store, mapper, config: this.#options.config, log, proxyCheck: this.#options.proxyCheck };
     });
     return this.#deps;
   }
@@ -723,10 +726,12 @@ export class WhatsAppNetwork implements NetworkAdapter {
       // The download goes to WhatsApp's media hosts only, whatever host the node names.
       const host = mediaHost(media.url);
       if (!host) media.url = null;
+      const dispatcher = this.#connections.get(session.id)?.dispatcher;
       return runtime.downloadMediaMessage(
         msg,
         'stream',
-        { host: host ?? 'mmg.whatsapp.net' },
+        // Through the session's proxy, as everything else it sends to WhatsApp (fetch takes undici's dispatcher).
+        { host: host ?? 'mmg.whatsapp.net', ...(dispatcher ? { options: { dispatcher } as RequestInit } : {}) },
         { logger, reuploadRequest: (m) => socket.updateMediaMessage(m) },
       );
     };
