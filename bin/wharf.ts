@@ -23,6 +23,7 @@ import type { CommandContext, PluginCommand } from '../core/plugin.ts';
 import { WharfError } from '../core/errors.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { addClientCommands } from '../client/commands.ts';
+import { count } from '../client/output.ts';
 
 interface GlobalArgs {
   config?: string;
@@ -258,7 +259,7 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
             const env = Object.keys(process.env).filter((k) => k.startsWith('WHARF_') && k.includes('__')).length;
             const what = file ? path.basename(file) : 'embedded defaults';
             process.stdout.write(
-              `${what}${env ? ` + ${env} WHARF_* variable${env === 1 ? '' : 's'}` : ''}: ok (plugins: ${config.order.map((p) => p.name).join(', ') || 'none'})\n`,
+              `${what}${env ? ` + ${count(env, 'WHARF_* variable')}` : ''}: ok (plugins: ${config.order.map((p) => p.name).join(', ') || 'none'})\n`,
             );
           },
         )
