@@ -23,6 +23,7 @@ import type { CommandContext, PluginCommand } from '../core/plugin.ts';
 import { WharfError } from '../core/errors.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { addClientCommands } from '../client/commands.ts';
+import { count } from '../client/output.ts';
 
 interface GlobalArgs {
   config?: string;
@@ -56,38 +57,49 @@ function configSources(args: GlobalArgs, file = args.config ?? process.env.WHARF
 }
 
 /**
- * The plugins of this run: the built-in ones and those of `[plugins] dir`. Found before the
- * command line is parsed, so that their commands exist; a problem loading them is kept for the
- * commands that read the config (`client` commands and `version` still work).
+ * The plugins of this run: the built-in ones and those of `[plugins] dir`, and which of them the
+ * config enables. Found before the command line is parsed, so that the enabled plugins'
+ * commands exist (and only theirs); a problem loading them is kept for the commands that read
+ * the config (`--help`, `version` and the client commands still work).
  */
 interface PluginSet {
   list: readonly AnyPlugin[];
   /** Plugin name -> the file an external plugin was loaded from. */
   sources: ReadonlyMap<string, string>;
   problem?: ConfigError;
+  /** The plugins the config enables; absent when the config does not load (or was not read). */
+  enabled?: ReadonlySet<string>;
 }
 
-async function findPlugins(argv: string[], builtin: readonly AnyPlugin[]): Promise<PluginSet> {
+async function findPlugins(words: readonly string[], config: string | undefined, builtin: readonly AnyPlugin[]): Promise<PluginSet> {
   const none: PluginSet = { list: builtin, sources: new Map() };
-  const pre = yargs(argv).option('config', { type: 'string' }).help(false).version(false).parseSync();
-  const [command, sub, checked] = pre._.map(String);
+  const [command, sub, checked] = words;
   // `version` needs no plugin, and must answer even when a plugin's module is broken.
   if (command === 'version') return none;
-  const file = command === 'config' && sub === 'check' && checked ? checked : (pre.config ?? process.env.WHARF_CONFIG);
+  const file = command === 'config' && sub === 'check' && checked ? checked : (config ?? process.env.WHARF_CONFIG);
   let text: string | undefined;
   try {
     if (file) text = fs.readFileSync(file, 'utf8');
   } catch {
     return none; // the command that reads the config says what is wrong with the file
   }
+  const toml = text === undefined ? undefined : { text, file: file! };
+  let found = none;
   try {
-    const dir = pluginDir({ toml: text === undefined ? undefined : { text, file: file! }, env: process.env });
-    if (!dir) return none;
-    const { loadExternalPlugins } = await import('../core/external-plugins.ts');
-    const loaded = await loadExternalPlugins(dir, builtin);
-    return { list: [...builtin, ...loaded.plugins], sources: loaded.sources };
+    const dir = pluginDir({ toml, env: process.env });
+    if (dir) {
+      const { loadExternalPlugins } = await import('../core/external-plugins.ts');
+      const loaded = await loadExternalPlugins(dir, builtin);
+      found = { list: [...builtin, ...loaded.plugins], sources: loaded.sources };
+    }
   } catch (err) {
     if (err instanceof ConfigError) return { ...none, problem: err };
+    throw err;
+  }
+  try {
+    return { ...found, enabled: new Set(resolveConfig(found.list, { toml, env: process.env }).order.map((p) => p.name)) };
+  } catch (err) {
+    if (err instanceof ConfigError) return found; // said by the commands that read the config
     throw err;
   }
 }
@@ -173,10 +185,21 @@ async function versions(): Promise<{ wharf: string; node: string; sqlite: string
   return { wharf: pkg.version, node: process.versions.node, sqlite };
 }
 
-function addPluginCommands(cli: Argv<GlobalArgs>, plugins: PluginSet): void {
+/**
+ * Adds the commands of the enabled plugins (when the config does not load: of those enabled by
+ * default, whose handlers then say what is wrong with it). Returns the first word of each
+ * command left out, with its plugin's name.
+ */
+function addPluginCommands(cli: Argv<GlobalArgs>, plugins: PluginSet): Map<string, string> {
   const groups = new Map<string, PluginCommand[]>();
+  const absent = new Map<string, string>();
   for (const plugin of plugins.list) {
+    const enabled = plugins.enabled ? plugins.enabled.has(plugin.name) : (plugin.enabledByDefault ?? true);
     for (const command of plugin.commands ?? []) {
+      if (!enabled) {
+        absent.set(command.group ?? command.command.split(' ')[0]!, plugin.name);
+        continue;
+      }
       const list = groups.get(command.group ?? '') ?? [];
       list.push(command);
       groups.set(command.group ?? '', list);
@@ -206,10 +229,13 @@ function addPluginCommands(cli: Argv<GlobalArgs>, plugins: PluginSet): void {
       return y.demandCommand(1, `name a ${group} command`);
     });
   }
+  return absent;
 }
 
 export async function main(argv: string[], builtin: readonly AnyPlugin[] = builtinPlugins): Promise<void> {
-  const plugins = await findPlugins(argv, builtin);
+  const pre = yargs(argv).option('config', { type: 'string' }).help(false).version(false).parseSync();
+  const words = pre._.map(String);
+  const plugins = await findPlugins(words, pre.config, builtin);
   const cli = yargs(argv)
     .scriptName('wharf')
     .usage('$0 <command> [options]')
@@ -258,7 +284,7 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
             const env = Object.keys(process.env).filter((k) => k.startsWith('WHARF_') && k.includes('__')).length;
             const what = file ? path.basename(file) : 'embedded defaults';
             process.stdout.write(
-              `${what}${env ? ` + ${env} WHARF_* variable${env === 1 ? '' : 's'}` : ''}: ok (plugins: ${config.order.map((p) => p.name).join(', ') || 'none'})\n`,
+              `${what}${env ? ` + ${count(env, 'WHARF_* variable')}` : ''}: ok (plugins: ${config.order.map((p) => p.name).join(', ') || 'none'})\n`,
             );
           },
         )
@@ -328,7 +354,7 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
       process.stdout.write(args.json ? `${JSON.stringify(v)}\n` : `wharf ${v.wharf}\nnode ${v.node}\nsqlite ${v.sqlite}\n`);
     });
   addClientCommands(cli as unknown as Argv, { localInstance: (args) => loadConfig(args as GlobalArgs, plugins).core.server.public_url });
-  addPluginCommands(cli as unknown as Argv<GlobalArgs>, plugins);
+  const absent = addPluginCommands(cli as unknown as Argv<GlobalArgs>, plugins);
   await cli
     .demandCommand(1, 'name a command (see wharf --help)')
     .strict()
@@ -337,6 +363,10 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
     .alias('h', 'help')
     .fail((message, err) => {
       if (err) throw err;
+      // A command of a plugin left out: disabled, or the config does not load (its error says why).
+      const plugin = words[0] === undefined ? undefined : absent.get(words[0]);
+      if (plugin && !plugins.enabled) loadConfig({ config: pre.config }, plugins);
+      if (plugin) fail(`unknown command ${words[0]}: the ${plugin} plugin, which adds it, is not enabled (see wharf plugins list)`, EXIT_CONFIG);
       fail(`${message} (see wharf --help)`, EXIT_CONFIG);
     })
     .parseAsync();

@@ -4,7 +4,7 @@
  * connection details, bytes go straight to the store, `POST /api/files` records them, and
  * `GET|DELETE /api/files` list and remove them. No sign-in is needed.
  */
-import { print, warn, table } from './output.ts';
+import { count, humanBytes, print, table, warn } from './output.ts';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,7 +13,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Argv } from 'yargs';
 import { type ClientArgs, instanceOf, run } from './command-kit.ts';
 import { ClientError, errorText, readJson } from './http.ts';
-import { humanBytes, Progress } from './progress.ts';
+import { Progress } from './progress.ts';
 import { headObject, MIN_PART_BYTES, type Outcome, parseSize, planUploads, transfer } from './upload.ts';
 
 interface FilesArgs extends ClientArgs {
@@ -41,7 +41,7 @@ function tokenOf(args: FilesArgs): string {
   return token;
 }
 
-async function call<T>(instance: string, method: string, pathname: string, options: { token?: string; body?: unknown } = {}): Promise<T> {
+async function call<T>(instance: string, method: string, pathname: string, options: { token?: string; body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
   let res: Response;
   try {
     res = await fetch(`${instance}${pathname}`, {
@@ -52,6 +52,7 @@ async function call<T>(instance: string, method: string, pathname: string, optio
         ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
       },
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      signal: options.signal,
     });
   } catch (err) {
     throw new ClientError(`cannot reach ${instance}: ${(err as Error).message}`);
@@ -60,6 +61,9 @@ async function call<T>(instance: string, method: string, pathname: string, optio
   if (!res.ok) throw new ClientError(errorText(body, res.status), res.status);
   return body as T;
 }
+
+/** The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
+const EXIT_INTERRUPTED = 130;
 
 /** The most files `POST /api/files` and `DELETE /api/files` take in one request. */
 const BATCH = 1000;
@@ -73,8 +77,8 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
 }
 
 /** The S3 client for the app's bucket, with the key validation handed out (loaded only when needed). */
-async function storeFor(instance: string, token: string) {
-  const validation = await call<Validation>(instance, 'POST', '/api/tokens/validate', { body: { token } });
+async function storeFor(instance: string, token: string, signal?: AbortSignal) {
+  const validation = await call<Validation>(instance, 'POST', '/api/tokens/validate', { body: { token }, signal });
   const { S3Client } = await import('@aws-sdk/client-s3');
   const { endPoint, port, useSSL, accessKey, secretKey } = validation.storage;
   const s3 = new S3Client({
@@ -112,18 +116,26 @@ export function addFileCommands(cli: Argv): void {
           if (partSize < MIN_PART_BYTES) throw new ClientError(`--part-size must be at least 5MiB (the store's smallest part): ${args.partSize}`);
           const plan = planUploads(args.paths, args.prefix);
           if (plan.skipped.length) {
-            const n = plan.skipped.length;
-            process.stderr.write(
-              `wharf: skipping ${n === 1 ? '1 entry that is not a regular file' : `${n} entries that are not regular files`} (symbolic links and the like; first: ${plan.skipped[0]})\n`,
-            );
+            const what = count(plan.skipped.length, 'entry that is not a regular file', 'entries that are not regular files');
+            warn(`wharf: skipping ${what} (symbolic links and the like; first: ${plan.skipped[0]})`);
           }
           const order = new Map(plan.files.map((f, i) => [f, i]));
           const totalBytes = plan.files.reduce((sum, f) => sum + f.size, 0);
           const progress = new Progress({ totalBytes, totalFiles: plan.files.length, stream: process.stderr, lines: args.json ? null : process.stdout });
           const started = Date.now();
 
-          const { s3, bucket } = await storeFor(instance, token);
-          const recorded: { at: number; record: FileRecord }[] = [];
+          // Ctrl-C aborts the requests in flight and starts no more; what finished is still
+          // recorded, then the command says what is left and exits 130. A second Ctrl-C exits at once.
+          const interrupt = new AbortController();
+          const onSigint = () => {
+            if (interrupt.signal.aborted) {
+              warn('wharf: interrupted again: stopped at once; run the same command again to record what is in the store');
+              process.exit(EXIT_INTERRUPTED);
+            }
+            interrupt.abort();
+          };
+          process.on('SIGINT', onSigint);
+          const recorded: { at: number; outcome: Outcome; record: FileRecord }[] = [];
           const failures: string[] = [];
           let pending: Outcome[] = [];
           // Records are written one batch at a time, in the order files finish.
@@ -134,7 +146,7 @@ export function addFileCommands(cli: Argv): void {
                 const files = part.map(({ file: { key, name, size, type } }) => ({ key, name, size, type }));
                 try {
                   const out = await call<{ files: FileRecord[] }>(instance, 'POST', '/api/files', { body: { token, files } });
-                  for (const [i, r] of out.files.entries()) recorded.push({ at: order.get(part[i]!.file) ?? 0, record: r });
+                  for (const [i, r] of out.files.entries()) recorded.push({ at: order.get(part[i]!.file) ?? 0, outcome: part[i]!, record: r });
                 } catch (err) {
                   for (const o of part) failures.push(`${o.file.path}: in the store as ${o.file.key}, but recording it failed: ${(err as Error).message}`);
                 }
@@ -143,37 +155,74 @@ export function addFileCommands(cli: Argv): void {
             return recording;
           };
           try {
-            await transfer(plan.files, { s3, bucket, threshold, partSize, concurrency: args.concurrency, onBytes: (n) => progress.add(n) }, async (outcome) => {
-              const f = outcome.file;
-              if (outcome.result === 'failed') {
-                failures.push(`${f.path}: ${outcome.detail}`);
-                progress.fileDone(null);
-                return;
-              }
-              const verb = { uploaded: 'uploaded', unchanged: 'unchanged', resumed: 'resumed' }[outcome.result];
-              const detail = outcome.result === 'uploaded' ? '' : `: ${outcome.detail}`;
-              progress.fileDone(`${verb} ${f.name} (${f.size} bytes) as ${f.key}${detail}`);
-              pending.push(outcome);
-              if (pending.length >= RECORD_EVERY) {
-                const batch = pending;
-                pending = [];
-                await record(batch);
-              }
-            });
-            await record(pending);
+            const { s3, bucket } = await storeFor(instance, token, interrupt.signal);
+            const options = {
+              s3,
+              bucket,
+              threshold,
+              partSize,
+              concurrency: args.concurrency,
+              onBytes: (n: number) => progress.add(n),
+              signal: interrupt.signal,
+            };
+            try {
+              await transfer(plan.files, options, async (outcome) => {
+                const f = outcome.file;
+                if (outcome.result === 'failed') {
+                  failures.push(`${f.path}: ${outcome.detail}`);
+                  progress.fileDone(null);
+                  return;
+                }
+                const detail = outcome.result === 'uploaded' ? '' : `: ${outcome.detail}`;
+                progress.fileDone(`${outcome.result} ${f.name} (${humanBytes(f.size)}) as ${f.key}${detail}`);
+                pending.push(outcome);
+                if (pending.length >= RECORD_EVERY) {
+                  const batch = pending;
+                  pending = [];
+                  await record(batch);
+                }
+              });
+              await record(pending);
+            } finally {
+              s3.destroy();
+            }
+          } catch (err) {
+            if (!interrupt.signal.aborted) throw err;
           } finally {
-            s3.destroy();
             progress.finish();
+            process.off('SIGINT', onSigint);
           }
-          const records = recorded.sort((a, b) => a.at - b.at).map((r) => r.record);
-          const seconds = (Date.now() - started) / 1000;
-          if (args.json) process.stdout.write(`${JSON.stringify(records)}\n`);
-          else if (plan.files.length > 1)
-            process.stdout.write(`${records.length} of ${plan.files.length} files recorded, ${humanBytes(totalBytes)} in ${seconds.toFixed(1)} s\n`);
+
+          // One summary, whatever happened: on stdout (inside the JSON under --json).
+          const done = recorded.sort((a, b) => a.at - b.at);
+          const sent = done.filter((r) => r.outcome.result !== 'unchanged');
+          const interrupted = interrupt.signal.aborted;
+          const left = plan.files.length - done.length - failures.length;
+          const summary = {
+            uploaded: sent.length,
+            bytes: sent.reduce((n, r) => n + r.outcome.file.size, 0),
+            skipped: done.length - sent.length + plan.skipped.length,
+            failed: failures.length,
+            seconds: Math.round((Date.now() - started) / 100) / 10,
+            ...(interrupted ? { interrupted: true, left } : {}),
+          };
+          if (args.json) process.stdout.write(`${JSON.stringify({ files: done.map((r) => r.record), summary })}\n`);
+          else if (!interrupted) {
+            const { uploaded, bytes, seconds, skipped, failed } = summary;
+            process.stdout.write(
+              `uploaded ${count(uploaded, 'file')} (${humanBytes(bytes)}) in ${seconds.toFixed(1)} s, ${skipped} skipped, ${failed} failed\n`,
+            );
+          }
+          for (const line of failures.slice(0, 20)) warn(`wharf: ${line}`);
+          if (interrupted) {
+            const failed = failures.length ? `, ${failures.length} failed` : '';
+            warn(`wharf: interrupted: ${done.length} of ${count(plan.files.length, 'file')} uploaded${failed}, ${left} left`);
+            process.exitCode = EXIT_INTERRUPTED;
+            return;
+          }
           if (failures.length) {
-            for (const line of failures.slice(0, 20)) warn(`wharf: ${line}`);
             throw new ClientError(
-              `${failures.length} of ${plan.files.length} files failed; run the same command again to continue (large files resume where they stopped)`,
+              `${failures.length} of ${count(plan.files.length, 'file')} failed; run the same command again to continue (large files resume where they stopped)`,
             );
           }
         }),
@@ -195,11 +244,11 @@ export function addFileCommands(cli: Argv): void {
             `/api/files?${query}`,
             { token: tokenOf(args) },
           );
-          const rows = result.files.map((f) => [f.key, String(f.size), f.type, f.uploadedAt]);
+          const rows = result.files.map((f) => [f.key, humanBytes(f.size), f.type, f.uploadedAt]);
           const { page, totalPages, total } = result.pagination;
           print(
             args,
-            rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${total} files)` : 'No files.',
+            rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${count(total, 'file')})` : 'No files.',
             result,
           );
         }),
@@ -234,7 +283,7 @@ export function addFileCommands(cli: Argv): void {
           const gone = new Set(missing);
           const deleted = keys.filter((k) => !gone.has(k));
           const notFound = keys.filter((k) => gone.has(k));
-          print(args, `deleted ${deleted.length} file${deleted.length === 1 ? '' : 's'}`, { deleted, notFound });
+          print(args, `deleted ${count(deleted.length, 'file')}`, { deleted, notFound });
           if (notFound.length) {
             for (const key of notFound) warn(`wharf: no file with key ${key}`);
             process.exitCode = 1;
@@ -274,7 +323,7 @@ export function addFileCommands(cli: Argv): void {
               }
               fs.rmSync(tmp);
             }
-            print(args, `wrote ${size} bytes to ${out}`, { key: args.key, out, size });
+            print(args, `wrote ${humanBytes(size)} to ${out}`, { key: args.key, out, size });
           } catch (err) {
             fs.rmSync(tmp, { force: true });
             if (err instanceof ClientError) throw err;

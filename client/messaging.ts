@@ -80,6 +80,23 @@ function eventsText(events: string[] | null): string {
   return events === null ? '- (none)' : events.length === 0 ? '[] (all)' : events.join(', ');
 }
 
+/** `…a1b2`: the end of a session API key, enough to tell keys apart (as `pat list` shows tokens). */
+function keyHint(key: string): string {
+  return `…${key.slice(-4)}`;
+}
+
+/**
+ * A session as the CLI prints it: the API key (which the API returns whole, per the spec) only as
+ * `api_key_hint`, unless `reveal` (`--show-secret`). `create` and `regenerate-key` print the
+ * key whole: that is when the user needs it.
+ */
+function masked(s: Session, reveal = false): Record<string, unknown> {
+  if (reveal) return s;
+  const { api_key, ...rest } = s;
+  return { ...rest, api_key_hint: keyHint(api_key) };
+}
+
+/** A session in lines; `secret`: the API key whole and the webhook secret. */
 function sessionText(s: Session, options: { secret?: boolean } = {}): string {
   return [
     `id: ${s.id}`,
@@ -87,7 +104,7 @@ function sessionText(s: Session, options: { secret?: boolean } = {}): string {
     `phone_number: ${s.phone_number}`,
     `type: ${s.type}`,
     `status: ${s.status}`,
-    `api_key: ${s.api_key}`,
+    `api_key: ${options.secret ? s.api_key : keyHint(s.api_key)}`,
     `webhook_url: ${s.webhook_url ?? '-'}`,
     `webhook_enabled: ${s.webhook_enabled}`,
     `webhook_events: ${eventsText(s.webhook_events)}`,
@@ -199,9 +216,11 @@ interface SessionUpdateArgs extends SessionArgs, WebhookArgs {
   logMessages?: boolean;
 }
 
-interface SessionGetArgs extends SessionArgs {
+interface ShowSecretArgs {
   showSecret?: boolean;
 }
+
+interface SessionGetArgs extends SessionArgs, ShowSecretArgs {}
 
 interface ReceiveArgs extends ClientArgs {
   session: string;
@@ -261,12 +280,13 @@ export function addMessagingCommands(cli: Argv): void {
       y
         .command(
           'list',
-          "List the organization's sessions",
-          {},
-          run<ClientArgs>(async (args) => {
+          "List the organization's sessions (API keys as a hint, …a1b2)",
+          (c) => c.option('show-secret', { type: 'boolean', default: false, describe: 'Print the API keys whole' }),
+          run<ClientArgs & ShowSecretArgs>(async (args) => {
             const { data } = await clientFor(args).request<Envelope<Session[]>>('GET', '/api/whatsapp-sessions');
-            const rows = data.map((s) => [String(s.id), s.name, s.phone_number, s.type, s.status]);
-            print(args, data.length ? table(['ID', 'NAME', 'PHONE', 'TYPE', 'STATUS'], rows) : 'No sessions.', data);
+            const rows = data.map((s) => [String(s.id), s.name, s.phone_number, s.type, s.status, args.showSecret ? s.api_key : keyHint(s.api_key)]);
+            const json = data.map((s) => masked(s, args.showSecret));
+            print(args, data.length ? table(['ID', 'NAME', 'PHONE', 'TYPE', 'STATUS', 'API KEY'], rows) : 'No sessions.', json);
           }),
         )
         .command(
@@ -351,26 +371,26 @@ export function addMessagingCommands(cli: Argv): void {
               }
             }
             session.webhook_signing = args.signing ?? (await signingOf(client, id));
-            const { webhook_secret: _secret, ...shown } = session;
-            print(args, `Updated session ${id}\n${sessionText(session)}`, shown);
+            const { webhook_secret: _secret, ...rest } = session;
+            print(args, `Updated session ${id}\n${sessionText(session)}`, masked(rest));
             const silent = silentWebhook(session);
             if (silent && !args.json) warn(`wharf: note: session ${id} delivers no webhooks: ${silent}`);
           }),
         )
         .command(
-          'get <id>',
-          'Show a session, with its API key (and its webhook secret with --show-secret)',
+          ['get <id>', 'show <id>'],
+          'Show a session, its API key as a hint (…a1b2); --show-secret: the key whole and the webhook secret',
           (c) =>
             c
               .positional('id', { type: 'string', demandOption: true })
-              .option('show-secret', { type: 'boolean', default: false, describe: 'Also print the webhook secret' }),
+              .option('show-secret', { type: 'boolean', default: false, describe: 'Print the API key whole, and the webhook secret' }),
           run<SessionGetArgs>(async (args) => {
             const id = sessionId(args.id);
             const client = clientFor(args);
             const { data } = await client.request<Envelope<Session>>('GET', `/api/whatsapp-sessions/${id}`);
             data.webhook_signing ??= await signingOf(client, id);
             if (!args.showSecret) delete data.webhook_secret;
-            print(args, sessionText(data, { secret: args.showSecret }), data);
+            print(args, sessionText(data, { secret: args.showSecret }), masked(data, args.showSecret));
           }),
         )
         .command(

@@ -3,6 +3,7 @@
  * (at most ten times a second); elsewhere (a pipe, a log file, CI) nothing but the lines the
  * command prints as each file finishes, so logs stay readable.
  */
+import { humanBytes } from './output.ts';
 
 export interface ProgressOptions {
   totalBytes: number;
@@ -13,16 +14,6 @@ export interface ProgressOptions {
   lines: NodeJS.WritableStream | null;
   /** Clock, for the rate. */
   now?: () => number;
-}
-
-const MiB = 1024 * 1024;
-
-/** `12.3 MiB`, `812 KiB`, `17 B`: one decimal from MiB up. */
-export function humanBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < MiB) return `${Math.round(n / 1024)} KiB`;
-  if (n < 1024 * MiB) return `${(n / MiB).toFixed(1)} MiB`;
-  return `${(n / 1024 / MiB).toFixed(2)} GiB`;
 }
 
 export class Progress {

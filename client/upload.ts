@@ -196,6 +196,11 @@ export interface TransferOptions {
   concurrency: number;
   /** Bytes sent or found already in the store. */
   onBytes(n: number): void;
+  /**
+   * Ctrl-C: aborts the requests in flight and starts no more; a file it stops is neither done
+   * nor failed (its multipart upload stays, for the next run to continue).
+   */
+  signal?: AbortSignal;
 }
 
 export type Outcome =
@@ -236,10 +241,10 @@ const isNotFound = (err: unknown) => {
 };
 
 /** The object's size and ETag, or null when there is none. */
-export async function headObject(s3: S3Client, bucket: string, key: string): Promise<{ size: number; etag: string } | null> {
+export async function headObject(s3: S3Client, bucket: string, key: string, signal?: AbortSignal): Promise<{ size: number; etag: string } | null> {
   const { HeadObjectCommand } = await import('@aws-sdk/client-s3');
   try {
-    const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }), { abortSignal: signal });
     return { size: head.ContentLength ?? -1, etag: unquote(head.ETag) };
   } catch (err) {
     if (isNotFound(err)) return null;
@@ -261,14 +266,16 @@ interface Unfinished {
 }
 
 /** The unfinished multipart uploads whose key is `key` (or matches the pattern), newest first. */
-async function unfinishedUploads(s3: S3Client, bucket: string, file: PlannedFile): Promise<{ key: string; uploadId: string }[]> {
+async function unfinishedUploads(s3: S3Client, bucket: string, file: PlannedFile, signal?: AbortSignal): Promise<{ key: string; uploadId: string }[]> {
   const { ListMultipartUploadsCommand } = await import('@aws-sdk/client-s3');
   const prefix = file.listPrefix ?? file.key;
   const found: { key: string; uploadId: string; initiated: number }[] = [];
   let keyMarker: string | undefined;
   let uploadIdMarker: string | undefined;
   for (let page = 0; page < 100; page++) {
-    const out = await s3.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: prefix, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }));
+    const out = await s3.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: prefix, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }), {
+      abortSignal: signal,
+    });
     for (const u of out.Uploads ?? []) {
       if (!u.Key || !u.UploadId) continue;
       if (u.Key === file.key || file.keyPattern?.test(u.Key)) found.push({ key: u.Key, uploadId: u.UploadId, initiated: u.Initiated?.getTime() ?? 0 });
@@ -280,12 +287,18 @@ async function unfinishedUploads(s3: S3Client, bucket: string, file: PlannedFile
   return found.sort((a, b) => b.initiated - a.initiated);
 }
 
-async function listParts(s3: S3Client, bucket: string, key: string, uploadId: string): Promise<Map<number, { size: number; etag: string }>> {
+async function listParts(
+  s3: S3Client,
+  bucket: string,
+  key: string,
+  uploadId: string,
+  signal?: AbortSignal,
+): Promise<Map<number, { size: number; etag: string }>> {
   const { ListPartsCommand } = await import('@aws-sdk/client-s3');
   const parts = new Map<number, { size: number; etag: string }>();
   let marker: string | undefined;
   for (let page = 0; page < MAX_PARTS / 1000 + 1; page++) {
-    const out = await s3.send(new ListPartsCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumberMarker: marker }));
+    const out = await s3.send(new ListPartsCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumberMarker: marker }), { abortSignal: signal });
     for (const p of out.Parts ?? []) if (p.PartNumber !== undefined) parts.set(p.PartNumber, { size: p.Size ?? -1, etag: unquote(p.ETag) });
     if (!out.IsTruncated) break;
     marker = out.NextPartNumberMarker;
@@ -295,17 +308,19 @@ async function listParts(s3: S3Client, bucket: string, key: string, uploadId: st
 
 /**
  * Uploads every planned file, `concurrency` transfers at a time, and calls `done` as each one
- * ends (uploaded, unchanged, resumed or failed). A failure of one file does not stop the others.
+ * ends (uploaded, unchanged, resumed or failed). A failure of one file does not stop the others;
+ * `options.signal` stops them all, and the files it stops are not reported.
  */
 export async function transfer(plan: readonly PlannedFile[], options: TransferOptions, done: (outcome: Outcome) => Promise<void> | void): Promise<void> {
   const slots = new Slots(options.concurrency);
   const queue = [...plan];
   const worker = async () => {
-    for (let file = queue.shift(); file; file = queue.shift()) {
+    for (let file = queue.shift(); file && !options.signal?.aborted; file = queue.shift()) {
       let outcome: Outcome;
       try {
         outcome = file.size >= options.threshold ? await multipart(file, options, slots) : await single(file, options, slots);
       } catch (err) {
+        if (options.signal?.aborted) return;
         outcome = { file, result: 'failed', detail: err instanceof ClientError ? err.message : storeError(err) };
       }
       await done(outcome);
@@ -315,26 +330,29 @@ export async function transfer(plan: readonly PlannedFile[], options: TransferOp
 }
 
 async function single(file: PlannedFile, options: TransferOptions, slots: Slots): Promise<Outcome> {
-  const { s3, bucket } = options;
+  const { s3, bucket, signal } = options;
   const { PutObjectCommand } = await import('@aws-sdk/client-s3');
   return slots.run(async () => {
+    signal?.throwIfAborted();
     const body = await fs.promises.readFile(file.path);
     if (body.length !== file.size) throw new ClientError(`${file.path}: the file changed size while it was being uploaded`);
     if (!file.keyPattern) {
-      const head = await headObject(s3, bucket, file.key);
+      const head = await headObject(s3, bucket, file.key, signal);
       if (head && head.size === body.length && head.etag === md5(body)) {
         options.onBytes(body.length);
         return { file, result: 'unchanged', detail: 'already in the store' };
       }
     }
-    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: file.key, Body: body, ContentType: file.type, ContentLength: body.length }));
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: file.key, Body: body, ContentType: file.type, ContentLength: body.length }), {
+      abortSignal: signal,
+    });
     options.onBytes(body.length);
     return { file, result: 'uploaded', detail: '' };
   });
 }
 
 async function multipart(file: PlannedFile, options: TransferOptions, slots: Slots): Promise<Outcome> {
-  const { s3, bucket } = options;
+  const { s3, bucket, signal } = options;
   const sdk = await import('@aws-sdk/client-s3');
   const partSize = partSizeFor(file.size, options.partSize);
   const count = Math.ceil(file.size / partSize);
@@ -346,7 +364,7 @@ async function multipart(file: PlannedFile, options: TransferOptions, slots: Slo
 
     // Already complete with these bytes (a re-run after the last step): nothing to send.
     if (!file.keyPattern) {
-      const head = await headObject(s3, bucket, file.key);
+      const head = await headObject(s3, bucket, file.key, signal);
       if (head && head.size === file.size) {
         const md5s = await localMd5s();
         const etag = `${createHash('md5')
@@ -361,8 +379,8 @@ async function multipart(file: PlannedFile, options: TransferOptions, slots: Slo
 
     // An unfinished upload of this file: keep the parts whose size and MD5 match.
     let upload: Unfinished | undefined;
-    for (const candidate of await unfinishedUploads(s3, bucket, file)) {
-      const listed = await listParts(s3, bucket, candidate.key, candidate.uploadId);
+    for (const candidate of await unfinishedUploads(s3, bucket, file, signal)) {
+      const listed = await listParts(s3, bucket, candidate.key, candidate.uploadId, signal);
       const md5s = await localMd5s();
       const kept = new Map([...listed].filter(([n, p]) => n <= count && p.size === sizeOf(n) && p.etag === md5s[n - 1]));
       // A UUID key is someone else's file unless its bytes prove otherwise.
@@ -373,7 +391,7 @@ async function multipart(file: PlannedFile, options: TransferOptions, slots: Slo
     // Continuing an upload made under another UUID: the file keeps that key.
     if (upload) file.key = upload.key;
     else {
-      const created = await s3.send(new sdk.CreateMultipartUploadCommand({ Bucket: bucket, Key: file.key, ContentType: file.type }));
+      const created = await s3.send(new sdk.CreateMultipartUploadCommand({ Bucket: bucket, Key: file.key, ContentType: file.type }), { abortSignal: signal });
       if (!created.UploadId) throw new ClientError(`${file.key}: the store started no multipart upload`);
       upload = { key: file.key, uploadId: created.UploadId, parts: new Map() };
     }
@@ -387,9 +405,11 @@ async function multipart(file: PlannedFile, options: TransferOptions, slots: Slo
     const sent = await Promise.allSettled(
       missing.map((n) =>
         slots.run(async () => {
+          signal?.throwIfAborted();
           const body = await readRange(fd, (n - 1) * partSize, sizeOf(n));
           const out = await s3.send(
             new sdk.UploadPartCommand({ Bucket: bucket, Key: file.key, UploadId: uploadId, PartNumber: n, Body: body, ContentLength: body.length }),
+            { abortSignal: signal },
           );
           etags.set(n, unquote(out.ETag));
           options.onBytes(body.length);
@@ -399,7 +419,9 @@ async function multipart(file: PlannedFile, options: TransferOptions, slots: Slo
     const failed = sent.find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
     const parts = [...etags].sort(([a], [b]) => a - b).map(([PartNumber, etag]) => ({ PartNumber, ETag: `"${etag}"` }));
-    await s3.send(new sdk.CompleteMultipartUploadCommand({ Bucket: bucket, Key: file.key, UploadId: uploadId, MultipartUpload: { Parts: parts } }));
+    await s3.send(new sdk.CompleteMultipartUploadCommand({ Bucket: bucket, Key: file.key, UploadId: uploadId, MultipartUpload: { Parts: parts } }), {
+      abortSignal: signal,
+    });
     if (kept) return { file, result: 'resumed', detail: `${kept} of ${count} parts were already in the store`, kept, parts: count };
     return { file, result: 'uploaded', detail: `${count} parts` };
   } finally {

@@ -38,6 +38,40 @@ describe('wharf command', () => {
     expect(r.status).toBe(0);
   });
 
+  it("has a plugin's commands only when the config enables the plugin; --help and --version work on a bad config", () => {
+    const cwd = tempDir();
+    const help = wharf(['--help'], { cwd });
+    expect(help.stdout).toContain('wharf admin');
+    expect(help.stdout).not.toContain('wharf example');
+    const disabled = 'wharf: unknown command example: the example plugin, which adds it, is not enabled (see wharf plugins list)\n';
+    expect(wharf(['example', 'visits', 'Ada'], { cwd })).toMatchObject({ status: 2, stdout: '', stderr: disabled });
+    expect(wharf(['--help'], { cwd, env: { WHARF_PLUGINS__EXAMPLE__ENABLED: 'true' } }).stdout).toMatch(/\n {2}wharf example +example commands\n/);
+    fs.writeFileSync(path.join(cwd, 'on.toml'), '[plugins.example]\nenabled = true\n');
+    expect(wharf(['example', '--help', '--config', 'on.toml'], { cwd }).stdout).toContain('wharf example visits <name>');
+    fs.writeFileSync(path.join(cwd, 'off.toml'), '[plugins.example]\nenabled = false\n');
+    expect(wharf(['example', 'visits', 'Ada', '--config', 'off.toml'], { cwd })).toMatchObject({ status: 2, stderr: disabled });
+
+    // A config that does not load: help still answers (with the plugins enabled by default) and
+    // every command that needs the config says why, in one line.
+    fs.writeFileSync(path.join(cwd, 'bad.toml'), '[server]\nbogus = true\n[plugins.example]\nenabled = true\n');
+    const bad = wharf(['--help', '--config', 'bad.toml'], { cwd });
+    expect(bad).toMatchObject({ status: 0, stderr: '' });
+    expect(bad.stdout).toContain('wharf serve');
+    expect(bad.stdout).toContain('wharf admin');
+    expect(bad.stdout).not.toContain('wharf example');
+    expect(wharf(['--version', '--config', 'bad.toml'], { cwd })).toMatchObject({
+      status: 0,
+      stdout: `${JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).version}\n`,
+    });
+    const line = 'wharf: config error: bad.toml:2: unknown key "server.bogus"\n';
+    expect(wharf(['example', 'visits', 'Ada', '--config', 'bad.toml'], { cwd })).toMatchObject({ status: 2, stdout: '', stderr: line });
+    expect(wharf(['admin', 'create-user', '--email', 'a@example.test', '--password', 'x', '--config', 'bad.toml'], { cwd })).toMatchObject({
+      status: 2,
+      stderr: line,
+    });
+    expect(fs.readdirSync(cwd).sort()).toEqual(['bad.toml', 'off.toml', 'on.toml']);
+  }, 90_000);
+
   it('rejects an unknown command with exit code 2', () => {
     const r = wharf(['frobnicate'], { cwd: tempDir() });
     expect(r.status).toBe(2);

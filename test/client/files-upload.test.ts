@@ -95,22 +95,22 @@ async function resumes(app: TestApp, token: string): Promise<void> {
     await interruptedUpload(store, 'vid/big.bin', [big.subarray(0, 5 * MiB), randomBytes(5 * MiB)]);
     const r = await wharfAsync(['files', 'upload', 'media', '--prefix', 'vid', ...flags], { cwd });
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout.split('\n').sort()).toEqual(
-      [
-        '',
-        'resumed big.bin (13631488 bytes) as vid/big.bin: 1 of 3 parts were already in the store',
-        'uploaded small.txt (6 bytes) as vid/small.txt',
-        expect.stringMatching(/^2 of 2 files recorded, 13\.0 MiB in \d+\.\d s$/),
-      ].sort(),
-    );
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines.slice(0, -1).sort()).toEqual([
+      'resumed big.bin (13.0 MiB) as vid/big.bin: 1 of 3 parts were already in the store',
+      'uploaded small.txt (6 B) as vid/small.txt',
+    ]);
+    expect(lines.at(-1)).toMatch(/^uploaded 2 files \(13\.0 MiB\) in \d+\.\d s, 0 skipped, 0 failed$/);
     expect(sha256(await objectBytes(store, 'vid/big.bin'))).toBe(sha256(big));
     expect(await unfinished(store, 'vid/')).toEqual([]);
 
     // Again: nothing to send; the object's multipart ETag is recomputed from the local bytes.
     const again = await wharfAsync(['files', 'upload', 'media', '--prefix', 'vid', ...flags], { cwd });
     expect(again.status, again.stderr).toBe(0);
-    expect(again.stdout).toContain('unchanged big.bin (13631488 bytes) as vid/big.bin: already in the store\n');
-    expect(again.stdout).toContain('unchanged small.txt (6 bytes) as vid/small.txt: already in the store\n');
+    expect(again.stdout).toContain('unchanged big.bin (13.0 MiB) as vid/big.bin: already in the store\n');
+    expect(again.stdout).toContain('unchanged small.txt (6 B) as vid/small.txt: already in the store\n');
+    // Nothing sent: still one summary line, at the end.
+    expect(again.stdout).toMatch(/\nuploaded 0 files \(0 B\) in \d+\.\d s, 2 skipped, 0 failed\n$/);
 
     // A file named on its own gets a UUID key; its earlier run is found by name and checked by bytes.
     const earlier = 'solo/0b6f3c1e-8a4d-4d1e-9f5a-3c2b1a0f9e8d/big.bin';
@@ -120,7 +120,10 @@ async function resumes(app: TestApp, token: string): Promise<void> {
     const otherId = await interruptedUpload(store, other, [randomBytes(5 * MiB)]);
     const solo = await wharfAsync(['files', 'upload', 'media/big.bin', '--prefix', 'solo', ...flags, '--json'], { cwd });
     expect(solo.status, solo.stderr).toBe(0);
-    expect(JSON.parse(solo.stdout)).toEqual([expect.objectContaining({ key: earlier, name: 'big.bin', size: 13 * MiB })]);
+    expect(JSON.parse(solo.stdout)).toEqual({
+      files: [expect.objectContaining({ key: earlier, name: 'big.bin', size: 13 * MiB })],
+      summary: { uploaded: 1, bytes: 13 * MiB, skipped: 0, failed: 0, seconds: expect.any(Number) },
+    });
     expect(sha256(await objectBytes(store, earlier))).toBe(sha256(big));
     expect(await unfinished(store, 'solo/')).toEqual([other]);
     await store.s3.send(new AbortMultipartUploadCommand({ Bucket: store.bucket, Key: other, UploadId: otherId }));
@@ -137,6 +140,10 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
   let token: string;
   let proxy: http.Server;
   const seen = { inFlight: 0, max: 0, puts: 0, delayMs: 0 };
+  /** A PutObject of this key (the SDK adds ?x-id=PutObject to the path). */
+  const isPut = (req: http.IncomingMessage, key: string) => req.method === 'PUT' && new URL(req.url!, 'http://proxy').pathname.endsWith(`/${key}`);
+  /** A test's own answer to some requests (true: the proxy leaves the request to it). */
+  let intercept: ((req: http.IncomingMessage, res: http.ServerResponse) => boolean) | null = null;
 
   beforeAll(async () => {
     // A real HTTP proxy between the command and the store: it counts requests in flight.
@@ -146,6 +153,7 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
       seen.max = Math.max(seen.max, seen.inFlight);
       if (req.method === 'PUT') seen.puts++;
       res.on('close', () => seen.inFlight--);
+      if (intercept?.(req, res)) return;
       const up = http.request({ host: '127.0.0.1', port: storePort, method: req.method, path: req.url, headers: req.headers }, (answer) => {
         setTimeout(() => {
           res.writeHead(answer.statusCode!, answer.headers);
@@ -181,10 +189,11 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines.slice(0, -1).sort()).toEqual(
       Object.entries(files)
-        .map(([rel, b]) => `uploaded ${path.basename(rel)} (${b.length} bytes) as www/${rel}`)
+        .map(([rel, b]) => `uploaded ${path.basename(rel)} (${b.length < 1024 ? `${b.length} B` : '68 KiB'}) as www/${rel}`)
         .sort(),
     );
-    expect(lines.at(-1)).toMatch(/^4 of 4 files recorded, 68 KiB in \d+\.\d s$/);
+    // The symbolic link counts as skipped.
+    expect(lines.at(-1)).toMatch(/^uploaded 4 files \(68 KiB\) in \d+\.\d s, 1 skipped, 0 failed$/);
 
     const listed = JSON.parse((await wharf(['files', 'ls', '--search', '', '--page-size', '100', '--json'])).stdout);
     expect(listed.files.map((f: { key: string; name: string; type: string }) => [f.key, f.name, f.type]).sort()).toEqual([
@@ -204,7 +213,10 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
     const putsBefore = seen.puts;
     const again = await wharf(['files', 'upload', dir, '--prefix', 'www', '--json']);
     expect(again.status, again.stderr).toBe(0);
-    expect(JSON.parse(again.stdout).map((f: { key: string; size: number }) => [f.key, f.size])).toEqual([
+    const { files: recorded, summary } = JSON.parse(again.stdout);
+    // One file changed and is sent; the other three are in the store already, and the link is skipped.
+    expect(summary).toEqual({ uploaded: 1, bytes: 21, skipped: 4, failed: 0, seconds: expect.any(Number) });
+    expect(recorded.map((f: { key: string; size: number }) => [f.key, f.size])).toEqual([
       ['www/css/site.css', 19],
       ['www/img/deep/er/x y.txt', 12],
       ['www/img/logo.png', 70_000],
@@ -225,13 +237,87 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
     try {
       const r = await wharf(['files', 'upload', dir, '--prefix', 'many', '--concurrency', '3']);
       expect(r.status, r.stderr).toBe(0);
-      expect(r.stdout).toMatch(/\n12 of 12 files recorded, /);
+      expect(r.stdout).toMatch(/\nuploaded 12 files \(86 B\) in \d+\.\d s, 0 skipped, 0 failed\n$/);
     } finally {
       seen.delayMs = 0;
     }
     // Every answer waits 150 ms at the proxy: one-at-a-time would show 1, unbounded 12.
     expect(seen.max).toBe(3);
   }, 90_000);
+
+  it('ends every run with one summary line: a failed file is counted, named on stderr, and the exit code is 1', async () => {
+    const cwd = tempDir();
+    fs.mkdirSync(path.join(cwd, 'part'));
+    for (const name of ['a.txt', 'b.txt', 'c.txt']) fs.writeFileSync(path.join(cwd, 'part', name), `${name}\n`);
+    // The store refuses the PUT of b.txt (403 is not retried).
+    intercept = (req, res) => {
+      if (!isPut(req, 'fail/b.txt')) return false;
+      res.writeHead(403, { 'content-type': 'application/xml' }).end('<Error><Code>AccessDenied</Code><Message>no</Message></Error>');
+      return true;
+    };
+    try {
+      const r = await wharf(['files', 'upload', 'part', '--prefix', 'fail'], cwd);
+      expect(r.status).toBe(1);
+      expect(r.stdout).toMatch(/\nuploaded 2 files \(12 B\) in \d+\.\d s, 0 skipped, 1 failed\n$/);
+      expect(r.stderr).toMatch(/^wharf: part\/b\.txt: AccessDenied: no \(HTTP 403\)\nwharf: 1 of 3 files failed; run the same command again to continue/);
+      const json = await wharf(['files', 'upload', 'part', '--prefix', 'fail', '--json'], cwd);
+      expect(json.status).toBe(1);
+      const { files, summary } = JSON.parse(json.stdout);
+      expect(files.map((f: { key: string }) => f.key)).toEqual(['fail/a.txt', 'fail/c.txt']);
+      expect(summary).toEqual({ uploaded: 0, bytes: 0, skipped: 2, failed: 1, seconds: expect.any(Number) });
+    } finally {
+      intercept = null;
+    }
+  }, 60_000);
+
+  it('stops on Ctrl-C: aborts the transfer in flight, records what finished, says what is left and exits 130', async () => {
+    const cwd = tempDir();
+    fs.mkdirSync(path.join(cwd, 'batch'));
+    for (const name of ['a.txt', 'b.txt', 'c.txt', 'd.txt', 'e.txt']) fs.writeFileSync(path.join(cwd, 'batch', name), `${name}\n`);
+    // The PUT of c.txt reaches the proxy and gets no answer: only an abort can end it. With
+    // --concurrency 1 the files go one after another, so a and b are done by then.
+    let arrived!: () => void;
+    const held = new Promise<void>((resolve) => (arrived = resolve));
+    let closed!: () => void;
+    const abandoned = new Promise<void>((resolve) => (closed = resolve));
+    intercept = (req, res) => {
+      if (!isPut(req, 'ctrlc/c.txt')) return false;
+      res.on('close', closed);
+      arrived();
+      return true;
+    };
+    let child: ReturnType<typeof spawn> | undefined;
+    try {
+      child = spawn(
+        process.execPath,
+        [path.join(root, 'bin/wharf.ts'), 'files', 'upload', 'batch', '--prefix', 'ctrlc', '--concurrency', '1', '--token', token, '--instance', app.url],
+        { cwd, env: cleanEnv() },
+      );
+      let stdout = '';
+      let stderr = '';
+      child.stdout!.on('data', (d) => (stdout += d));
+      child.stderr!.on('data', (d) => (stderr += d));
+      const exited = new Promise<number | null>((resolve) => child!.once('exit', resolve));
+      await held;
+      child.kill('SIGINT');
+      await abandoned;
+      const code = await exited;
+      expect(stderr).toBe('wharf: interrupted: 2 of 5 files uploaded, 3 left\n');
+      expect(code).toBe(130);
+      expect(stdout).toBe('uploaded a.txt (6 B) as ctrlc/a.txt\nuploaded b.txt (6 B) as ctrlc/b.txt\n');
+    } finally {
+      intercept = null;
+      if (child?.exitCode === null) child.kill('SIGKILL');
+    }
+    // What finished before Ctrl-C is recorded; the rest is not in the store.
+    const listed = JSON.parse((await wharf(['files', 'ls', '--page-size', '100', '--json'])).stdout);
+    const keys = listed.files.map((f: { key: string }) => f.key).filter((k: string) => k.startsWith('ctrlc/'));
+    expect(keys.sort()).toEqual(['ctrlc/a.txt', 'ctrlc/b.txt']);
+    // The next run sends what is left and skips what is there.
+    const again = await wharf(['files', 'upload', 'batch', '--prefix', 'ctrlc'], cwd);
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/\nuploaded 3 files \(18 B\) in \d+\.\d s, 2 skipped, 0 failed\n$/);
+  }, 60_000);
 
   it('draws a progress bar on a terminal', async () => {
     const cwd = tempDir();
@@ -267,8 +353,8 @@ describe('wharf files upload DIR, on the embedded store behind a counting proxy'
     expect(out).toMatch(/\r\[#+-*\] +\d+% {2}\S+ \S+ of 6\.0 MiB {2}\d\/2 files {2}\S+ \S+\/s/);
     expect(out).toContain('] 100%  6.0 MiB of 6.0 MiB  2/2 files');
     // The bar is cleared (ESC [K) before each file's line.
-    expect(out.split('\u001b[K').join('')).toMatch(/\ruploaded a\.bin \(6291456 bytes\) as tty\/[0-9a-f-]{36}\/a\.bin\r?\n/);
-    expect(out).toMatch(/\n2 of 2 files recorded, 6\.0 MiB in \d+\.\d s\r?\n$/);
+    expect(out.split('\u001b[K').join('')).toMatch(/\ruploaded a\.bin \(6\.0 MiB\) as tty\/[0-9a-f-]{36}\/a\.bin\r?\n/);
+    expect(out).toMatch(/\nuploaded 2 files \(6\.0 MiB\) in \d+\.\d s, 0 skipped, 0 failed\r?\n$/);
   }, 60_000);
 
   it('continues an interrupted multipart upload and skips what is stored', () => resumes(app, token), 120_000);

@@ -30,7 +30,8 @@ describe('wharf files', () => {
   it('uploads, lists, downloads and removes files with the app token', async () => {
     const up = await wharf(['files', 'upload', 'report 2026.pdf', 'notes.txt', '--prefix', 'docs', '--token', token, '--json']);
     expect(up.status, up.stderr).toBe(0);
-    const uploaded = JSON.parse(up.stdout) as { key: string; name: string; size: number; type: string }[];
+    const { files: uploaded, summary } = JSON.parse(up.stdout) as { files: { key: string; name: string; size: number; type: string }[]; summary: unknown };
+    expect(summary).toEqual({ uploaded: 2, bytes: 47, skipped: 0, failed: 0, seconds: expect.any(Number) });
     expect(uploaded.map((f) => [f.name, f.size, f.type])).toEqual([
       ['report 2026.pdf', 19, 'application/pdf'],
       ['notes.txt', 28, 'text/plain'],
@@ -40,6 +41,7 @@ describe('wharf files', () => {
     const ls = await wharf(['files', 'ls'], { WHARF_APP_TOKEN: token });
     expect(ls.status, ls.stderr).toBe(0);
     expect(ls.stdout.split('\n')[0]).toMatch(/^KEY\s+SIZE\s+TYPE\s+UPLOADED$/);
+    expect(ls.stdout).toMatch(/\nd\S+\/notes\.txt\s+28 B\s+text\/plain\s/);
     expect(ls.stdout).toContain('page 1 of 1 (2 files)');
     const search = JSON.parse((await wharf(['files', 'ls', '--search', 'notes', '--token', token, '--json'])).stdout);
     expect(search.files.map((f: { name: string }) => f.name)).toEqual(['notes.txt']);
@@ -78,7 +80,7 @@ describe('wharf files', () => {
 
 describe('wharf files rm', () => {
   it('deletes the keys that exist and names the ones that did not, exit 1', async () => {
-    const up = JSON.parse((await wharf(['files', 'upload', 'notes.txt', 'report 2026.pdf', '--prefix', 'rm', '--token', token, '--json'])).stdout) as {
+    const up = JSON.parse((await wharf(['files', 'upload', 'notes.txt', 'report 2026.pdf', '--prefix', 'rm', '--token', token, '--json'])).stdout).files as {
       key: string;
     }[];
     const [a, b] = up.map((f) => f.key);
@@ -96,7 +98,7 @@ describe('wharf files rm', () => {
 
 describe('wharf files get', () => {
   it('never replaces an existing file without --force, and never leaves half a file', async () => {
-    const [f] = JSON.parse((await wharf(['files', 'upload', 'notes.txt', '--prefix', 'get', '--token', token, '--json'])).stdout) as { key: string }[];
+    const [f] = JSON.parse((await wharf(['files', 'upload', 'notes.txt', '--prefix', 'get', '--token', token, '--json'])).stdout).files as { key: string }[];
     const out = path.join(dir, 'kept.txt');
     fs.writeFileSync(out, 'mine, do not touch\n');
     const refused = await wharf(['files', 'get', f!.key, '--out', out, '--token', token]);
@@ -109,14 +111,14 @@ describe('wharf files get', () => {
     expect(fs.readFileSync(path.join(dir, 'notes.txt'), 'utf8')).toBe('hello from the command line\n');
 
     const forced = await wharf(['files', 'get', f!.key, '--out', out, '--force', '--token', token]);
-    expect(forced).toMatchObject({ status: 0, stdout: `wrote 28 bytes to ${out}\n` });
+    expect(forced).toMatchObject({ status: 0, stdout: `wrote 28 B to ${out}\n` });
     expect(fs.readFileSync(out, 'utf8')).toBe('hello from the command line\n');
 
     // --out a folder: the file goes inside under its own name.
     const folder = fs.mkdtempSync(path.join(dir, 'into-'));
     expect(await wharf(['files', 'get', f!.key, '--out', folder, '--token', token])).toMatchObject({
       status: 0,
-      stdout: `wrote 28 bytes to ${path.join(folder, 'notes.txt')}\n`,
+      stdout: `wrote 28 B to ${path.join(folder, 'notes.txt')}\n`,
     });
     expect(await wharf(['files', 'get', f!.key, '--out', path.join(dir, 'no/such/dir/x.txt'), '--token', token])).toMatchObject({
       status: 1,
