@@ -8,7 +8,7 @@ import type { Argv } from 'yargs';
 import type { z } from 'zod';
 import type { ApiRegistry, PUBLIC, RouteGroup } from './api.ts';
 import type { AuthRegistry } from './auth.ts';
-import type { Database, DatabaseEngine, Db } from './db.ts';
+import type { ConstraintError, Database, DatabaseEngine, Db } from './db.ts';
 import type { Keys } from './keys.ts';
 import type { Logger } from './logger.ts';
 import type { Registry } from 'prom-client';
@@ -217,6 +217,8 @@ export interface PluginKit {
   PUBLIC: typeof PUBLIC;
   /** Declares the plugin with its config type inferred from its schema (the `definePlugin` of built-in plugins). */
   plugin: typeof definePlugin;
+  /** What the data layer throws for a unique or foreign-key violation, on either engine (since 1.1). */
+  ConstraintError: typeof ConstraintError;
 }
 
 /** What the module of a plugin in `[plugins] dir` default-exports (wharf-plugin's `definePlugin` makes it). */
