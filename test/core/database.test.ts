@@ -4,21 +4,11 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { builtinPlugins } from '../../plugins/index.ts';
 import { serve, wharf } from '../helpers/cli.ts';
-import { databaseEnv } from '../helpers/postgres.ts';
+import { databaseEnv, postgresPlugins } from '../helpers/postgres.ts';
 import { tempDir } from '../helpers/app.ts';
 
 const engine = process.env.WHARF_TEST_DATABASE === 'postgres' ? 'postgres' : 'sqlite';
-// Ported, and so is everything it depends on (the dashboard needs identity, say).
-const ported: string[] = [];
-for (let grew = true; grew; ) {
-  grew = false;
-  for (const p of builtinPlugins) {
-    if (ported.includes(p.name) || !p.engines?.includes('postgres') || !(p.dependsOn ?? []).every((d) => ported.includes(d))) continue;
-    ported.push(p.name);
-    grew = true;
-  }
-}
-const unported = builtinPlugins.map((p) => p.name).filter((name) => !ported.includes(name));
+const { runs: ported, not: unported } = postgresPlugins();
 
 describe(`a server on ${engine}`, () => {
   let env: NodeJS.ProcessEnv;

@@ -9,9 +9,8 @@ import { openPostgres, PostgresDb } from '../../core/db-postgres.ts';
 import { openSqlite } from '../../core/db-sqlite.ts';
 import { migrate, migrationStatus } from '../../core/migrations.ts';
 import type { Migration } from '../../core/plugin.ts';
-import { builtinPlugins } from '../../plugins/index.ts';
 import { tempDir } from '../helpers/app.ts';
-import { freshDatabase } from '../helpers/postgres.ts';
+import { freshDatabase, postgresPlugins } from '../helpers/postgres.ts';
 
 const run = promisify(execFile);
 const NODE = path.resolve('node_modules/.bin/node');
@@ -227,6 +226,6 @@ describe('PostgreSQL only', () => {
 
 /** WHARF_* variables that disable every built-in plugin not ported to the data layer. */
 function onlyPortedPluginsEnv(): Record<string, string> {
-  const off = builtinPlugins.filter((p) => !p.engines?.includes('postgres')).map((p) => p.name);
+  const off = postgresPlugins().not;
   return Object.fromEntries(off.map((p) => [`WHARF_PLUGINS__${p.toUpperCase()}__ENABLED`, 'false']));
 }

@@ -50,7 +50,7 @@ export async function startApp(toml = '', options: StartOptions = {}): Promise<T
   const config = resolveConfig(plugins, {
     toml: { text: toml, file: 'test.toml' },
     // Under the vitest project "on postgres", a fresh PostgreSQL database (test/helpers/postgres.ts).
-    env: { ...storageEnv, ...(await databaseEnv()), ...options.env },
+    env: { ...storageEnv, ...(await databaseEnv(dataDir)), ...options.env },
     flags: { listen: `127.0.0.1:${await freePort()}`, dataDir },
   });
   const logs: Record<string, unknown>[] = [];

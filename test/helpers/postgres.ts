@@ -8,14 +8,13 @@
 //
 // Tests never meet on it: each test file (or test) gets a database of its own (freshDatabase).
 // Never skips: if no PostgreSQL can be had, ensurePostgres() throws with the script's output.
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { builtinPlugins } from '../../plugins/index.ts';
+import { runUpScript } from './fixture-script.ts';
 
 const SCRIPT = fileURLToPath(new URL('../pg/postgres.sh', import.meta.url));
-const UP_TIMEOUT_MS = 10 * 60_000; // a cold CI machine runs apt-get first
-const TAIL_LINES = 60;
 
 let pending: Promise<string> | undefined;
 
@@ -29,7 +28,7 @@ export function ensurePostgres(): Promise<string> {
 }
 
 async function resolveUrl(): Promise<string> {
-  const url = process.env.POSTGRES_URL || (await runScript());
+  const url = process.env.POSTGRES_URL || (await runUpScript(SCRIPT, 'ensurePostgres', 'the test PostgreSQL', 'POSTGRES_URL'));
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
   try {
     await client.connect();
@@ -40,31 +39,6 @@ async function resolveUrl(): Promise<string> {
     await client.end().catch(() => {});
   }
   return url;
-}
-
-function runScript(): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      'bash',
-      [SCRIPT, 'up'],
-      { timeout: UP_TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: 16 * 1024 * 1024, encoding: 'utf8' },
-      (err, stdout, stderr) => {
-        const lines = `${stdout}\n${stderr}`.trim().split('\n');
-        const output = `--- last ${Math.min(lines.length, TAIL_LINES)} lines of output ---\n${lines.slice(-TAIL_LINES).join('\n')}`;
-        if (err) {
-          const how = err.killed ? `was killed after ${UP_TIMEOUT_MS / 1000}s` : `failed (exit ${String(err.code ?? err.signal)})`;
-          return reject(
-            new Error(
-              `ensurePostgres: could not start the test PostgreSQL: \`bash ${SCRIPT} up\` ${how}. Set POSTGRES_URL to use an existing server instead.\n${output}`,
-            ),
-          );
-        }
-        const m = /^url=(\S+)$/m.exec(stdout);
-        if (!m?.[1]) return reject(new Error(`ensurePostgres: ${SCRIPT} up succeeded but printed no url=… line\n${output}`));
-        resolve(m[1]);
-      },
-    );
-  });
 }
 
 /** A new, empty database on the test server; its URL. Nobody else uses it. */
@@ -83,11 +57,38 @@ export async function freshDatabase(): Promise<string> {
   return u.toString();
 }
 
+/** The built-in plugins that run on PostgreSQL: ported, and so is everything they depend on (the dashboard needs identity). */
+export function postgresPlugins(): { runs: string[]; not: string[] } {
+  const runs: string[] = [];
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const p of builtinPlugins) {
+      if (runs.includes(p.name) || !p.engines?.includes('postgres') || !(p.dependsOn ?? []).every((d) => runs.includes(d))) continue;
+      runs.push(p.name);
+      grew = true;
+    }
+  }
+  return { runs, not: builtinPlugins.map((p) => p.name).filter((name) => !runs.includes(name)) };
+}
+
 /**
  * The engine the tests of the data layer's users run on: SQLite by default; a fresh PostgreSQL
- * database when WHARF_TEST_DATABASE is "postgres" (the vitest project "on postgres"). The
- * WHARF_* variables for an app, empty for SQLite.
+ * database when WHARF_TEST_DATABASE is "postgres" (the vitest project "on postgres"), with the
+ * built-in plugins that do not run there yet disabled (the same database for the same `dataDir`).
+ * The WHARF_* variables for an app or a command, empty for SQLite.
  */
-export async function databaseEnv(): Promise<Record<string, string>> {
-  return process.env.WHARF_TEST_DATABASE === 'postgres' ? { WHARF_DATABASE__URL: await freshDatabase() } : {};
+export async function databaseEnv(dataDir?: string): Promise<Record<string, string>> {
+  if (process.env.WHARF_TEST_DATABASE !== 'postgres') return {};
+  const off = Object.fromEntries(postgresPlugins().not.map((name) => [`WHARF_PLUGINS__${name.toUpperCase()}__ENABLED`, 'false']));
+  return { ...off, WHARF_DATABASE__URL: await databaseOf(dataDir) };
+}
+
+const byDataDir = new Map<string, Promise<string>>();
+
+/** One database per data dir, so that a test restarting a server or running a command on the same data dir finds its data. */
+function databaseOf(dataDir: string | undefined): Promise<string> {
+  if (dataDir === undefined) return freshDatabase();
+  let url = byDataDir.get(dataDir);
+  if (!url) byDataDir.set(dataDir, (url = freshDatabase()));
+  return url;
 }
