@@ -15,6 +15,7 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   messaging: () => import('./messaging.ts'),
   objects: () => import('./objects.ts'),
   whatsapp: () => import('./whatsapp.ts'),
+  'db-layers': () => import('./db-layers.ts'),
 };
 
 const wanted = process.argv.slice(2);

@@ -136,7 +136,7 @@ import { definePlugin } from 'wharf-plugin';
 
 export interface GreetingService {
   /** How many greetings \`name\` has had. */
-  count(name: string): number;
+  count(name: string): Promise<number>;
 }
 
 export default definePlugin(({ plugin, z, PUBLIC, WharfError }) =>
@@ -155,42 +155,39 @@ export default definePlugin(({ plugin, z, PUBLIC, WharfError }) =>
         ? [{ key: 'min_name_length', message: \`must not be above max_name_length (\${config.max_name_length})\` }]
         : undefined;
     },
+    // Its store uses only ctx.data, the async data layer: it runs on SQLite and PostgreSQL.
+    engines: ['sqlite', 'postgres'],
     // Run once each, in id order, in one transaction at start (or by \`wharf migrate up\`).
-    // Tables are prefixed with the plugin's name.
-    migrations: [
-      {
-        id: '001-create-greetings',
-        up(db) {
-          db.exec('CREATE TABLE __NAME___greetings (name TEXT PRIMARY KEY, count INTEGER NOT NULL)');
-        },
-      },
-    ],
+    // Tables are prefixed with the plugin's name. \`sql\` when both engines read it alike;
+    // \`{ sqlite, postgres }\` when they differ; \`async apply(db)\` for code.
+    migrations: [{ id: '001-create-greetings', sql: 'CREATE TABLE __NAME___greetings (name TEXT PRIMARY KEY, count INTEGER NOT NULL)' }],
     commands: [
       {
         group: '__NAME__',
         command: 'count <name>',
         describe: 'Print how many greetings a name has had',
         async handler(args, ctx) {
-          const { db, close } = await ctx.open();
+          const { data, close } = await ctx.open();
           try {
-            const row = db.prepare('SELECT count FROM __NAME___greetings WHERE name = ?').get(String(args.name)) as { count: number } | undefined;
-            ctx.print(String(row?.count ?? 0), { name: args.name, count: row?.count ?? 0 });
+            const count = (await data.value<number>('SELECT count FROM __NAME___greetings WHERE name = ?', [String(args.name)])) ?? 0;
+            ctx.print(String(count), { name: args.name, count });
           } finally {
-            close();
+            await close();
           }
         },
       },
     ],
-    setup({ config, db, api, log, every }) {
-      const record = db.prepare(
-        'INSERT INTO __NAME___greetings (name, count) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET count = count + 1 RETURNING count',
-      );
-      const read = db.prepare('SELECT count FROM __NAME___greetings WHERE name = ?');
+    setup({ config, data, api, log, every }) {
       const name = z.string().trim().min(config.min_name_length).max(config.max_name_length);
       const greeting = z.object({ message: z.string(), count: z.int() });
-      const greet = (who: string) => {
+      // Placeholders are ? (in order) or @name (an object); the layer numbers them for PostgreSQL.
+      const greet = async (who: string) => {
         if (who.toLowerCase() === 'nobody') throw new WharfError('not_found', 'Nobody is not here');
-        return { message: \`\${config.greeting}, \${who}!\`, count: (record.get(who) as { count: number }).count };
+        const count = await data.value<number>(
+          'INSERT INTO __NAME___greetings (name, count) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET count = __NAME___greetings.count + 1 RETURNING count',
+          [who],
+        );
+        return { message: \`\${config.greeting}, \${who}!\`, count: count! };
       };
 
       // One group per URL prefix: a 404 or 405 under /__NAME__ answers in its envelope ({error}).
@@ -205,8 +202,8 @@ export default definePlugin(({ plugin, z, PUBLIC, WharfError }) =>
         query: z.object({ name }),
         success: { schema: greeting },
         errors: { 404: 'Nobody to greet' },
-        handler(ctx, { query }) {
-          ctx.body = greet(query.name);
+        async handler(ctx, { query }) {
+          ctx.body = await greet(query.name);
         },
       });
       group.route({
@@ -217,19 +214,18 @@ export default definePlugin(({ plugin, z, PUBLIC, WharfError }) =>
         auth: PUBLIC,
         body: z.object({ name }),
         success: { status: 201, schema: greeting },
-        handler(ctx, { body }) {
+        async handler(ctx, { body }) {
+          ctx.body = await greet(body.name);
           ctx.status = 201;
-          ctx.body = greet(body.name);
         },
       });
 
       // Runs once the server has started; stopped when it closes; a failure is logged with its name.
-      every('log-greeted-names', 3_600_000, () => {
-        const { n } = db.prepare('SELECT COUNT(*) AS n FROM __NAME___greetings').get() as { n: number };
-        log.info({ names: n }, 'names greeted so far');
+      every('log-greeted-names', 3_600_000, async () => {
+        log.info({ names: await data.value<number>('SELECT COUNT(*) FROM __NAME___greetings') }, 'names greeted so far');
       });
 
-      const service: GreetingService = { count: (who) => (read.get(who) as { count: number } | undefined)?.count ?? 0 };
+      const service: GreetingService = { count: async (who) => (await data.value<number>('SELECT count FROM __NAME___greetings WHERE name = ?', [who])) ?? 0 };
       return { service, routes: [group] };
     },
   }),

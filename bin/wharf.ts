@@ -118,17 +118,24 @@ function loadConfig(args: GlobalArgs, plugins: PluginSet, file?: string): Resolv
   }
 }
 
+/** The database of a command, opened like a start (migrated unless told not to); one line and exit 1 when it cannot be. */
+async function openOrFail(config: ResolvedConfig, migrateNow = true) {
+  const { openForCommand, BootError } = await import('../core/lifecycle.ts');
+  try {
+    return await openForCommand(config, migrateNow);
+  } catch (err) {
+    if (err instanceof BootError) fail(err.message);
+    throw err;
+  }
+}
+
 function commandContext(args: GlobalArgs, plugins: PluginSet): CommandContext {
   return {
     async open() {
       const config = loadConfig(args, plugins);
-      const { openDatabase, migrate } = await import('../core/db.ts');
-      const { loadKeys, prepareDataDir } = await import('../core/keys.ts');
-      const { migrationSets } = await import('../core/lifecycle.ts');
-      prepareDataDir(config.core.server.data_dir);
-      const db = openDatabase(config.core.database.path, { busyTimeoutMs: config.core.database.busy_timeout_ms });
-      migrate(db, migrationSets(config.order));
-      return { config: config.core, plugins: config.plugins, db, keys: loadKeys(config.core.server.data_dir), close: () => db.close() };
+      const { loadKeys } = await import('../core/keys.ts');
+      const { data, db } = await openOrFail(config);
+      return { config: config.core, plugins: config.plugins, data, db, keys: loadKeys(config.core.server.data_dir), close: () => data.close() };
     },
     print(text, json) {
       process.stdout.write(args.json && json !== undefined ? `${JSON.stringify(json)}\n` : `${text}\n`);
@@ -250,14 +257,12 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
       (y) => y.positional('action', { choices: ['status', 'up'] as const, demandOption: true }),
       async (args) => {
         const config = loadConfig(args, plugins);
-        const { openDatabase, migrate, migrationStatus } = await import('../core/db.ts');
+        const { migrate, migrationStatus } = await import('../core/migrations.ts');
         const { migrationSets } = await import('../core/lifecycle.ts');
-        const { prepareDataDir } = await import('../core/keys.ts');
-        prepareDataDir(config.core.server.data_dir);
-        const db = openDatabase(config.core.database.path, { busyTimeoutMs: config.core.database.busy_timeout_ms });
+        const { data } = await openOrFail(config, false);
         try {
           const sets = migrationSets(config.order);
-          const rows = args.action === 'up' ? migrate(db, sets) : migrationStatus(db, sets);
+          const rows = args.action === 'up' ? await migrate(data, sets) : await migrationStatus(data, sets);
           if (args.json) {
             process.stdout.write(`${JSON.stringify(rows)}\n`);
           } else if (args.action === 'up') {
@@ -268,7 +273,7 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
         } catch (err) {
           fail((err as Error).message);
         } finally {
-          db.close();
+          await data.close();
         }
       },
     )

@@ -24,7 +24,7 @@ export interface Resolver {
   /** The principal for this credential, or null when it is invalid, expired or revoked. */
   resolve(value: string, ctx: Context): Promise<Principal | null> | Principal | null;
   /** How `GET /api/cli/me` shows this resolver's principals (for kinds the identity plugin does not own). */
-  describe?(principal: Principal): Record<string, unknown>;
+  describe?(principal: Principal): Record<string, unknown> | Promise<Record<string, unknown>>;
 }
 
 export interface AuthResult {
@@ -51,7 +51,7 @@ export class AuthRegistry {
   }
 
   /** The description of a principal by the resolver that produced it, if it gives one. */
-  describe(principal: Principal, resolverName: string | undefined): Record<string, unknown> | undefined {
+  async describe(principal: Principal, resolverName: string | undefined): Promise<Record<string, unknown> | undefined> {
     return this.#resolvers.find((r) => r.name === resolverName)?.describe?.(principal);
   }
 

@@ -106,9 +106,11 @@ export function checkPlugins(plugins: readonly AnyPlugin[]): void {
     if (!(p.config instanceof z.ZodObject)) errors.push(`${label}: config must be a zod object schema (z.strictObject({...}))`);
     if (typeof p.setup !== 'function') errors.push(`${label}: needs a setup(ctx) function`);
     const ids = new Set<string>();
+    const onPostgres = Array.isArray(p.engines) && p.engines.includes('postgres');
     for (const m of p.migrations ?? []) {
-      if (typeof m?.id !== 'string' || !m.id || typeof m.up !== 'function') {
-        errors.push(`${label}: every migration needs an id and an up(db) function`);
+      const problem = migrationProblem(m, onPostgres);
+      if (problem) {
+        errors.push(`${label}: migration ${JSON.stringify(m?.id ?? null)} ${problem}`);
       } else if (ids.has(m.id)) {
         errors.push(`${label}: migration id "${m.id}" is declared twice (ids are unique within a plugin)`);
       }
@@ -227,10 +229,7 @@ function deriveCore(sections: CoreSections, cwd: string): CoreConfig {
   return {
     server: { ...sections.server, host, port, public_url: publicUrl, data_dir: dataDir },
     log: sections.log,
-    database: {
-      ...sections.database,
-      path: sections.database.path ? path.resolve(cwd, sections.database.path) : path.join(dataDir, 'wharf.db'),
-    },
+    database: resolveDatabase(sections.database, cwd, dataDir),
   };
 }
 
@@ -424,4 +423,31 @@ export function documentKeys(plugins: readonly AnyPlugin[]): KeyDoc[] {
   };
   walk(json, []);
   return out;
+}
+
+/** `[database]`: the engine, and an absolute SQLite path (from `url = "sqlite:..."`, `path`, or the data dir). */
+function resolveDatabase(section: CoreSections['database'], cwd: string, dataDir: string): CoreConfig['database'] {
+  const { url } = section;
+  if (url && !url.startsWith('sqlite:')) return { ...section, engine: 'postgres', path: '' };
+  const file = url ? url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '') : section.path;
+  return { ...section, url: undefined, engine: 'sqlite', path: file ? path.resolve(cwd, file) : path.join(dataDir, 'wharf.db') };
+}
+
+/**
+ * What is wrong with a migration's shape, or undefined: an id, and exactly one of sql, sqlite +
+ * postgres, apply(db), up(db); up (synchronous, SQLite) only on a plugin that does not run on PostgreSQL.
+ */
+function migrationProblem(m: Plugin['migrations'] extends readonly (infer M)[] | undefined ? M : never, onPostgres: boolean): string | undefined {
+  if (typeof m?.id !== 'string' || !m.id) return 'needs an id';
+  const forms = [
+    typeof m.sql === 'string',
+    typeof m.sqlite === 'string' || typeof m.postgres === 'string',
+    typeof m.apply === 'function',
+    typeof m.up === 'function',
+  ].filter(Boolean).length;
+  if (forms !== 1) return 'needs exactly one of sql, sqlite and postgres, apply(db), up(db)';
+  if ((typeof m.sqlite === 'string') !== (typeof m.postgres === 'string')) return 'gives SQL for one engine: give both sqlite and postgres, or sql';
+  if (onPostgres && typeof m.up === 'function')
+    return 'uses up(db), the synchronous SQLite connection, but the plugin declares postgres in engines: use sql or apply(db)';
+  return undefined;
 }

@@ -64,15 +64,28 @@ export const coreSchema = z.strictObject({
     .describe('Logging.'),
   database: z
     .strictObject({
-      path: z.string().min(1).optional().describe('SQLite database file. Default: <data_dir>/wharf.db.'),
+      url: z
+        .string()
+        .regex(/^(sqlite:.+|postgres(ql)?:\/\/.+)$/, { message: 'expected sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE' })
+        .optional()
+        .describe(
+          'The database: `sqlite:PATH` (a file, relative to the working directory) or `postgres://USER:PASSWORD@HOST:PORT/DATABASE`. Default: SQLite at `path`. Env WHARF_DATABASE__URL.',
+        ),
+      path: z.string().min(1).optional().describe('SQLite database file, when `url` names none. Default: <data_dir>/wharf.db.'),
       busy_timeout_ms: z
         .int()
         .min(0)
         .default(5000)
         .describe('How long a write waits for a lock held by another process (for example `wharf admin` while the server runs), in milliseconds.'),
+      pool_size: z.int().min(1).max(1000).default(10).describe('PostgreSQL: connections each instance keeps open at most.'),
+      connect_timeout_ms: z
+        .int()
+        .min(100)
+        .default(5000)
+        .describe('PostgreSQL: how long opening a connection may take, in milliseconds; at start an unreachable server fails the start after it.'),
     })
     .prefault({})
-    .describe('The SQLite database.'),
+    .describe('The database: SQLite (embedded, the default) or PostgreSQL.'),
 });
 
 export type CoreSections = z.output<typeof coreSchema>;
@@ -81,5 +94,6 @@ export type CoreSections = z.output<typeof coreSchema>;
 export interface CoreConfig {
   server: CoreSections['server'] & { host: string; port: number; public_url: string; data_dir: string };
   log: CoreSections['log'];
-  database: CoreSections['database'] & { path: string };
+  /** `engine` and where: `path` for SQLite, `url` for PostgreSQL. */
+  database: CoreSections['database'] & { engine: 'sqlite' | 'postgres'; path: string };
 }

@@ -1,7 +1,12 @@
 /**
- * SQLite through better-sqlite3: WAL, a busy timeout, foreign keys on. Migrations are code,
- * per plugin, recorded in `_migrations(plugin, id, applied_at)`; all pending ones run in one
- * transaction, so a failing migration leaves the database as it was.
+ * The data layer: one small async interface, `Db`, that a plugin's store uses on either engine,
+ * SQLite (core/db-sqlite.ts, embedded, the default) or PostgreSQL (core/db-postgres.ts). SQL is
+ * written once with `?` or `@name` placeholders; the Postgres side numbers them ($1...). A unique
+ * or foreign-key violation is a ConstraintError on both. Nothing engine-specific leaks out, apart
+ * from `engine` for the rare statement that must differ (and migrations, which may differ).
+ *
+ * Also here: the synchronous SQLite connection (`Database`, `openDatabase`) that plugins not yet
+ * ported to `Db` use as `ctx.db` (contract 1.0), and that the SQLite `Db` wraps.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -10,10 +15,50 @@ import { nativeSqliteBinding } from './native.ts';
 
 export type Database = BetterSqlite3.Database;
 
-/** A plugin's migrations, or the core's own under the name `core`. */
-export interface MigrationSet {
-  plugin: string;
-  migrations: readonly { id: string; up(db: Database): void }[];
+export type DatabaseEngine = 'sqlite' | 'postgres';
+
+/** Values bound to `?` (an array, in order) or to `@name` (an object). */
+export type Params = readonly unknown[] | Readonly<Record<string, unknown>>;
+
+/** The async data layer. Rows come back as plain objects keyed by column name. */
+export interface Db {
+  readonly engine: DatabaseEngine;
+  /** The first row, or undefined. */
+  one<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T | undefined>;
+  all<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T[]>;
+  /** The first column of the first row, or undefined. */
+  value<T = unknown>(sql: string, params?: Params): Promise<T | undefined>;
+  /** A statement that returns no rows; `changes` = rows inserted, updated or deleted. */
+  run(sql: string, params?: Params): Promise<{ changes: number }>;
+  /** One or more statements without parameters (schema changes). */
+  exec(sql: string): Promise<void>;
+  /**
+   * Runs `fn` in a transaction: committed when it resolves, rolled back when it throws. Use only
+   * `tx` inside. On PostgreSQL it is SERIALIZABLE and `fn` may run again (a bounded number of
+   * times) after a serialization failure, so it must not have effects outside the database. On
+   * SQLite transactions run one at a time in the process (BEGIN IMMEDIATE); queries outside wait
+   * for the one in progress. A nested call runs inside the outer transaction.
+   */
+  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T>;
+}
+
+/** A connection pool or file: the `Db` plus its lifecycle. */
+export interface DbHandle extends Db {
+  /** Answers when the database does (for /readyz). */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** A unique or foreign-key constraint refused a write. `constraint` names it when the engine says. */
+export class ConstraintError extends Error {
+  readonly kind: 'unique' | 'foreign_key';
+  readonly constraint: string | undefined;
+  constructor(kind: 'unique' | 'foreign_key', message: string, options: { constraint?: string; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'ConstraintError';
+    this.kind = kind;
+    this.constraint = options.constraint;
+  }
 }
 
 export interface OpenOptions {
@@ -21,6 +66,7 @@ export interface OpenOptions {
   readonly?: boolean;
 }
 
+/** The synchronous SQLite connection: WAL, a busy timeout, foreign keys on. */
 export function openDatabase(file: string, options: OpenOptions = {}): Database {
   if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   const binding = nativeSqliteBinding();
@@ -35,62 +81,46 @@ export function openDatabase(file: string, options: OpenOptions = {}): Database 
   return db;
 }
 
-function ensureTable(db: Database): void {
-  db.exec(`CREATE TABLE IF NOT EXISTS _migrations (
-    plugin TEXT NOT NULL,
-    id TEXT NOT NULL,
-    applied_at TEXT NOT NULL,
-    PRIMARY KEY (plugin, id)
-  )`);
-}
-
-export interface MigrationRow {
-  plugin: string;
-  id: string;
-  appliedAt: string | null;
-}
-
-/** Every known migration with the time it was applied, or null when pending. */
-export function migrationStatus(db: Database, sets: readonly MigrationSet[]): MigrationRow[] {
-  const applied = new Map<string, string>();
-  const hasTable = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").get();
-  if (hasTable) {
-    for (const row of db.prepare('SELECT plugin, id, applied_at FROM _migrations').all() as {
-      plugin: string;
-      id: string;
-      applied_at: string;
-    }[]) {
-      applied.set(`${row.plugin}\0${row.id}`, row.applied_at);
+/**
+ * `?` and `@name` placeholders as Postgres's `$1`, `$2`...: the SQL and, for `@name`, the names
+ * in the order of their numbers (a name used twice gets one number). Literals, quoted identifiers
+ * and comments are left alone; `@` not followed by a letter (`@>`) is an operator, not a name.
+ */
+export function numberPlaceholders(sql: string): { text: string; names: string[] | null } {
+  let out = '';
+  let n = 0;
+  const names: string[] = [];
+  let named = false;
+  for (let i = 0; i < sql.length; i++) {
+    const c = sql[i]!;
+    if (c === "'" || c === '"') {
+      const end = sql.indexOf(c, i + 1);
+      const stop = end === -1 ? sql.length : end + 1;
+      out += sql.slice(i, stop);
+      i = stop - 1;
+    } else if (c === '-' && sql[i + 1] === '-') {
+      const end = sql.indexOf('\n', i);
+      const stop = end === -1 ? sql.length : end;
+      out += sql.slice(i, stop);
+      i = stop - 1;
+    } else if (c === '/' && sql[i + 1] === '*') {
+      const end = sql.indexOf('*/', i + 2);
+      const stop = end === -1 ? sql.length : end + 2;
+      out += sql.slice(i, stop);
+      i = stop - 1;
+    } else if (c === '?') {
+      out += `$${++n}`;
+    } else if (c === '@' && /[A-Za-z_]/.test(sql[i + 1] ?? '')) {
+      const m = /^[A-Za-z_][A-Za-z0-9_]*/.exec(sql.slice(i + 1))!;
+      named = true;
+      let index = names.indexOf(m[0]);
+      if (index === -1) index = names.push(m[0]) - 1;
+      out += `$${index + 1}`;
+      i += m[0].length;
+    } else {
+      out += c;
     }
   }
-  return sets.flatMap((set) =>
-    [...set.migrations]
-      .sort((a, b) => a.id.localeCompare(b.id))
-      .map((m) => ({ plugin: set.plugin, id: m.id, appliedAt: applied.get(`${set.plugin}\0${m.id}`) ?? null })),
-  );
-}
-
-/**
- * Applies every pending migration, in plugin order then id order, in one transaction.
- * Returns what it applied. A failure rolls everything back and names the migration.
- */
-export function migrate(db: Database, sets: readonly MigrationSet[]): MigrationRow[] {
-  const run = db.transaction(() => {
-    ensureTable(db);
-    const pending = migrationStatus(db, sets).filter((m) => m.appliedAt === null);
-    const insert = db.prepare('INSERT INTO _migrations (plugin, id, applied_at) VALUES (?, ?, ?)');
-    const now = new Date().toISOString();
-    for (const row of pending) {
-      const migration = sets.find((s) => s.plugin === row.plugin)!.migrations.find((m) => m.id === row.id)!;
-      try {
-        migration.up(db);
-      } catch (err) {
-        throw new Error(`migration ${row.plugin}/${row.id} failed: ${(err as Error).message}`, { cause: err });
-      }
-      insert.run(row.plugin, row.id, now);
-      row.appliedAt = now;
-    }
-    return pending;
-  });
-  return run.immediate();
+  if (named && n > 0) throw new Error('use either ? or @name placeholders in one statement, not both');
+  return { text: out, names: named ? names : null };
 }

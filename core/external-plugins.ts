@@ -18,6 +18,7 @@ import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { PUBLIC } from './api.ts';
 import { type AnyPlugin, checkPlugins, ConfigError } from './config.ts';
+import { ConstraintError } from './db.ts';
 import { WharfError } from './errors.ts';
 import { definePlugin, type ExternalPlugin, PLUGIN_CONTRACT, type PluginKit } from './plugin.ts';
 
@@ -32,7 +33,7 @@ const MODULE_FILE = /\.(m|c)?js$/;
 
 /** The kit every external plugin's `define` receives: the core's own instances. */
 function pluginKit(): PluginKit {
-  return Object.freeze({ contract: PLUGIN_CONTRACT, z, WharfError, PUBLIC, plugin: definePlugin });
+  return Object.freeze({ contract: PLUGIN_CONTRACT, z, WharfError, PUBLIC, plugin: definePlugin, ConstraintError });
 }
 
 /**

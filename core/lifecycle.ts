@@ -13,7 +13,10 @@ import { createHttpApp } from './app.ts';
 import { ApiRegistry, RouteGroup } from './api.ts';
 import { AuthRegistry } from './auth.ts';
 import type { AnyPlugin, CoreConfig, ResolvedConfig } from './config.ts';
-import { type Database, type MigrationSet, migrate, openDatabase } from './db.ts';
+import type { Database, DbHandle } from './db.ts';
+import { openPostgres } from './db-postgres.ts';
+import { SqliteDb, openSqlite } from './db-sqlite.ts';
+import { type MigrationSet, migrate } from './migrations.ts';
 import { type Keys, loadKeys, prepareDataDir } from './keys.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { MIDDLEWARE_PRIORITIES, type PluginInstance, type Services } from './plugin.ts';
@@ -32,6 +35,9 @@ export interface Running {
   /** Operations declared with schemas (the OpenAPI document). */
   api: ApiRegistry;
   app: Koa;
+  /** The data layer (SQLite or PostgreSQL). */
+  data: DbHandle;
+  /** The synchronous SQLite connection; on PostgreSQL any use throws. */
   db: Database;
   keys: Keys;
   log: Logger;
@@ -66,18 +72,20 @@ export function migrationSets(order: readonly AnyPlugin[]): MigrationSet[] {
 export async function start(config: ResolvedConfig, options: StartOptions = {}): Promise<Running> {
   const { core } = config;
   const log = options.log ?? createLogger(core.log.level);
-  const { db, keys } = openDataDir(core);
+  refuseUnported(config);
+  const { data, keys } = await openDataDir(core, log);
+  const db = syncConnection(data);
   const kernel = createKernel(core);
   const plugins = new StartedPlugins(log);
   const shutDown = async () => {
     await kernel.timers.stop();
     await plugins.close();
-    db.close();
+    await data.close();
   };
   try {
-    migrateEnabled(db, config.order);
-    await setUpPlugins(config, { db, keys, log, kernel }, plugins);
-    const app = composeHttp(config, { db, log, kernel }, plugins);
+    await migrateEnabled(data, config.order);
+    await setUpPlugins(config, { data, db, keys, log, kernel }, plugins);
+    const app = composeHttp(config, { data, log, kernel }, plugins);
     const listening = options.listen ? await listen(app, core) : undefined;
     kernel.timers.start();
     let closing: Promise<void> | undefined;
@@ -85,6 +93,7 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
       config,
       api: kernel.api,
       app,
+      data,
       db,
       keys,
       log,
@@ -118,25 +127,82 @@ function createKernel(core: CoreConfig): Kernel {
   return { metrics, auth: new AuthRegistry(), api: new ApiRegistry({ bodyLimit: core.server.body_limit_bytes }), timers: new Timers() };
 }
 
+/** On PostgreSQL, an enabled plugin whose store is not ported to the data layer stops the start. */
+export function refuseUnported(config: ResolvedConfig): void {
+  if (config.core.database.engine !== 'postgres') return;
+  const unported = config.order.find((p) => !p.engines?.includes('postgres'));
+  if (unported) throw new BootError(`plugin ${unported.name} does not run on PostgreSQL yet; disable it or use SQLite`);
+}
+
+/** Opens the configured database: one line for the operator when it cannot. */
+export async function openData(core: CoreConfig, log?: Logger): Promise<DbHandle> {
+  const { database } = core;
+  if (database.engine === 'postgres') {
+    try {
+      return await openPostgres(database.url!, {
+        poolSize: database.pool_size,
+        connectTimeoutMs: database.connect_timeout_ms,
+        onIdleError: (err) => log?.warn({ err }, 'a PostgreSQL connection failed; the pool replaces it'),
+      });
+    } catch (err) {
+      throw new BootError((err as Error).message, { cause: err });
+    }
+  }
+  try {
+    return openSqlite(database.path, { busyTimeoutMs: database.busy_timeout_ms });
+  } catch (err) {
+    throw new BootError(`cannot open database ${database.path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** The synchronous SQLite connection of contract 1.0 plugins; on PostgreSQL a stand-in that says why it is not there. */
+export function syncConnection(data: DbHandle): Database {
+  if (data instanceof SqliteDb) return data.raw;
+  return new Proxy({} as Database, {
+    get(_target, key) {
+      throw new Error(`ctx.db (the SQLite connection) is not available on PostgreSQL (used: db.${String(key)}); use ctx.data`);
+    },
+  });
+}
+
+/**
+ * What commands open (`wharf migrate`, a plugin's command): the data dir and the database,
+ * checked like a start; migrated unless `migrateNow` is false. Throws a BootError.
+ */
+export async function openForCommand(config: ResolvedConfig, migrateNow = true): Promise<{ data: DbHandle; db: Database }> {
+  refuseUnported(config);
+  try {
+    prepareDataDir(config.core.server.data_dir);
+  } catch (err) {
+    throw new BootError((err as Error).message, { cause: err });
+  }
+  const data = await openData(config.core);
+  if (migrateNow) {
+    try {
+      await migrateEnabled(data, config.order);
+    } catch (err) {
+      await data.close();
+      throw err;
+    }
+  }
+  return { data, db: syncConnection(data) };
+}
+
 /** Step 1: the data dir (created 0700), its keys and the database. */
-function openDataDir(core: CoreConfig): { db: Database; keys: Keys } {
+async function openDataDir(core: CoreConfig, log: Logger): Promise<{ data: DbHandle; keys: Keys }> {
   try {
     prepareDataDir(core.server.data_dir);
   } catch (err) {
     throw new BootError((err as Error).message, { cause: err });
   }
   const keys = loadKeys(core.server.data_dir);
-  try {
-    return { db: openDatabase(core.database.path, { busyTimeoutMs: core.database.busy_timeout_ms }), keys };
-  } catch (err) {
-    throw new BootError(`cannot open database ${core.database.path}: ${(err as Error).message}`, { cause: err });
-  }
+  return { data: await openData(core, log), keys };
 }
 
 /** Step 2: every pending migration of the enabled plugins, in one transaction. */
-function migrateEnabled(db: Database, order: readonly AnyPlugin[]): void {
+async function migrateEnabled(data: DbHandle, order: readonly AnyPlugin[]): Promise<void> {
   try {
-    migrate(db, migrationSets(order));
+    await migrate(data, migrationSets(order));
   } catch (err) {
     throw new BootError(`database migration failed: ${(err as Error).message}`, { cause: err });
   }
@@ -170,8 +236,12 @@ class StartedPlugins {
 }
 
 /** Step 3: each enabled plugin's setup, dependencies first. */
-async function setUpPlugins(config: ResolvedConfig, shared: { db: Database; keys: Keys; log: Logger; kernel: Kernel }, plugins: StartedPlugins): Promise<void> {
-  const { db, keys, kernel } = shared;
+async function setUpPlugins(
+  config: ResolvedConfig,
+  shared: { data: DbHandle; db: Database; keys: Keys; log: Logger; kernel: Kernel },
+  plugins: StartedPlugins,
+): Promise<void> {
+  const { data, db, keys, kernel } = shared;
   for (const plugin of config.order) {
     const deps = new Set(plugin.dependsOn ?? []);
     const log = shared.log.child({ plugin: plugin.name });
@@ -181,6 +251,7 @@ async function setUpPlugins(config: ResolvedConfig, shared: { db: Database; keys
         name: plugin.name,
         config: config.plugins[plugin.name] ?? {},
         core: config.core,
+        data,
         db,
         log,
         keys,
@@ -216,9 +287,9 @@ function checkInstance(instance: PluginInstance): void {
 }
 
 /** Step 4: the Koa app of every plugin's routes and middleware, and the health routes. */
-function composeHttp(config: ResolvedConfig, shared: { db: Database; log: Logger; kernel: Kernel }, plugins: StartedPlugins): Koa {
+function composeHttp(config: ResolvedConfig, shared: { data: DbHandle; log: Logger; kernel: Kernel }, plugins: StartedPlugins): Koa {
   const { core } = config;
-  const { db, kernel } = shared;
+  const { data, kernel } = shared;
   return createHttpApp({
     log: shared.log,
     metrics: kernel.metrics,
@@ -238,7 +309,7 @@ function composeHttp(config: ResolvedConfig, shared: { db: Database; log: Logger
     async readiness() {
       const checks: Record<string, boolean> = {};
       try {
-        checks.database = db.prepare('SELECT 1 AS ok').get() !== undefined;
+        checks.database = await data.ping();
       } catch {
         checks.database = false;
       }

@@ -8,7 +8,7 @@ import type { Argv } from 'yargs';
 import type { z } from 'zod';
 import type { ApiRegistry, PUBLIC, RouteGroup } from './api.ts';
 import type { AuthRegistry } from './auth.ts';
-import type { Database } from './db.ts';
+import type { ConstraintError, Database, DatabaseEngine, Db } from './db.ts';
 import type { Keys } from './keys.ts';
 import type { Logger } from './logger.ts';
 import type { Registry } from 'prom-client';
@@ -24,11 +24,22 @@ export interface ConfigProblem {
   message: string;
 }
 
-/** A schema change, as code. Runs synchronously inside the boot transaction; never edited once shipped. */
+/**
+ * A schema change; never edited once shipped. All pending ones run in one transaction at start.
+ * Exactly one of: `sql` (the same for both engines), `sqlite` and `postgres` (one each), `apply`
+ * (async code on the data layer), or `up` (contract 1.0: synchronous code on the SQLite
+ * connection; only for a plugin that does not declare `engines` with postgres).
+ */
 export interface Migration {
   /** Unique within the plugin (a duplicate is refused when plugins load) and sortable: `001-create-users`. */
   id: string;
-  up(db: Database): void;
+  sql?: string;
+  sqlite?: string;
+  postgres?: string;
+  /** Since contract 1.1. Use only `db` inside; it is the migration's transaction. */
+  apply?(db: Db): Promise<void>;
+  /** Contract 1.0: runs synchronously on the SQLite connection. */
+  up?(db: Database): void;
 }
 
 /**
@@ -72,6 +83,15 @@ export interface PluginContext<C> {
   config: Readonly<C>;
   /** The core's own settings (listen address, public URL, data dir). */
   core: Readonly<CoreConfig>;
+  /**
+   * The data layer (since contract 1.1): async, on SQLite or PostgreSQL, whichever `[database]`
+   * names. A plugin that declares `engines: ['sqlite', 'postgres']` uses only this.
+   */
+  data: Db;
+  /**
+   * The synchronous SQLite connection (contract 1.0), for plugins not yet ported to `data`. On
+   * PostgreSQL there is none: any use throws.
+   */
   db: Database;
   log: Logger;
   keys: Keys;
@@ -107,7 +127,16 @@ export interface PluginInstance<S = unknown> {
 /** What a command handler gets: the parsed arguments and a way to reach the server's state. */
 export interface CommandContext {
   /** Loads the config (from `--config`, `WHARF_*` and flags), opens the database and applies migrations. */
-  open(): Promise<{ config: CoreConfig; plugins: Readonly<Record<string, Readonly<Record<string, unknown>>>>; db: Database; keys: Keys; close(): void }>;
+  open(): Promise<{
+    config: CoreConfig;
+    plugins: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+    /** The data layer (since contract 1.1). */
+    data: Db;
+    /** The synchronous SQLite connection (contract 1.0); on PostgreSQL any use throws. */
+    db: Database;
+    keys: Keys;
+    close(): Promise<void>;
+  }>;
   /** Prints a result: JSON under `--json`, otherwise the text. */
   print(text: string, json?: unknown): void;
 }
@@ -136,6 +165,12 @@ export interface Plugin<C extends Record<string, unknown> = Record<string, unkno
   dependsOn?: readonly string[];
   /** Strict config schema (a `z.strictObject` whose fields all have defaults or are optional). */
   config: z.ZodObject;
+  /**
+   * The database engines the plugin's store runs on (since contract 1.1). Default `['sqlite']`:
+   * the plugin uses the synchronous `ctx.db`, and with `[database] url` on PostgreSQL the server
+   * refuses to start while it is enabled. A plugin that lists `postgres` uses only `ctx.data`.
+   */
+  engines?: readonly DatabaseEngine[];
   /** Whether the plugin runs when its section does not say `enabled`. Default true. */
   enabledByDefault?: boolean;
   /**
@@ -161,8 +196,11 @@ export function definePlugin<Schema extends z.ZodObject, S = unknown>(
  * version it was built against; the core refuses another major version, and a newer minor one
  * (it may use what this core does not have). Raise the minor version when the contract gains
  * something, the major one when a plugin built before would break.
+ *
+ * 1.1: the async data layer (`ctx.data`, `Db`), `engines`, migrations as `sql`, `sqlite` +
+ * `postgres` or `apply(db)`; `CommandContext.open()` gives `data` and an async `close`.
  */
-export const PLUGIN_CONTRACT = '1.0';
+export const PLUGIN_CONTRACT = '1.1';
 
 /**
  * What the core hands a plugin built outside this repository, before anything else: the
@@ -179,6 +217,8 @@ export interface PluginKit {
   PUBLIC: typeof PUBLIC;
   /** Declares the plugin with its config type inferred from its schema (the `definePlugin` of built-in plugins). */
   plugin: typeof definePlugin;
+  /** What the data layer throws for a unique or foreign-key violation, on either engine (since 1.1). */
+  ConstraintError: typeof ConstraintError;
 }
 
 /** What the module of a plugin in `[plugins] dir` default-exports (wharf-plugin's `definePlugin` makes it). */

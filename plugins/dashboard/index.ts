@@ -13,6 +13,8 @@ export default definePlugin({
   name: 'dashboard',
   description: 'The web dashboard at / (sign-in at /login): apps, tokens, files, sessions, webhooks, deliveries, organizations.',
   config: dashboardConfig,
+  // No tables of its own: it runs on either database.
+  engines: ['sqlite', 'postgres'],
   setup({ api, config }) {
     const { oidc } = config;
     const settings = { clientId: oidc.client_id ?? null, scope: oidc.scope, resource: oidc.resource ?? null, token: oidc.token, cookie: oidc.cookie };

@@ -1,7 +1,8 @@
 /**
  * The example plugin: a complete, tiny plugin that shows every part of the contract (config,
- * a migration, routes, a service, a command, close). Disabled unless `[plugins.example]`
- * says `enabled = true`; the tests load it.
+ * a migration, routes, a service, a command, close), its store on the data layer so it runs on
+ * SQLite and PostgreSQL alike. Disabled unless `[plugins.example]` says `enabled = true`; the
+ * tests load it.
  */
 import { z } from 'zod';
 import { PUBLIC } from '../../core/api.ts';
@@ -9,7 +10,7 @@ import { definePlugin } from '../../core/plugin.ts';
 
 export interface ExampleService {
   /** How many greetings were served to `name`. */
-  visits(name: string): number;
+  visits(name: string): Promise<number>;
 }
 
 declare module '../../core/plugin.ts' {
@@ -27,36 +28,36 @@ export default definePlugin({
   description: 'A tiny plugin that shows the plugin contract: GET /example/hello.',
   enabledByDefault: false,
   config,
-  migrations: [
-    {
-      id: '001-create-visits',
-      up(db) {
-        db.exec('CREATE TABLE example_visits (name TEXT PRIMARY KEY, count INTEGER NOT NULL)');
-      },
-    },
-  ],
+  engines: ['sqlite', 'postgres'],
+  // SQL both engines read alike; `{ sqlite, postgres }` when they differ, `apply(db)` for code.
+  migrations: [{ id: '001-create-visits', sql: 'CREATE TABLE example_visits (name TEXT PRIMARY KEY, count INTEGER NOT NULL)' }],
   commands: [
     {
       group: 'example',
       command: 'visits <name>',
       describe: 'Print how many greetings a name has had',
       async handler(args, ctx) {
-        const { db, close } = await ctx.open();
+        const { data, close } = await ctx.open();
         try {
-          const row = db.prepare('SELECT count FROM example_visits WHERE name = ?').get(String(args.name)) as { count: number } | undefined;
-          ctx.print(String(row?.count ?? 0), { name: args.name, visits: row?.count ?? 0 });
+          const visits = (await data.value<number>('SELECT count FROM example_visits WHERE name = ?', [String(args.name)])) ?? 0;
+          ctx.print(String(visits), { name: args.name, visits });
         } finally {
-          close();
+          await close();
         }
       },
     },
   ],
-  setup({ config, db, log, api }) {
-    const record = db.prepare('INSERT INTO example_visits (name, count) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET count = count + 1 RETURNING count');
-    const read = db.prepare('SELECT count FROM example_visits WHERE name = ?');
+  setup({ config, data, log, api }) {
     const name = z.string().trim().min(1, 'must not be empty').max(100);
     const greeting = z.object({ message: z.string(), visits: z.int() });
-    const greet = (who: string) => ({ message: `${config.greeting}, ${who}!`, visits: (record.get(who) as { count: number }).count });
+    const greet = async (who: string) => {
+      // One statement, atomic on both engines (the table's own name qualifies the column on PostgreSQL).
+      const visits = await data.value<number>(
+        'INSERT INTO example_visits (name, count) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET count = example_visits.count + 1 RETURNING count',
+        [who],
+      );
+      return { message: `${config.greeting}, ${who}!`, visits: visits! };
+    };
     // One group per URL prefix: 404s and 405s under /example answer in its envelope ({error}).
     const group = api.group({ prefixes: ['/example'], envelope: 'plain' });
     group.route({
@@ -67,8 +68,8 @@ export default definePlugin({
       auth: PUBLIC,
       query: z.object({ name }),
       success: { schema: greeting },
-      handler(ctx, { query }) {
-        ctx.body = greet(query.name);
+      async handler(ctx, { query }) {
+        ctx.body = await greet(query.name);
       },
     });
     group.route({
@@ -79,15 +80,15 @@ export default definePlugin({
       auth: PUBLIC,
       body: z.object({ name }),
       success: { status: 201, schema: greeting },
-      handler(ctx, { body }) {
+      async handler(ctx, { body }) {
+        ctx.body = await greet(body.name);
         ctx.status = 201;
-        ctx.body = greet(body.name);
       },
     });
     log.debug('example plugin ready');
     return {
       service: {
-        visits: (name: string) => (read.get(name) as { count: number } | undefined)?.count ?? 0,
+        visits: async (name: string) => (await data.value<number>('SELECT count FROM example_visits WHERE name = ?', [name])) ?? 0,
       },
       routes: [group],
       close() {

@@ -14,7 +14,7 @@
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
-import type { Database } from '../../core/db.ts';
+import { ConstraintError, type Db } from '../../core/db.ts';
 import { WharfError } from '../../core/errors.ts';
 import { randomToken, sha256Hex } from '../../core/tokens.ts';
 import type { AccessTokens } from './access-tokens.ts';
@@ -131,7 +131,7 @@ interface RefreshRow {
 type Outcome = { error: OAuthError } | { userId: string; orgId: string | null; refreshToken: string };
 
 export interface DeviceFlowOptions {
-  db: Database;
+  db: Db;
   store: IdentityStore;
   accessTokens: AccessTokens;
   config: IdentityConfig;
@@ -139,48 +139,25 @@ export interface DeviceFlowOptions {
   publicUrl: string;
 }
 
+const CODE = 'SELECT code_hash, client_id, status, user_id, org_id, interval_seconds, last_polled_at, expires_at FROM identity_device_codes';
+const REFRESH = 'SELECT token_hash, family_id, user_id, org_id, client_id, expires_at, used_at, revoked_at FROM identity_refresh_tokens';
+
 export class DeviceFlow {
-  readonly #db: Database;
+  readonly #db: Db;
   readonly #store: IdentityStore;
   readonly #accessTokens: AccessTokens;
   readonly #config: IdentityConfig;
   readonly #verificationUri: string;
-  readonly #s;
   readonly #codeFailures: RateLimiterMemory;
   #lastPrune = 0;
 
   constructor(options: DeviceFlowOptions) {
-    const { db } = options;
-    this.#db = db;
+    this.#db = options.db;
     this.#store = options.store;
     this.#accessTokens = options.accessTokens;
     this.#config = options.config;
     this.#verificationUri = `${options.publicUrl}/device`;
     this.#codeFailures = new RateLimiterMemory({ keyPrefix: 'device-user-code', points: USER_CODE_FAILURES, duration: USER_CODE_WINDOW_SECONDS });
-    const codeColumns = 'code_hash, client_id, status, user_id, org_id, interval_seconds, last_polled_at, expires_at';
-    const refreshColumns = 'token_hash, family_id, user_id, org_id, client_id, expires_at, used_at, revoked_at';
-    this.#s = {
-      insertCode: db.prepare(
-        'INSERT INTO identity_device_codes (code_hash, user_code_hash, client_id, scope, interval_seconds, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      ),
-      codeByHash: db.prepare(`SELECT ${codeColumns} FROM identity_device_codes WHERE code_hash = ?`),
-      codeByUserCode: db.prepare(`SELECT ${codeColumns} FROM identity_device_codes WHERE user_code_hash = ?`),
-      polled: db.prepare('UPDATE identity_device_codes SET last_polled_at = ?, interval_seconds = ? WHERE code_hash = ?'),
-      decide: db.prepare("UPDATE identity_device_codes SET status = ?, user_id = ?, org_id = ?, decided_at = ? WHERE code_hash = ? AND status = 'pending'"),
-      redeem: db.prepare("UPDATE identity_device_codes SET status = 'redeemed', redeemed_at = ? WHERE code_hash = ? AND status = 'approved'"),
-      pruneCodes: db.prepare('DELETE FROM identity_device_codes WHERE expires_at < ?'),
-      insertRefresh: db.prepare(
-        'INSERT INTO identity_refresh_tokens (token_hash, family_id, user_id, org_id, client_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      ),
-      refreshByHash: db.prepare(`SELECT ${refreshColumns} FROM identity_refresh_tokens WHERE token_hash = ?`),
-      spendRefresh: db.prepare('UPDATE identity_refresh_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL'),
-      revokeFamily: db.prepare('UPDATE identity_refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL'),
-      pruneRefresh: db.prepare('DELETE FROM identity_refresh_tokens WHERE expires_at < ?'),
-    };
-  }
-
-  #transaction<T>(fn: () => T): T {
-    return this.#db.transaction(fn).immediate();
   }
 
   /** Refuses a client that is not the command-line client. */
@@ -189,9 +166,9 @@ export class DeviceFlow {
   }
 
   /** `POST /oauth/device/code`: a new device code and user code for the command-line client. */
-  authorize(input: { clientId: string; scope?: string | undefined }): DeviceAuthorization {
+  async authorize(input: { clientId: string; scope?: string | undefined }): Promise<DeviceAuthorization> {
     this.checkClient(input.clientId);
-    this.#prune();
+    await this.#prune();
     const deviceCode = randomToken(32);
     const ttl = this.#config.device_code_ttl_seconds;
     const interval = this.#config.device_poll_interval_seconds;
@@ -201,17 +178,12 @@ export class DeviceFlow {
     for (let attempt = 0; ; attempt++) {
       const userCode = generateUserCode();
       try {
-        this.#s.insertCode.run(
-          sha256Hex(deviceCode),
-          sha256Hex(normalizeUserCode(userCode)!),
-          input.clientId,
-          input.scope ?? null,
-          interval,
-          now.toISOString(),
-          expiresAt,
+        await this.#db.run(
+          'INSERT INTO identity_device_codes (code_hash, user_code_hash, client_id, scope, interval_seconds, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+          [sha256Hex(deviceCode), sha256Hex(normalizeUserCode(userCode)!), input.clientId, input.scope ?? null, interval, now.toISOString(), expiresAt],
         );
       } catch (err) {
-        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && attempt < 10) continue;
+        if (err instanceof ConstraintError && err.kind === 'unique' && attempt < 10) continue;
         throw err;
       }
       return {
@@ -229,8 +201,8 @@ export class DeviceFlow {
   async redeemDeviceCode(input: { deviceCode: string; clientId: string }): Promise<TokenResponse> {
     this.checkClient(input.clientId);
     const codeHash = sha256Hex(input.deviceCode);
-    const outcome = this.#transaction((): Outcome => {
-      const row = this.#s.codeByHash.get(codeHash) as DeviceCodeRow | undefined;
+    const outcome = await this.#db.transaction(async (tx): Promise<Outcome> => {
+      const row = await tx.one<DeviceCodeRow>(`${CODE} WHERE code_hash = ?`, [codeHash]);
       if (!row || row.client_id !== input.clientId) return { error: new OAuthError('invalid_grant', 'Unknown device_code') };
       if (row.status === 'redeemed') return { error: new OAuthError('invalid_grant', 'This device_code was already redeemed') };
       if (row.status === 'denied') return { error: new OAuthError('access_denied', 'The user denied the request') };
@@ -240,16 +212,18 @@ export class DeviceFlow {
       if (row.status === 'pending') {
         const tooSoon = row.last_polled_at !== null && now.getTime() - Date.parse(row.last_polled_at) < row.interval_seconds * 1000 - POLL_GRACE_MS;
         const interval = tooSoon ? row.interval_seconds + SLOW_DOWN_STEP_SECONDS : row.interval_seconds;
-        this.#s.polled.run(nowIso, interval, codeHash);
+        await tx.run('UPDATE identity_device_codes SET last_polled_at = ?, interval_seconds = ? WHERE code_hash = ?', [nowIso, interval, codeHash]);
         return tooSoon
           ? { error: new OAuthError('slow_down', `Polled too often; wait ${interval} seconds between polls`) }
           : { error: new OAuthError('authorization_pending', 'The user has not approved yet') };
       }
       // Approved: spend the code and open a refresh token family, or nothing at all.
-      if (!row.user_id || this.#s.redeem.run(nowIso, codeHash).changes !== 1) {
-        return { error: new OAuthError('invalid_grant', 'This device_code was already redeemed') };
-      }
-      const refreshToken = this.#insertRefresh(randomUUID(), row.user_id, row.org_id, row.client_id, now);
+      const redeemed =
+        row.user_id !== null &&
+        (await tx.run("UPDATE identity_device_codes SET status = 'redeemed', redeemed_at = ? WHERE code_hash = ? AND status = 'approved'", [nowIso, codeHash]))
+          .changes === 1;
+      if (!row.user_id || !redeemed) return { error: new OAuthError('invalid_grant', 'This device_code was already redeemed') };
+      const refreshToken = await this.#insertRefresh(tx, randomUUID(), row.user_id, row.org_id, row.client_id, now);
       return { userId: row.user_id, orgId: row.org_id, refreshToken };
     });
     return this.#grant(outcome);
@@ -258,10 +232,10 @@ export class DeviceFlow {
   /** `POST /oauth/token` with the refresh token grant: rotates, and revokes the family on reuse. */
   async refresh(input: { refreshToken: string; clientId?: string | undefined }): Promise<TokenResponse> {
     if (input.clientId !== undefined) this.checkClient(input.clientId);
-    this.#prune();
+    await this.#prune();
     const tokenHash = sha256Hex(input.refreshToken);
-    const outcome = this.#transaction((): Outcome => {
-      const row = this.#s.refreshByHash.get(tokenHash) as RefreshRow | undefined;
+    const outcome = await this.#db.transaction(async (tx): Promise<Outcome> => {
+      const row = await tx.one<RefreshRow>(`${REFRESH} WHERE token_hash = ?`, [tokenHash]);
       if (!row || (input.clientId !== undefined && row.client_id !== input.clientId)) {
         return { error: new OAuthError('invalid_grant', 'Unknown refresh_token') };
       }
@@ -270,21 +244,28 @@ export class DeviceFlow {
       if (row.revoked_at) return { error: new OAuthError('invalid_grant', 'This refresh_token was revoked; sign in again') };
       if (row.used_at) {
         // A spent token came back: someone holds a copy. End the whole sign-in, newest token included.
-        this.#s.revokeFamily.run(nowIso, row.family_id);
+        await tx.run('UPDATE identity_refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL', [nowIso, row.family_id]);
         return { error: new OAuthError('invalid_grant', 'This refresh_token was already used; every token of this sign-in is revoked, sign in again') };
       }
       if (row.expires_at <= nowIso) return { error: new OAuthError('invalid_grant', 'This refresh_token expired; sign in again') };
-      if (this.#s.spendRefresh.run(nowIso, tokenHash).changes !== 1) return { error: new OAuthError('invalid_grant', 'Unknown refresh_token') };
-      const refreshToken = this.#insertRefresh(row.family_id, row.user_id, row.org_id, row.client_id, now);
+      const spent = await tx.run('UPDATE identity_refresh_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL', [
+        nowIso,
+        tokenHash,
+      ]);
+      if (spent.changes !== 1) return { error: new OAuthError('invalid_grant', 'Unknown refresh_token') };
+      const refreshToken = await this.#insertRefresh(tx, row.family_id, row.user_id, row.org_id, row.client_id, now);
       return { userId: row.user_id, orgId: row.org_id, refreshToken };
     });
     return this.#grant(outcome);
   }
 
-  #insertRefresh(familyId: string, userId: string, orgId: string | null, clientId: string, now: Date): string {
+  async #insertRefresh(tx: Db, familyId: string, userId: string, orgId: string | null, clientId: string, now: Date): Promise<string> {
     const token = randomToken(32);
     const expiresAt = new Date(now.getTime() + this.#config.refresh_token_ttl_days * 86_400_000).toISOString();
-    this.#s.insertRefresh.run(sha256Hex(token), familyId, userId, orgId, clientId, now.toISOString(), expiresAt);
+    await tx.run(
+      'INSERT INTO identity_refresh_tokens (token_hash, family_id, user_id, org_id, client_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      [sha256Hex(token), familyId, userId, orgId, clientId, now.toISOString(), expiresAt],
+    );
     return token;
   }
 
@@ -314,7 +295,7 @@ export class DeviceFlow {
       await this.#codeFailures.penalty(userId, 1);
       throw new WharfError('bad_request', `That is not a valid code: it has ${USER_CODE_LENGTH} letters, like WDJB-MJHT`);
     }
-    const row = this.#s.codeByUserCode.get(sha256Hex(letters)) as DeviceCodeRow | undefined;
+    const row = await this.#db.one<DeviceCodeRow>(`${CODE} WHERE user_code_hash = ?`, [sha256Hex(letters)]);
     if (!row || row.expires_at <= new Date().toISOString()) {
       await this.#codeFailures.penalty(userId, 1);
       throw new WharfError('not_found', 'Unknown or expired code; start the sign-in on your device again');
@@ -332,10 +313,13 @@ export class DeviceFlow {
     let org: Org | undefined;
     if (input.approve) {
       if (!input.orgId) throw new WharfError('bad_request', 'orgId is required to approve');
-      org = this.#store.org(input.orgId);
-      if (!org || !this.#store.role(input.userId, org.id)) throw new WharfError('forbidden', 'Not a member of that organization');
+      org = await this.#store.org(input.orgId);
+      if (!org || !(await this.#store.role(input.userId, org.id))) throw new WharfError('forbidden', 'Not a member of that organization');
     }
-    const changed = this.#s.decide.run(input.approve ? 'approved' : 'denied', input.userId, org?.id ?? null, new Date().toISOString(), row.code_hash).changes;
+    const { changes: changed } = await this.#db.run(
+      "UPDATE identity_device_codes SET status = ?, user_id = ?, org_id = ?, decided_at = ? WHERE code_hash = ? AND status = 'pending'",
+      [input.approve ? 'approved' : 'denied', input.userId, org?.id ?? null, new Date().toISOString(), row.code_hash],
+    );
     if (changed !== 1) throw new WharfError('conflict', 'This code was already approved or denied');
     return org ? { status: 'approved', org } : { status: 'denied' };
   }
@@ -348,11 +332,11 @@ export class DeviceFlow {
   }
 
   /** Deletes long-expired device codes and expired refresh tokens, at most every ten minutes. */
-  #prune(): void {
+  async #prune(): Promise<void> {
     const now = Date.now();
     if (now - this.#lastPrune < PRUNE_EVERY_MS) return;
     this.#lastPrune = now;
-    this.#s.pruneCodes.run(new Date(now - KEEP_EXPIRED_CODES_MS).toISOString());
-    this.#s.pruneRefresh.run(new Date(now).toISOString());
+    await this.#db.run('DELETE FROM identity_device_codes WHERE expires_at < ?', [new Date(now - KEEP_EXPIRED_CODES_MS).toISOString()]);
+    await this.#db.run('DELETE FROM identity_refresh_tokens WHERE expires_at < ?', [new Date(now).toISOString()]);
   }
 }

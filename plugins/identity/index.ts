@@ -20,17 +20,17 @@ import { orgRoutes } from './routes/orgs.ts';
 import { devicePageRoutes } from './routes/device-page.ts';
 import { oauthRoutes } from './routes/oauth.ts';
 import { DeviceFlow } from './device.ts';
-import { createIdentityService } from './service.ts';
+import { createIdentityService, createOrgIn } from './service.ts';
 import { SESSION_COOKIE, LoginSessions } from './login-sessions.ts';
 import { IdentityStore } from './store.ts';
 import type { IdentityService, OAuthPrincipal, DashboardPrincipal, UserPrincipal } from './types.ts';
 
 /** Applies `X-Service-Org` (id or slug) after a membership check: 403 alike for a stranger's and a missing organization. */
-export function withOrgOverride<P extends UserPrincipal>(principal: P, ctx: Context, store: IdentityStore): P {
+export async function withOrgOverride<P extends UserPrincipal>(principal: P, ctx: Context, store: IdentityStore): Promise<P> {
   const header = ctx.get('x-service-org').trim();
   if (!header) return principal;
-  const org = store.org(header);
-  const role = org && store.role(principal.userId, org.id);
+  const org = await store.org(header);
+  const role = org && (await store.role(principal.userId, org.id));
   if (!org || !role) throw new WharfError('forbidden', 'Not a member of that organization');
   return { ...principal, orgId: org.id, role };
 }
@@ -49,14 +49,14 @@ const adminCommands: PluginCommand[] = [
         .option('org', { type: 'string', describe: 'Also create an organization with this name, owned by the user' }),
     async handler(args, ctx) {
       const password = await passwordArg(args);
-      const { db, config, plugins, close } = await ctx.open();
+      const { data, config, plugins, close } = await ctx.open();
       try {
-        const store = new IdentityStore(db);
+        const store = new IdentityStore(data);
         const service = await createIdentityService(store, plugins.identity as IdentityConfig);
         const record = await service.prepareUser({ email: String(args.email), password, name: args.name as string | undefined });
-        const { user, org } = store.transaction(() => {
-          const u = store.insertUser(record);
-          const o = typeof args.org === 'string' ? service.createOrg({ name: args.org, ownerId: u.id }) : undefined;
+        const { user, org } = await store.transaction(async (tx) => {
+          const u = await tx.insertUser(record);
+          const o = typeof args.org === 'string' ? await createOrgIn(tx, { name: args.org, ownerId: u.id }) : undefined;
           return { user: u, org: o };
         });
         ctx.print(`created user ${user.email} (${user.id})${org ? `, owner of ${org.name} (${org.slug}, ${org.id})` : ''}`, {
@@ -65,7 +65,7 @@ const adminCommands: PluginCommand[] = [
           instance: config.server.public_url,
         });
       } finally {
-        close();
+        await close();
       }
     },
   },
@@ -80,16 +80,16 @@ const adminCommands: PluginCommand[] = [
         .option('password-stdin', { type: 'boolean', describe: 'Read the password from standard input' }),
     async handler(args, ctx) {
       const password = await passwordArg(args);
-      const { db, plugins, close } = await ctx.open();
+      const { data, plugins, close } = await ctx.open();
       try {
-        const store = new IdentityStore(db);
+        const store = new IdentityStore(data);
         const service = await createIdentityService(store, plugins.identity as IdentityConfig);
-        const user = store.credentialsByEmail(String(args.email))?.user;
+        const user = (await store.credentialsByEmail(String(args.email)))?.user;
         if (!user) throw new WharfError('not_found', `no user with email ${String(args.email)}`);
         await service.setPassword(user.id, password);
         ctx.print(`password of ${user.email} changed; its sessions are ended`, { user });
       } finally {
-        close();
+        await close();
       }
     },
   },
@@ -112,10 +112,11 @@ export default definePlugin({
   description: 'Users, organizations, dashboard sessions, device-flow login for the CLI, external OIDC.',
   config: identityConfig,
   validate: validateIdentity,
+  engines: ['sqlite', 'postgres'],
   migrations,
   commands: adminCommands,
-  async setup({ config, core, db, keys, auth, api, log, every }) {
-    const store = new IdentityStore(db);
+  async setup({ config, core, data, keys, auth, api, log, every }) {
+    const store = new IdentityStore(data);
     const identity = await createIdentityService(store, config);
     const loginSessions = new LoginSessions(store, keys, config, core);
     const throttle = new LoginThrottle(config);
@@ -139,9 +140,9 @@ export default definePlugin({
       source: { bearer: (token) => JWT_SHAPE.test(token) },
       async resolve(token, ctx) {
         const claims = await accessTokens.verify(token);
-        const user = claims && store.userById(claims.userId);
+        const user = claims && (await store.userById(claims.userId));
         if (!claims || !user) return null;
-        const role = claims.orgId ? store.role(user.id, claims.orgId) : undefined;
+        const role = claims.orgId ? await store.role(user.id, claims.orgId) : undefined;
         const principal: OAuthPrincipal = {
           kind: 'oauth',
           userId: user.id,
@@ -155,23 +156,23 @@ export default definePlugin({
     });
 
     const notices: string[] = [];
-    if (store.countUsers() === 0) {
+    if ((await store.countUsers()) === 0) {
       const token = randomToken(24);
       const ttl = config.setup_link_ttl_minutes;
-      store.newSetupToken(sha256Hex(token), new Date(Date.now() + ttl * 60_000).toISOString());
+      await store.newSetupToken(sha256Hex(token), new Date(Date.now() + ttl * 60_000).toISOString());
       const link = `${core.server.public_url}/setup?token=${token}`;
       notices.push(`No users yet. Open this link within ${ttl} minutes to create the first owner:`, `  ${link}`);
     }
 
     const deps = { api, store, identity, loginSessions, throttle, core };
     const invitations = new Invitations(store, { ttlDays: config.invitation_ttl_days });
-    every('prune-sessions-and-invitations', 3_600_000, () => {
+    every('prune-sessions-and-invitations', 3_600_000, async () => {
       const now = new Date().toISOString();
-      store.pruneSessions(now, new Date(Date.now() - 86_400_000).toISOString());
-      invitations.prune();
+      await store.pruneSessions(now, new Date(Date.now() - 86_400_000).toISOString());
+      await invitations.prune();
     });
 
-    const deviceFlow = new DeviceFlow({ db, store, accessTokens, config, publicUrl: core.server.public_url });
+    const deviceFlow = new DeviceFlow({ db: data, store, accessTokens, config, publicUrl: core.server.public_url });
 
     return {
       service: identity satisfies IdentityService,
@@ -188,8 +189,8 @@ export default definePlugin({
         setupRoutes(deps),
         orgRoutes(api, store, identity, {
           invitations,
-          activate: (principal, orgId) => {
-            if (principal.kind === 'session') loginSessions.setActiveOrg(principal as DashboardPrincipal, orgId);
+          activate: async (principal, orgId) => {
+            if (principal.kind === 'session') await loginSessions.setActiveOrg(principal as DashboardPrincipal, orgId);
           },
         }),
         ...oauthRoutes(api, deviceFlow),

@@ -28,16 +28,15 @@ export class Invitations {
    * Nothing here depends on whether an account has the email, so neither the answer nor its
    * timing tells.
    */
-  invite(input: { orgId: string; inviterId: string; inviterRole: Role; email: string; role: Role }): Invitation {
+  async invite(input: { orgId: string; inviterId: string; inviterRole: Role; email: string; role: Role }): Promise<Invitation> {
     requireManager(input.inviterRole);
     const email = input.email.trim();
     if (!EMAIL.test(email)) throw new WharfError('bad_request', 'email is not a valid address');
     if (input.role === 'owner' && input.inviterRole !== 'owner') throw new WharfError('forbidden', 'Only owners invite owners');
-    const store = this.#store;
-    return store.transaction(() => {
+    return this.#store.transaction(async (store) => {
       const now = new Date();
-      if (store.isMemberByEmail(input.orgId, email)) throw new WharfError('conflict', 'Already a member');
-      const current = store.pendingInvitationByEmail(input.orgId, email, now.toISOString());
+      if (await store.isMemberByEmail(input.orgId, email)) throw new WharfError('conflict', 'Already a member');
+      const current = await store.pendingInvitationByEmail(input.orgId, email, now.toISOString());
       if (current?.role === 'owner' && input.inviterRole !== 'owner') throw new WharfError('forbidden', 'Only owners change an invitation to be an owner');
       return store.upsertInvitation({
         orgId: input.orgId,
@@ -50,26 +49,25 @@ export class Invitations {
   }
 
   /** The organization's pending invitations, for its owners and admins. */
-  pending(orgId: string, viewerRole: Role): Invitation[] {
+  async pending(orgId: string, viewerRole: Role): Promise<Invitation[]> {
     requireManager(viewerRole);
     return this.#store.pendingInvitations(orgId, new Date().toISOString());
   }
 
   /** Withdraws a pending invitation of the organization; only owners withdraw an owner's. 404 for another organization's. */
-  revoke(orgId: string, id: string, revokerRole: Role): void {
+  async revoke(orgId: string, id: string, revokerRole: Role): Promise<void> {
     requireManager(revokerRole);
-    const store = this.#store;
-    store.transaction(() => {
-      const invitation = store.pendingInvitation(orgId, id, new Date().toISOString());
+    await this.#store.transaction(async (store) => {
+      const invitation = await store.pendingInvitation(orgId, id, new Date().toISOString());
       if (!invitation) throw new WharfError('not_found', NO_INVITATION);
       if (invitation.role === 'owner' && revokerRole !== 'owner') throw new WharfError('forbidden', 'Only owners revoke an invitation to be an owner');
-      store.deleteInvitation(id);
+      await store.deleteInvitation(id);
     });
   }
 
   /** The pending invitations addressed to the user's email (the account's, whatever its case). */
-  received(userId: string): ReceivedInvitation[] {
-    const email = this.#store.userById(userId)?.email;
+  async received(userId: string): Promise<ReceivedInvitation[]> {
+    const email = (await this.#store.userById(userId))?.email;
     return email ? this.#store.receivedInvitations(email, new Date().toISOString()) : [];
   }
 
@@ -78,39 +76,37 @@ export class Invitations {
    * role and the invitation is spent. A user who is already a member keeps the role it has. 404
    * alike for an unknown, expired, spent or someone else's invitation.
    */
-  accept(userId: string, id: string): OrgWithRole {
-    const store = this.#store;
-    return store.transaction(() => {
-      const { orgId, role } = this.#addressedTo(userId, id);
-      const current = store.role(userId, orgId);
-      if (!current) store.setMember(orgId, userId, role);
-      store.deleteInvitation(id);
-      const org = store.org(orgId)!;
+  async accept(userId: string, id: string): Promise<OrgWithRole> {
+    return this.#store.transaction(async (store) => {
+      const { orgId, role } = await addressedTo(store, userId, id);
+      const current = await store.role(userId, orgId);
+      if (!current) await store.setMember(orgId, userId, role);
+      await store.deleteInvitation(id);
+      const org = (await store.org(orgId))!;
       return { ...org, role: current ?? role };
     });
   }
 
   /** Declines an invitation addressed to the user's email; it is deleted. 404 as for accept. */
-  decline(userId: string, id: string): void {
-    const store = this.#store;
-    store.transaction(() => {
-      this.#addressedTo(userId, id);
-      store.deleteInvitation(id);
+  async decline(userId: string, id: string): Promise<void> {
+    await this.#store.transaction(async (store) => {
+      await addressedTo(store, userId, id);
+      await store.deleteInvitation(id);
     });
   }
 
   /** Deletes expired invitations. */
-  prune(now = new Date()): number {
+  prune(now = new Date()): Promise<number> {
     return this.#store.pruneInvitations(now.toISOString());
   }
+}
 
-  #addressedTo(userId: string, id: string): { orgId: string; role: Role } {
-    // The account's email as stored, never one the request names.
-    const email = this.#store.userById(userId)?.email;
-    const found = email ? this.#store.receivedInvitation(id, email, new Date().toISOString()) : undefined;
-    if (!found) throw new WharfError('not_found', NO_INVITATION);
-    return found;
-  }
+/** The invitation `id` if it is addressed to the user's email (as stored, never one the request names); 404 otherwise. */
+async function addressedTo(store: IdentityStore, userId: string, id: string): Promise<{ orgId: string; role: Role }> {
+  const email = (await store.userById(userId))?.email;
+  const found = email ? await store.receivedInvitation(id, email, new Date().toISOString()) : undefined;
+  if (!found) throw new WharfError('not_found', NO_INVITATION);
+  return found;
 }
 
 /** Owners and admins manage members and invitations. */

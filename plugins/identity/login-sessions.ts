@@ -45,7 +45,7 @@ export class LoginSessions {
   async start(ctx: Context, userId: string, activeOrgId: string | null): Promise<void> {
     const sid = randomToken(32);
     const maxAgeMs = this.#config.session_max_age_days * 86_400_000;
-    this.#store.insertSession({
+    await this.#store.insertSession({
       idHash: sha256Hex(sid),
       userId,
       activeOrgId,
@@ -96,10 +96,10 @@ export class LoginSessions {
     const claims = await this.#verify(token);
     if (!claims) return null;
     const idHash = sha256Hex(claims.sid);
-    const row = this.#store.session(idHash);
+    const row = await this.#store.session(idHash);
     const nowIso = new Date().toISOString();
     if (!row || row.revoked_at || row.expires_at <= nowIso || row.user_id !== claims.sub) return null;
-    if (Date.parse(nowIso) - Date.parse(row.last_seen_at) > TOUCH_EVERY_MS) this.#store.touchSession(idHash, nowIso);
+    if (Date.parse(nowIso) - Date.parse(row.last_seen_at) > TOUCH_EVERY_MS) await this.#store.touchSession(idHash, nowIso);
     const now = Math.floor(Date.now() / 1000);
     if (now - claims.iat > this.#config.session_token_ttl_seconds / 2) await this.#setCookie(ctx, claims.sid, claims.sub);
     return {
@@ -113,13 +113,13 @@ export class LoginSessions {
     };
   }
 
-  end(ctx: Context, principal: DashboardPrincipal | undefined): void {
-    if (principal?.sessionId) this.#store.revokeSession(principal.sessionId);
+  async end(ctx: Context, principal: DashboardPrincipal | undefined): Promise<void> {
+    if (principal?.sessionId) await this.#store.revokeSession(principal.sessionId);
     this.clearCookie(ctx);
   }
 
-  setActiveOrg(principal: DashboardPrincipal, orgId: string): void {
+  async setActiveOrg(principal: DashboardPrincipal, orgId: string): Promise<void> {
     if (!principal.sessionId) throw new WharfError('bad_request', 'No login session');
-    this.#store.setActiveOrg(principal.sessionId, orgId);
+    await this.#store.setActiveOrg(principal.sessionId, orgId);
   }
 }

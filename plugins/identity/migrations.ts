@@ -4,8 +4,8 @@ import type { Migration } from '../../core/plugin.ts';
 export const migrations: Migration[] = [
   {
     id: '001-users-orgs-sessions',
-    up(db) {
-      db.exec(`
+    // The same SQL on both engines (TEXT times, CHECK, REFERENCES).
+    sql: `
         CREATE TABLE identity_users (
           id TEXT PRIMARY KEY,
           email TEXT,
@@ -50,13 +50,12 @@ export const migrations: Migration[] = [
           expires_at TEXT NOT NULL,
           used_at TEXT
         );
-      `);
-    },
+      `,
   },
   {
     id: '002-device-flow',
-    up(db) {
-      db.exec(`
+    // The same SQL on both engines (TEXT times, CHECK, REFERENCES).
+    sql: `
         -- RFC 8628 device authorization requests. code_hash: SHA-256 of the device code;
         -- user_code_hash: SHA-256 of the user code normalized to its 8 letters (no dash).
         CREATE TABLE identity_device_codes (
@@ -91,13 +90,12 @@ export const migrations: Migration[] = [
         );
         CREATE INDEX identity_refresh_tokens_by_family ON identity_refresh_tokens (family_id);
         CREATE INDEX identity_refresh_tokens_by_expiry ON identity_refresh_tokens (expires_at);
-      `);
-    },
+      `,
   },
   {
     id: '003-invitations',
-    up(db) {
-      db.exec(`
+    // The same SQL on both engines (TEXT times, CHECK, REFERENCES).
+    sql: `
         -- Pending invitations to an organization, by email. Whether an account has that email is
         -- not recorded: it is looked up when the invitee signs in. One per organization and
         -- email: inviting again updates role, inviter, invited_at and expires_at. Accepted,
@@ -115,7 +113,6 @@ export const migrations: Migration[] = [
         );
         CREATE INDEX identity_invitations_by_email ON identity_invitations (email_norm, expires_at);
         CREATE INDEX identity_invitations_by_expiry ON identity_invitations (expires_at);
-      `);
-    },
+      `,
   },
 ];

@@ -275,17 +275,17 @@ class OidcAccounts {
   }
 
   /** The account for the claims, or null when the user is unknown and provisioning is off. */
-  account(claims: MappedClaims): Account | null {
+  async account(claims: MappedClaims): Promise<Account | null> {
     const store = this.#store;
-    const known = store.userByExternalId(claims.externalId);
+    const known = await store.userByExternalId(claims.externalId);
     if (!known && !this.#autoProvision) return null;
     // A claim the token lacks leaves what is stored; an email another user has is not taken over.
-    const holder = claims.email ? store.credentialsByEmail(claims.email)?.user : undefined;
+    const holder = claims.email ? (await store.credentialsByEmail(claims.email))?.user : undefined;
     const emailTaken = !!holder && holder.id !== known?.id;
     const email = claims.email && !emailTaken ? claims.email : claims.email ? null : (known?.email ?? null);
     const name = claims.name ?? known?.name ?? null;
-    let org = claims.org ? store.orgByExternalId(claims.org.externalId) : undefined;
-    let role = known && org ? store.role(known.id, org.id) : undefined;
+    let org = claims.org ? await store.orgByExternalId(claims.org.externalId) : undefined;
+    let role = known && org ? await store.role(known.id, org.id) : undefined;
 
     let user = known;
     const userStale = !known || known.email !== email || known.name !== name;
@@ -299,39 +299,43 @@ class OidcAccounts {
           { external_id: claims.externalId, holder_id: holder!.id },
           'the email from the OpenID provider belongs to another Wharf user; stored without it',
         );
-      ({ user, org, role } = store.transaction(() => this.#write(claims, email, name)));
+      ({ user, org, role } = await store.transaction((tx) => this.#write(tx, claims, email, name)));
     }
     if (claims.org) return { user: user!, orgId: org && role ? org.id : null, role: (org && role) || null };
     // The token names no organization: act in the user's first one, as a fresh sign-in does in built-in mode.
-    const first = store.orgsOf(user!.id)[0];
+    const first = (await store.orgsOf(user!.id))[0];
     return { user: user!, orgId: first?.id ?? null, role: first?.role ?? null };
   }
 
   /** Creates or updates the user, and (provisioning on) the organization and membership; inside a transaction. */
-  #write(claims: MappedClaims, email: string | null, name: string | null): { user: User; org: Org | undefined; role: Role | undefined } {
-    const store = this.#store;
-    let user = store.userByExternalId(claims.externalId);
+  async #write(
+    store: IdentityStore,
+    claims: MappedClaims,
+    email: string | null,
+    name: string | null,
+  ): Promise<{ user: User; org: Org | undefined; role: Role | undefined }> {
+    let user = await store.userByExternalId(claims.externalId);
     if (!user) {
-      user = store.insertUser({ email, name, passwordHash: null, externalId: claims.externalId });
+      user = await store.insertUser({ email, name, passwordHash: null, externalId: claims.externalId });
       this.#log.info({ user_id: user.id, external_id: claims.externalId }, 'user created from the OpenID provider');
     } else if (user.email !== email || user.name !== name) {
-      store.updateProfile(user.id, email, name);
+      await store.updateProfile(user.id, email, name);
       user = { ...user, email, name };
     }
     const wanted = claims.org;
     if (!wanted) return { user, org: undefined, role: undefined };
-    let org = store.orgByExternalId(wanted.externalId);
-    if (!this.#autoProvision) return { user, org, role: org && store.role(user.id, org.id) };
+    let org = await store.orgByExternalId(wanted.externalId);
+    if (!this.#autoProvision) return { user, org, role: org && (await store.role(user.id, org.id)) };
     if (!org) {
-      org = store.insertOrg({ name: wanted.name ?? wanted.id.slice(0, 100), externalId: wanted.externalId });
+      org = await store.insertOrg({ name: wanted.name ?? wanted.id.slice(0, 100), externalId: wanted.externalId });
       this.#log.info({ org_id: org.id, external_id: wanted.externalId }, 'organization created from the OpenID provider');
     } else if (wanted.name !== null && wanted.name !== org.name) {
-      store.renameOrg(org.id, wanted.name);
+      await store.renameOrg(org.id, wanted.name);
       org = { ...org, name: wanted.name };
     }
-    const current = store.role(user.id, org.id);
+    const current = await store.role(user.id, org.id);
     const role = wanted.role ?? current ?? 'member';
-    if (current !== role) store.setMember(org.id, user.id, role);
+    if (current !== role) await store.setMember(org.id, user.id, role);
     return { user, org, role };
   }
 }
@@ -345,7 +349,7 @@ export interface OidcDeps {
   api: ApiRegistry;
   log: Logger;
   /** `X-Service-Org`, after a membership check (index.ts's `withOrgOverride`). */
-  orgOverride<P extends UserPrincipal>(principal: P, ctx: Context, store: IdentityStore): P;
+  orgOverride<P extends UserPrincipal>(principal: P, ctx: Context, store: IdentityStore): Promise<P>;
 }
 
 /** Reads the provider's discovery document, registers the resolvers and returns the plugin's parts. */
@@ -395,7 +399,7 @@ export async function setupOidc(deps: OidcDeps): Promise<PluginInstance<Identity
       ctx.log.debug({ kind, claim: oidc.user_claim }, 'OpenID token refused: no usable user claim');
       return null;
     }
-    const account = accounts.account(claims);
+    const account = await accounts.account(claims);
     if (!account) {
       ctx.log.debug({ kind, external_id: claims.externalId }, 'OpenID token refused: unknown user and auto_provision is off');
       return null;

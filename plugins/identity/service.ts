@@ -4,7 +4,7 @@ import { WharfError } from '../../core/errors.ts';
 import type { IdentityConfig } from './config.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
 import type { IdentityStore } from './store.ts';
-import type { IdentityService, User } from './types.ts';
+import type { IdentityService, Org, User } from './types.ts';
 
 /** What Wharf accepts as an email address: something@domain.tld, no spaces. */
 export const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
@@ -16,6 +16,16 @@ export interface BuiltinIdentity extends IdentityService {
   checkPassword(password: string): void;
   /** Validates and hashes a new user's fields, so the insert can happen inside a transaction. */
   prepareUser(input: { email: string; password?: string; name?: string | null }): Promise<{ email: string; name: string | null; passwordHash: string | null }>;
+}
+
+/** Creates an organization owned by `ownerId` with the given store (one bound to a transaction: the caller's). */
+export async function createOrgIn(store: IdentityStore, { name, slug, ownerId }: { name: string; slug?: string; ownerId: string }): Promise<Org> {
+  const trimmed = name.trim();
+  if (!trimmed) throw new WharfError('bad_request', 'name is required');
+  if (trimmed.length > 100) throw new WharfError('bad_request', 'name must be at most 100 characters');
+  const org = await store.insertOrg({ name: trimmed, slug });
+  await store.setMember(org.id, ownerId, 'owner');
+  return org;
 }
 
 export async function createIdentityService(store: IdentityStore, config: IdentityConfig): Promise<BuiltinIdentity> {
@@ -41,31 +51,22 @@ export async function createIdentityService(store: IdentityStore, config: Identi
       return store.insertUser(await prepareUser(input));
     },
     prepareUser,
-    createOrg({ name, slug, ownerId }) {
-      const trimmed = name.trim();
-      if (!trimmed) throw new WharfError('bad_request', 'name is required');
-      if (trimmed.length > 100) throw new WharfError('bad_request', 'name must be at most 100 characters');
-      return store.transaction(() => {
-        const org = store.insertOrg({ name: trimmed, slug });
-        store.setMember(org.id, ownerId, 'owner');
-        return org;
-      });
-    },
+    createOrg: (input) => store.transaction((tx) => createOrgIn(tx, input)),
     addMember: (orgId, userId, role) => store.setMember(orgId, userId, role),
-    findUserByEmail: (email) => store.credentialsByEmail(email)?.user,
+    findUserByEmail: async (email) => (await store.credentialsByEmail(email))?.user,
     getUser: (id) => store.userById(id),
     getOrg: (idOrSlug) => store.org(idOrSlug),
     roleOf: (userId, orgId) => store.role(userId, orgId),
     orgsOf: (userId) => store.orgsOf(userId),
     async authenticate(email, password) {
-      const found = store.credentialsByEmail(email);
+      const found = await store.credentialsByEmail(email);
       const ok = await verifyPassword(password, found?.passwordHash ?? decoy);
       return ok && found?.passwordHash ? found.user : null;
     },
     async setPassword(userId, password) {
       checkPassword(password);
-      store.setPassword(userId, await hashPassword(password, config.scrypt_cost));
-      store.revokeUserSessions(userId);
+      await store.setPassword(userId, await hashPassword(password, config.scrypt_cost));
+      await store.revokeUserSessions(userId);
     },
     checkPassword,
   };

@@ -81,14 +81,14 @@ export interface IdentityService {
   /** Creates a user (email unique, case-insensitive). Password optional (external users have none). */
   createUser(input: { email: string; password?: string; name?: string | null }): Promise<User>;
   /** Creates an organization owned by `ownerId`; the slug is derived from the name when omitted. */
-  createOrg(input: { name: string; slug?: string; ownerId: string }): Org;
-  addMember(orgId: string, userId: string, role: Role): void;
-  findUserByEmail(email: string): User | undefined;
-  getUser(id: string): User | undefined;
+  createOrg(input: { name: string; slug?: string; ownerId: string }): Promise<Org>;
+  addMember(orgId: string, userId: string, role: Role): Promise<void>;
+  findUserByEmail(email: string): Promise<User | undefined>;
+  getUser(id: string): Promise<User | undefined>;
   /** An organization by id or slug. */
-  getOrg(idOrSlug: string): Org | undefined;
-  roleOf(userId: string, orgId: string): Role | undefined;
-  orgsOf(userId: string): OrgWithRole[];
+  getOrg(idOrSlug: string): Promise<Org | undefined>;
+  roleOf(userId: string, orgId: string): Promise<Role | undefined>;
+  orgsOf(userId: string): Promise<OrgWithRole[]>;
 }
 
 declare module '../../core/plugin.ts' {

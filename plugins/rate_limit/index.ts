@@ -55,6 +55,8 @@ export default definePlugin({
   name: 'rate_limit',
   description: 'Request limits per route group and per credential or client address; X-RateLimit-* headers and 429 answers.',
   config: rateLimitConfig,
+  // No tables of its own: it runs on either database.
+  engines: ['sqlite', 'postgres'],
   validate: storeProblems,
   async setup({ config, metrics, log }) {
     const store = await openStore(config, log, metrics);

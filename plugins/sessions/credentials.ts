@@ -81,20 +81,20 @@ export function messagingCredentials(options: {
   auth.register({
     name: 'sessions:personal-access-token',
     source: { bearer: (token) => token.startsWith(PAT_PREFIX) },
-    resolve(token): PatPrincipal | null {
+    async resolve(token): Promise<PatPrincipal | null> {
       if (!PAT_SHAPE.test(token)) return null;
       const row = store.patByHash(sha256Hex(token));
       if (!row || row.revoked_at) return null;
       const now = new Date();
       if (row.expires_at && Date.parse(row.expires_at) <= now.getTime()) return null;
       // A token acts for its user in its organization: it stops when the user leaves it.
-      if (!identity.roleOf(row.user_id, row.org_id)) return null;
+      if (!(await identity.roleOf(row.user_id, row.org_id))) return null;
       if (!row.last_used_at || now.getTime() - Date.parse(row.last_used_at) >= lastUsedResolutionMs) store.touchPat(row.id, now.toISOString());
       return { kind: 'pat', patId: row.id, orgId: row.org_id, userId: row.user_id };
     },
-    describe(principal) {
+    async describe(principal) {
       const p = principal as PatPrincipal;
-      const org = identity.getOrg(p.orgId);
+      const org = await identity.getOrg(p.orgId);
       return { kind: 'pat', patId: p.patId, userId: p.userId, orgId: p.orgId, orgs: org ? [{ id: org.id, slug: org.slug, name: org.name }] : [] };
     },
   });

@@ -19,8 +19,8 @@ export class PersonalAccessTokens {
   }
 
   /** The tokens the caller may see: all of the organization's for owners and admins, else the caller's own. */
-  list(account: Account): PatRow[] {
-    const all = this.#manages(account);
+  async list(account: Account): Promise<PatRow[]> {
+    const all = await this.#manages(account);
     return this.#store.patsOfOrg(account.orgId).filter((t) => all || t.user_id === account.userId);
   }
 
@@ -45,16 +45,16 @@ export class PersonalAccessTokens {
   }
 
   /** Revokes a token by path id; 404 alike for a missing, revoked, foreign or not-yours one. */
-  revoke(account: Account, idParam: string | undefined): PatRow {
+  async revoke(account: Account, idParam: string | undefined): Promise<PatRow> {
     const id = /^[1-9]\d{0,15}$/.test(String(idParam)) ? Number(idParam) : 0;
     const row = id ? this.#store.pat(id, account.orgId) : undefined;
-    if (!row || row.revoked_at || (row.user_id !== account.userId && !this.#manages(account))) throw new WharfError('not_found', 'Token not found');
+    if (!row || row.revoked_at || (row.user_id !== account.userId && !(await this.#manages(account)))) throw new WharfError('not_found', 'Token not found');
     this.#store.revokePat(row.id, new Date().toISOString());
     return row;
   }
 
-  #manages(account: Account): boolean {
-    const role = this.#identity.roleOf(account.userId, account.orgId);
+  async #manages(account: Account): Promise<boolean> {
+    const role = await this.#identity.roleOf(account.userId, account.orgId);
     return role === 'owner' || role === 'admin';
   }
 }

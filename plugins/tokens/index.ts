@@ -18,22 +18,28 @@ export default definePlugin({
   description: 'App API tokens (svc_live_...): create, list, revoke, validate; Bearer credentials for the file API.',
   dependsOn: ['storage'],
   config: tokensConfig,
+  // Its store runs on both; it depends on storage, which does not run on PostgreSQL yet.
+  engines: ['sqlite', 'postgres'],
   migrations,
-  setup({ config, db, auth, api, log, use }) {
+  setup({ config, data, auth, api, log, use }) {
     const storage = use('storage');
-    const store = new TokensStore(db);
+    const store = new TokensStore(data);
     const usage = new LastUsed(store, config.last_used_flush_ms, log);
 
-    storage.onAppDeleted((appId) => store.deleteOfApp(appId));
+    // Storage calls this inside its deletion transaction on the SQLite connection, synchronously:
+    // on SQLite the layer's query runs within the call, so the tokens go in that transaction.
+    storage.onAppDeleted((appId) => {
+      store.deleteOfApp(appId).catch((err: unknown) => log.error({ err, appId }, "could not delete a deleted app's tokens"));
+    });
 
     auth.register({
       name: 'tokens:app-token',
       source: { bearer: (token) => token.startsWith(TOKEN_PREFIX) },
-      resolve(token) {
-        const found = store.byHash(sha256Hex(token));
+      async resolve(token) {
+        const found = await store.byHash(sha256Hex(token));
         const app = found && storage.getApp(found.appId);
         if (!found || !app) return null;
-        usage.touch(found.id);
+        await usage.touch(found.id);
         return { kind: 'appToken', appId: app.id, orgId: app.orgId } satisfies AppTokenPrincipal;
       },
       describe(principal) {
@@ -43,8 +49,8 @@ export default definePlugin({
 
     return {
       routes: [tokenRoutes({ api, store, storage, usage })],
-      close() {
-        usage.flush();
+      async close() {
+        await usage.flush();
       },
     };
   },

@@ -1,5 +1,5 @@
 /** The tokens plugin's SQL. */
-import type { Database } from '../../core/db.ts';
+import type { Db } from '../../core/db.ts';
 
 /** An app API token as listed (the hash is never returned). */
 export interface ApiToken {
@@ -27,58 +27,55 @@ const toToken = (r: TokenRow): ApiToken => ({
   createdAt: r.created_at,
 });
 
-export class TokensStore {
-  readonly #db: Database;
-  readonly #s;
+const COLUMNS = 'id, app_id, name, token_prefix, last_used_at, created_at';
 
-  constructor(db: Database) {
+/** The tokens of apps, on either engine (the data layer). */
+export class TokensStore {
+  readonly #db: Db;
+
+  constructor(db: Db) {
     this.#db = db;
-    this.#s = {
-      insert: db.prepare(
-        `INSERT INTO tokens_app_tokens (id, app_id, name, token_hash, token_prefix, created_at)
-         VALUES (@id, @appId, @name, @hash, @prefix, @now)`,
-      ),
-      byHash: db.prepare('SELECT id, app_id FROM tokens_app_tokens WHERE token_hash = ?'),
-      byId: db.prepare('SELECT * FROM tokens_app_tokens WHERE id = ?'),
-      ofApp: db.prepare('SELECT * FROM tokens_app_tokens WHERE app_id = ? ORDER BY seq DESC'),
-      delete: db.prepare('DELETE FROM tokens_app_tokens WHERE id = ?'),
-      deleteOfApp: db.prepare('DELETE FROM tokens_app_tokens WHERE app_id = ?'),
-      touch: db.prepare('UPDATE tokens_app_tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)'),
-    };
   }
 
-  insert(input: { id: string; appId: string; name: string; hash: string; prefix: string; now: string }): void {
-    this.#s.insert.run(input);
+  async insert(input: { id: string; appId: string; name: string; hash: string; prefix: string; now: string }): Promise<void> {
+    await this.#db.run(
+      `INSERT INTO tokens_app_tokens (id, app_id, name, token_hash, token_prefix, created_at)
+       VALUES (@id, @appId, @name, @hash, @prefix, @now)`,
+      input,
+    );
   }
 
   /** The token with this SHA-256, as `{ id, appId }`. */
-  byHash(hash: string): { id: string; appId: string } | undefined {
-    const row = this.#s.byHash.get(hash) as { id: string; app_id: string } | undefined;
+  async byHash(hash: string): Promise<{ id: string; appId: string } | undefined> {
+    const row = await this.#db.one<{ id: string; app_id: string }>('SELECT id, app_id FROM tokens_app_tokens WHERE token_hash = ?', [hash]);
     return row && { id: row.id, appId: row.app_id };
   }
 
-  byId(id: string): (ApiToken & { appId: string }) | undefined {
-    const row = this.#s.byId.get(id) as TokenRow | undefined;
+  async byId(id: string): Promise<(ApiToken & { appId: string }) | undefined> {
+    const row = await this.#db.one<TokenRow>(`SELECT ${COLUMNS} FROM tokens_app_tokens WHERE id = ?`, [id]);
     return row && { ...toToken(row), appId: row.app_id };
   }
 
   /** Newest first. */
-  ofApp(appId: string): ApiToken[] {
-    return (this.#s.ofApp.all(appId) as TokenRow[]).map(toToken);
+  async ofApp(appId: string): Promise<ApiToken[]> {
+    return (await this.#db.all<TokenRow>(`SELECT ${COLUMNS} FROM tokens_app_tokens WHERE app_id = ? ORDER BY seq DESC`, [appId])).map(toToken);
   }
 
-  delete(id: string): void {
-    this.#s.delete.run(id);
+  async delete(id: string): Promise<void> {
+    await this.#db.run('DELETE FROM tokens_app_tokens WHERE id = ?', [id]);
   }
 
-  deleteOfApp(appId: string): void {
-    this.#s.deleteOfApp.run(appId);
+  async deleteOfApp(appId: string): Promise<void> {
+    await this.#db.run('DELETE FROM tokens_app_tokens WHERE app_id = ?', [appId]);
   }
 
   /** Writes last-use times, each only forward, in one transaction. */
-  touchMany(entries: Iterable<[id: string, at: string]>): void {
-    this.#db.transaction(() => {
-      for (const [id, at] of entries) this.#s.touch.run(at, id, at);
-    })();
+  async touchMany(entries: Iterable<[id: string, at: string]>): Promise<void> {
+    const batch = [...entries];
+    await this.#db.transaction(async (tx) => {
+      for (const [id, at] of batch) {
+        await tx.run('UPDATE tokens_app_tokens SET last_used_at = @at WHERE id = @id AND (last_used_at IS NULL OR last_used_at < @at)', { id, at });
+      }
+    });
   }
 }

@@ -19,35 +19,31 @@ export class LastUsed {
     this.#log = log;
   }
 
-  /** Records that a token was used now. */
-  touch(tokenId: string): void {
-    const now = new Date().toISOString();
-    if (this.#flushMs === 0) {
-      this.#store.touchMany([[tokenId, now]]);
-      return;
-    }
-    this.#pending.set(tokenId, now);
+  /** Records that a token was used now (written at once when flushMs is 0, before the answer). */
+  async touch(tokenId: string): Promise<void> {
+    this.#pending.set(tokenId, new Date().toISOString());
+    if (this.#flushMs === 0) return this.flush();
     if (!this.#timer) {
-      this.#timer = setTimeout(() => this.flush(), this.#flushMs);
+      this.#timer = setTimeout(() => void this.flush(), this.#flushMs);
       this.#timer.unref();
     }
   }
 
-  /** Writes what is pending. Called before every read of the tokens and on close. */
-  flush(): void {
+  /** Writes what is pending. Called before every read of the tokens and on close; never rejects. */
+  async flush(): Promise<void> {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (!this.#pending.size) return;
     const batch = this.#pending;
     this.#pending = new Map();
     try {
-      this.#store.touchMany(batch);
+      await this.#store.touchMany(batch);
     } catch (err) {
       // Keep the times for the next flush rather than lose them (a locked database, say).
       for (const [id, at] of batch) if (!this.#pending.has(id)) this.#pending.set(id, at);
       this.#log.warn({ err }, 'could not record token last-use times; will retry');
       if (!this.#timer) {
-        this.#timer = setTimeout(() => this.flush(), Math.max(this.#flushMs, 100));
+        this.#timer = setTimeout(() => void this.flush(), Math.max(this.#flushMs, 100));
         this.#timer.unref();
       }
     }

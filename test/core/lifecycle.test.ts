@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { definePlugin } from '../../core/plugin.ts';
 import { resolveConfig } from '../../core/config.ts';
-import { migrationStatus, openDatabase } from '../../core/db.ts';
+import { openDatabase } from '../../core/db.ts';
+import { migrationStatus } from '../../core/migrations.ts';
 import { BootError, start } from '../../core/lifecycle.ts';
 import { createLogger } from '../../core/logger.ts';
 import { journalPlugin } from '../helpers/plugins.ts';
@@ -75,7 +76,7 @@ describe('lifecycle', () => {
     db.close();
 
     const fine = await start(resolveConfig([good], { flags: { dataDir } }), { log: quiet });
-    expect(migrationStatus(fine.db, [{ plugin: 'good', migrations: good.migrations! }])).toEqual([
+    expect(await migrationStatus(fine.data, [{ plugin: 'good', migrations: good.migrations! }])).toEqual([
       { plugin: 'good', id: '001-table', appliedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) },
     ]);
     expect(fine.db.pragma('journal_mode', { simple: true })).toBe('wal');

@@ -11,6 +11,7 @@ import { start, type Running } from '../../core/lifecycle.ts';
 import { createLogger } from '../../core/logger.ts';
 import { builtinPlugins } from '../../plugins/index.ts';
 import { freePort } from './cli.ts';
+import { databaseEnv } from './postgres.ts';
 
 export interface TestApp {
   running: Running;
@@ -48,7 +49,8 @@ export async function startApp(toml = '', options: StartOptions = {}): Promise<T
   const storageEnv = plugins.some((p) => p.name === 'storage') ? { WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0' } : {};
   const config = resolveConfig(plugins, {
     toml: { text: toml, file: 'test.toml' },
-    env: { ...storageEnv, ...options.env },
+    // Under the vitest project "on postgres", a fresh PostgreSQL database (test/helpers/postgres.ts).
+    env: { ...storageEnv, ...(await databaseEnv(dataDir)), ...options.env },
     flags: { listen: `127.0.0.1:${await freePort()}`, dataDir },
   });
   const logs: Record<string, unknown>[] = [];

@@ -35,8 +35,8 @@ export async function signIn(
   const password = options.password ?? 'correct horse battery staple';
   const user = await identity.createUser({ email, password, name: options.name ?? `User ${n}` });
   let orgId = options.orgId;
-  if (orgId) identity.addMember(orgId, user.id, options.role ?? 'member');
-  else orgId = identity.createOrg({ name: options.orgName ?? `Org ${n}`, ownerId: user.id }).id;
+  if (orgId) await identity.addMember(orgId, user.id, options.role ?? 'member');
+  else orgId = (await identity.createOrg({ name: options.orgName ?? `Org ${n}`, ownerId: user.id })).id;
   const cookie = await login(app, email, password);
   return { userId: user.id, orgId, email, password, cookie, headers: { cookie, origin: app.url } };
 }

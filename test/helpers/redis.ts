@@ -8,7 +8,7 @@
 // Tests never meet on it: each app gets a key prefix of its own (rateLimitRedisEnv). A test that
 // stops, pauses or kills Redis starts a private redis-server of its own (startPrivateRedis), never
 // the shared one. Never skips: if no Redis can be had, ensureRedis() throws with the script's output.
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,10 +17,9 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { freePort } from './cli.ts';
 import { ensureDebianTool } from './debian.ts';
+import { runUpScript } from './fixture-script.ts';
 
 const SCRIPT = fileURLToPath(new URL('../redis/redis-server.sh', import.meta.url));
-const UP_TIMEOUT_MS = 10 * 60_000; // a cold CI machine runs apt-get first
-const TAIL_LINES = 60;
 
 let pending: Promise<string> | undefined;
 
@@ -34,32 +33,9 @@ export function ensureRedis(): Promise<string> {
 }
 
 async function resolveUrl(): Promise<string> {
-  const url = process.env.REDIS_URL || (await runScript());
+  const url = process.env.REDIS_URL || (await runUpScript(SCRIPT, 'ensureRedis', 'the test Redis', 'REDIS_URL'));
   await assertAnswers(url, process.env.REDIS_URL ? 'REDIS_URL' : SCRIPT);
   return url;
-}
-
-function runScript(): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      'bash',
-      [SCRIPT, 'up'],
-      { timeout: UP_TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: 16 * 1024 * 1024, encoding: 'utf8' },
-      (err, stdout, stderr) => {
-        const lines = `${stdout}\n${stderr}`.trim().split('\n');
-        const output = `--- last ${Math.min(lines.length, TAIL_LINES)} lines of output ---\n${lines.slice(-TAIL_LINES).join('\n')}`;
-        if (err) {
-          const how = err.killed ? `was killed after ${UP_TIMEOUT_MS / 1000}s` : `failed (exit ${String(err.code ?? err.signal)})`;
-          return reject(
-            new Error(`ensureRedis: could not start the test Redis: \`bash ${SCRIPT} up\` ${how}. Set REDIS_URL to use an existing Redis instead.\n${output}`),
-          );
-        }
-        const m = /^url=(\S+)$/m.exec(stdout);
-        if (!m?.[1]) return reject(new Error(`ensureRedis: ${SCRIPT} up succeeded but printed no url=… line\n${output}`));
-        resolve(m[1]);
-      },
-    );
-  });
 }
 
 async function assertAnswers(url: string, source: string): Promise<void> {

@@ -39,7 +39,7 @@ export async function passwordSignIn(ctx: Context, deps: AuthDeps, email: string
     throw new WharfError('unauthorized', 'Invalid email or password');
   }
   await deps.throttle.succeeded(account);
-  const activeOrgId = deps.store.orgsOf(user.id)[0]?.id ?? null;
+  const activeOrgId = (await deps.store.orgsOf(user.id))[0]?.id ?? null;
   await deps.loginSessions.start(ctx, user.id, activeOrgId);
   return { user: { id: user.id, email: user.email, name: user.name }, activeOrgId };
 }
@@ -72,7 +72,7 @@ export function authRoutes(deps: AuthDeps): RouteGroup {
     success: { schema: z.object({ success: z.literal(true) }) },
     async handler(ctx) {
       const { principal } = await authenticate(ctx).catch(() => ({ principal: undefined }));
-      deps.loginSessions.end(ctx, principal?.kind === 'session' ? (principal as DashboardPrincipal) : undefined);
+      await deps.loginSessions.end(ctx, principal?.kind === 'session' ? (principal as DashboardPrincipal) : undefined);
       ctx.body = { success: true };
     },
   });
@@ -83,8 +83,8 @@ export function authRoutes(deps: AuthDeps): RouteGroup {
     summary: 'The signed-in user, the active organization and the organizations',
     tag,
     auth: dashboardSession,
-    handler(ctx, { auth: p }) {
-      ctx.body = { user: { id: p.userId, email: p.email, name: p.name }, activeOrgId: p.orgId, orgs: deps.store.orgsOf(p.userId) };
+    async handler(ctx, { auth: p }) {
+      ctx.body = { user: { id: p.userId, email: p.email, name: p.name }, activeOrgId: p.orgId, orgs: await deps.store.orgsOf(p.userId) };
     },
   });
 
@@ -97,10 +97,10 @@ export function authRoutes(deps: AuthDeps): RouteGroup {
     body: activeOrgBody,
     success: { schema: z.object({ activeOrgId: z.string() }) },
     errors: { 403: 'Not a member of that organization: `{error}`' },
-    handler(ctx, { body, auth: p }) {
-      const org = deps.store.org(body.orgId);
-      if (!org || !deps.store.role(p.userId, org.id)) throw new WharfError('forbidden', 'Not a member of that organization');
-      deps.loginSessions.setActiveOrg(p, org.id);
+    async handler(ctx, { body, auth: p }) {
+      const org = await deps.store.org(body.orgId);
+      if (!org || !(await deps.store.role(p.userId, org.id))) throw new WharfError('forbidden', 'Not a member of that organization');
+      await deps.loginSessions.setActiveOrg(p, org.id);
       ctx.body = { activeOrgId: org.id };
     },
   });

@@ -56,11 +56,11 @@ export function cliRoutes(api: ApiRegistry, store: IdentityStore, auth: AuthRegi
           userId: user.userId,
           email: user.email,
           name: user.name,
-          orgs: store.orgsOf(user.userId).map(({ id, slug, name }) => ({ id, slug, name })),
+          orgs: (await store.orgsOf(user.userId)).map(({ id, slug, name }) => ({ id, slug, name })),
         };
         return;
       }
-      const described = auth.describe(principal, (await authenticate(ctx)).resolver);
+      const described = await auth.describe(principal, (await authenticate(ctx)).resolver);
       if (!described) throw new WharfError('forbidden', 'This credential has no identity to show');
       ctx.body = described;
     },

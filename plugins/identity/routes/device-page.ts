@@ -124,7 +124,7 @@ export function devicePageRoutes(deps: DevicePageDeps): RouteGroup {
       ctx.body = signInForm(code);
       return;
     }
-    const orgs = deps.store.orgsOf(user.userId);
+    const orgs = await deps.store.orgsOf(user.userId);
     if (!code) {
       ctx.body = approveForm(user, orgs, '');
       return;
@@ -174,7 +174,7 @@ export function devicePageRoutes(deps: DevicePageDeps): RouteGroup {
 
     const user = await sessionOf(ctx);
     if (action === 'signout') {
-      deps.loginSessions.end(ctx, user);
+      await deps.loginSessions.end(ctx, user);
       ctx.body = signInForm(code);
       return;
     }
@@ -183,7 +183,7 @@ export function devicePageRoutes(deps: DevicePageDeps): RouteGroup {
       ctx.body = signInForm(code, 'Sign in first; your session may have ended');
       return;
     }
-    const orgs = deps.store.orgsOf(user.userId);
+    const orgs = await deps.store.orgsOf(user.userId);
     const orgId = str('orgId', 100) || undefined;
     if (action !== 'approve' && action !== 'deny') {
       ctx.status = 400;

@@ -63,8 +63,8 @@ export function oauthRoutes(api: ApiRegistry, flow: DeviceFlow): RouteGroup[] {
     body: deviceCodeBody,
     bodyTypes: FORM,
     errors: OAUTH_ERRORS,
-    handler(ctx, { body }) {
-      ctx.body = flow.authorize({ clientId: body.client_id, scope: body.scope });
+    async handler(ctx, { body }) {
+      ctx.body = await flow.authorize({ clientId: body.client_id, scope: body.scope });
     },
   });
 

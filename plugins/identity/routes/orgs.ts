@@ -46,7 +46,7 @@ export interface OrgRouteOptions {
   /** Built-in mode's invitations; absent in OIDC mode, where the invitation routes answer 404 with `unavailable`. */
   invitations?: Invitations;
   /** Makes an organization just joined the active one of a dashboard session that has none. */
-  activate?(principal: UserPrincipal, orgId: string): void;
+  activate?(principal: UserPrincipal, orgId: string): Promise<void>;
   unavailable?: string;
 }
 
@@ -55,9 +55,9 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
   const auth = signedInUser;
 
   /** The organization named in the path and the caller's role in it; 404 when not a member, exists or not. */
-  function orgOf(p: UserPrincipal, ref: string): { org: Org; role: Role; userId: string } {
-    const org = store.org(ref);
-    const role = org && store.role(p.userId, org.id);
+  async function orgOf(p: UserPrincipal, ref: string): Promise<{ org: Org; role: Role; userId: string }> {
+    const org = await store.org(ref);
+    const role = org && (await store.role(p.userId, org.id));
     if (!org || !role) throw new WharfError('not_found', 'Organization not found');
     return { org, role, userId: p.userId };
   }
@@ -69,8 +69,8 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     tag,
     auth,
     success: { schema: z.object({ orgs: z.array(orgSchema) }) },
-    handler(ctx, { auth: p }) {
-      ctx.body = { orgs: store.orgsOf(p.userId).map(({ id, slug, name, role }) => ({ id, slug, name, role })) };
+    async handler(ctx, { auth: p }) {
+      ctx.body = { orgs: (await store.orgsOf(p.userId)).map(({ id, slug, name, role }) => ({ id, slug, name, role })) };
     },
   });
 
@@ -83,8 +83,8 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     body: createOrgBody,
     success: { status: 201, schema: orgSchema },
     errors: { 409: 'The slug is taken: `{error}`' },
-    handler(ctx, { body, auth: p }) {
-      const org = identity.createOrg({ name: body.name, slug: body.slug, ownerId: p.userId });
+    async handler(ctx, { body, auth: p }) {
+      const org = await identity.createOrg({ name: body.name, slug: body.slug, ownerId: p.userId });
       ctx.status = 201;
       ctx.body = { id: org.id, slug: org.slug, name: org.name, role: 'owner' };
     },
@@ -97,9 +97,9 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     tag,
     auth,
     errors: NOT_FOUND,
-    handler(ctx, { params, auth: p }) {
-      const { org } = orgOf(p, params.org!);
-      ctx.body = { members: store.members(org.id) };
+    async handler(ctx, { params, auth: p }) {
+      const { org } = await orgOf(p, params.org!);
+      ctx.body = { members: await store.members(org.id) };
     },
   });
 
@@ -111,16 +111,16 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     auth,
     body: roleBody,
     errors: { ...NOT_FOUND, 403: 'Not allowed: `{error}`', 409: 'The last owner cannot stop being one: `{error}`' },
-    handler(ctx, { params, body, auth: p }) {
-      const { org, role } = orgOf(p, params.org!);
+    async handler(ctx, { params, body, auth: p }) {
+      const { org, role } = await orgOf(p, params.org!);
       requireManager(role);
       const target = params.userId!;
-      const current = store.role(target, org.id);
+      const current = await store.role(target, org.id);
       if (!current) throw new WharfError('not_found', 'Member not found');
       if ((current === 'owner' || body.role === 'owner') && role !== 'owner') throw new WharfError('forbidden', 'Only owners change owners');
-      store.transaction(() => {
-        store.setMember(org.id, target, body.role);
-        if (store.ownerCount(org.id) === 0) throw new WharfError('conflict', 'An organization keeps at least one owner');
+      await store.transaction(async (tx) => {
+        await tx.setMember(org.id, target, body.role);
+        if ((await tx.ownerCount(org.id)) === 0) throw new WharfError('conflict', 'An organization keeps at least one owner');
       });
       ctx.body = { member: { userId: target, role: body.role } };
     },
@@ -133,16 +133,16 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     tag,
     auth,
     errors: { ...NOT_FOUND, 403: 'Not allowed: `{error}`', 409: 'The last owner cannot leave: `{error}`' },
-    handler(ctx, { params, auth: p }) {
-      const { org, role, userId } = orgOf(p, params.org!);
+    async handler(ctx, { params, auth: p }) {
+      const { org, role, userId } = await orgOf(p, params.org!);
       const target = params.userId!;
       if (target !== userId) requireManager(role);
-      const current = store.role(target, org.id);
+      const current = await store.role(target, org.id);
       if (!current) throw new WharfError('not_found', 'Member not found');
       if (current === 'owner' && role !== 'owner') throw new WharfError('forbidden', 'Only owners remove owners');
-      store.transaction(() => {
-        store.removeMember(org.id, target);
-        if (store.ownerCount(org.id) === 0) throw new WharfError('conflict', 'An organization keeps at least one owner');
+      await store.transaction(async (tx) => {
+        await tx.removeMember(org.id, target);
+        if ((await tx.ownerCount(org.id)) === 0) throw new WharfError('conflict', 'An organization keeps at least one owner');
       });
       ctx.body = { success: true };
     },
@@ -161,7 +161,7 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
 function invitationRoutes(
   group: RouteGroup,
   options: OrgRouteOptions,
-  orgOf: (p: UserPrincipal, ref: string) => { org: Org; role: Role; userId: string },
+  orgOf: (p: UserPrincipal, ref: string) => Promise<{ org: Org; role: Role; userId: string }>,
 ): void {
   const service = options.invitations;
   const auth: Credential<UserPrincipal> | typeof PUBLIC = service ? signedInUser : PUBLIC;
@@ -187,10 +187,10 @@ function invitationRoutes(
       body: service ? inviteBody : undefined,
       success: invited,
       errors: inviteErrors,
-      handler(ctx, { params, body, auth: p }) {
+      async handler(ctx, { params, body, auth: p }) {
         const invitations = available();
-        const { org, role, userId } = orgOf(p as UserPrincipal, params.org!);
-        const invitation = invitations.invite({ orgId: org.id, inviterId: userId, inviterRole: role, email: body!.email, role: body!.role });
+        const { org, role, userId } = await orgOf(p as UserPrincipal, params.org!);
+        const invitation = await invitations.invite({ orgId: org.id, inviterId: userId, inviterRole: role, email: body!.email, role: body!.role });
         ctx.status = 202;
         ctx.body = { invitation: invitationView(invitation, false) };
       },
@@ -205,10 +205,10 @@ function invitationRoutes(
     auth,
     success: { schema: z.object({ invitations: z.array(invitationSchema) }) },
     errors: { ...NOT_FOUND, 403: 'Not an owner or admin: `{error}`' },
-    handler(ctx, { params, auth: p }) {
+    async handler(ctx, { params, auth: p }) {
       const invitations = available();
-      const { org, role } = orgOf(p as UserPrincipal, params.org!);
-      ctx.body = { invitations: invitations.pending(org.id, role).map((i) => invitationView(i, true)) };
+      const { org, role } = await orgOf(p as UserPrincipal, params.org!);
+      ctx.body = { invitations: (await invitations.pending(org.id, role)).map((i) => invitationView(i, true)) };
     },
   });
 
@@ -219,10 +219,10 @@ function invitationRoutes(
     tag,
     auth,
     errors: { ...NOT_FOUND, 403: 'Not allowed: `{error}`' },
-    handler(ctx, { params, auth: p }) {
+    async handler(ctx, { params, auth: p }) {
       const invitations = available();
-      const { org, role } = orgOf(p as UserPrincipal, params.org!);
-      invitations.revoke(org.id, params.id!, role);
+      const { org, role } = await orgOf(p as UserPrincipal, params.org!);
+      await invitations.revoke(org.id, params.id!, role);
       ctx.body = { success: true };
     },
   });
@@ -233,8 +233,8 @@ function invitationRoutes(
     summary: summary("The invitations the caller received (matched by its account's email)"),
     tag,
     auth,
-    handler(ctx, { auth: p }) {
-      ctx.body = { invitations: available().received((p as UserPrincipal).userId) };
+    async handler(ctx, { auth: p }) {
+      ctx.body = { invitations: await available().received((p as UserPrincipal).userId) };
     },
   });
 
@@ -246,11 +246,11 @@ function invitationRoutes(
     auth,
     success: { schema: z.object({ org: orgSchema }) },
     errors: { 404: 'No such pending invitation for this account (unknown, expired, revoked, declined or another email): `{error}`' },
-    handler(ctx, { params, auth: p }) {
+    async handler(ctx, { params, auth: p }) {
       const user = p as UserPrincipal;
-      const { id, slug, name, role } = available().accept(user.userId, params.id!);
+      const { id, slug, name, role } = await available().accept(user.userId, params.id!);
       // Someone who had no organization now acts in this one, without a separate switch.
-      if (!user.orgId) options.activate?.(user, id);
+      if (!user.orgId) await options.activate?.(user, id);
       ctx.body = { org: { id, slug, name, role } };
     },
   });
@@ -262,8 +262,8 @@ function invitationRoutes(
     tag,
     auth,
     errors: { 404: 'No such pending invitation for this account: `{error}`' },
-    handler(ctx, { params, auth: p }) {
-      available().decline((p as UserPrincipal).userId, params.id!);
+    async handler(ctx, { params, auth: p }) {
+      await available().decline((p as UserPrincipal).userId, params.id!);
       ctx.body = { success: true };
     },
   });

@@ -6,6 +6,7 @@ import type { RouteGroup } from '../../../core/api.ts';
 import { sha256Hex } from '../../../core/tokens.ts';
 import { command, formField, html, page } from '../html.ts';
 import { type AuthDeps, TAG as tag } from './auth.ts';
+import { createOrgIn } from '../service.ts';
 
 const setupQuery = z.object({ token: formField });
 const setupForm = z.object({ token: formField, email: formField, name: formField, password: formField, org: formField });
@@ -31,7 +32,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}
       'Set up Wharf',
       html`<p class="error">This setup link is invalid, used or expired. Restart <code>wharf serve</code> with no users for a new one, or use <code>wharf admin create-user</code>.</p>`,
     );
-  const usable = (token: string) => token !== '' && deps.store.setupTokenValid(sha256Hex(token)) && deps.store.countUsers() === 0;
+  const usable = async (token: string) => token !== '' && (await deps.store.setupTokenValid(sha256Hex(token))) && (await deps.store.countUsers()) === 0;
 
   group.route({
     method: 'GET',
@@ -42,9 +43,9 @@ ${error ? html`<p class="error">${error}</p>` : ''}
     query: setupQuery,
     success: { contentType: 'text/html' },
     errors: { 410: 'The link is invalid, used or expired (an HTML page)' },
-    handler(ctx, { query }) {
+    async handler(ctx, { query }) {
       ctx.type = 'html';
-      if (!usable(query.token)) {
+      if (!(await usable(query.token))) {
         ctx.status = 410;
         ctx.body = invalid();
         return;
@@ -66,7 +67,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}
     async handler(ctx, { body }) {
       const { token } = body;
       ctx.type = 'html';
-      if (!usable(token)) {
+      if (!(await usable(token))) {
         ctx.status = 410;
         ctx.body = invalid();
         return;
@@ -76,10 +77,10 @@ ${error ? html`<p class="error">${error}</p>` : ''}
         if (!values.org.trim()) throw new WharfError('bad_request', 'Organization name is required');
         const record = await deps.identity.prepareUser({ email: values.email, password: body.password, name: values.name });
         // Spending the link, the user and the organization happen together or not at all.
-        const { user, org } = deps.store.transaction(() => {
-          if (!deps.store.useSetupToken(sha256Hex(token))) throw new WharfError('conflict', 'This setup link was just used');
-          const created = deps.store.insertUser(record);
-          return { user: created, org: deps.identity.createOrg({ name: values.org, ownerId: created.id }) };
+        const { user, org } = await deps.store.transaction(async (tx) => {
+          if (!(await tx.useSetupToken(sha256Hex(token)))) throw new WharfError('conflict', 'This setup link was just used');
+          const created = await tx.insertUser(record);
+          return { user: created, org: await createOrgIn(tx, { name: values.org, ownerId: created.id }) };
         });
         await deps.loginSessions.start(ctx, user.id, org.id);
         ctx.body = page(

@@ -52,8 +52,8 @@ export function personalAccessTokenRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     success: { schema: success(z.array(tokenSchema)) },
-    handler(ctx, { auth }) {
-      ctx.body = { success: true, data: pats.list(auth).map(view) };
+    async handler(ctx, { auth }) {
+      ctx.body = { success: true, data: (await pats.list(auth)).map(view) };
     },
   });
 
@@ -79,8 +79,8 @@ export function personalAccessTokenRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     errors: { 404: 'No such token (or not yours to revoke): `{success: false, error, message}`' },
-    handler(ctx, { auth, params }) {
-      const row = pats.revoke(auth, params.id);
+    async handler(ctx, { auth, params }) {
+      const row = await pats.revoke(auth, params.id);
       ctx.body = { success: true, data: { id: row.id, revoked: true } };
     },
   });

@@ -51,10 +51,10 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     auth,
     query: listQuery,
     errors: { 404: 'App not found: `{error}`' },
-    handler(ctx, { query, auth: orgId }) {
+    async handler(ctx, { query, auth: orgId }) {
       const app = appOf(query.appId, orgId);
-      usage.flush();
-      ctx.body = { tokens: store.ofApp(app.id) };
+      await usage.flush();
+      ctx.body = { tokens: await store.ofApp(app.id) };
     },
   });
 
@@ -67,10 +67,10 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     body: createBody,
     success: { status: 201, schema: z.object({ token: z.string() }) },
     errors: { 404: 'App not found: `{error}`' },
-    handler(ctx, { body, auth: orgId }) {
+    async handler(ctx, { body, auth: orgId }) {
       const app = appOf(body.appId, orgId);
       const token = newToken();
-      store.insert({
+      await store.insert({
         id: randomUUID(),
         appId: app.id,
         name: body.name,
@@ -91,10 +91,10 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     auth,
     body: deleteBody,
     errors: { 404: 'Token not found: `{error}`' },
-    handler(ctx, { body, auth: orgId }) {
-      const token = store.byId(body.tokenId);
+    async handler(ctx, { body, auth: orgId }) {
+      const token = await store.byId(body.tokenId);
       if (!token || !storage.getAppInOrg(token.appId, orgId)) throw new WharfError('not_found', 'Token not found');
-      store.delete(token.id);
+      await store.delete(token.id);
       ctx.body = { success: true };
     },
   });
@@ -107,12 +107,12 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     auth: PUBLIC,
     body: validateBody,
     errors: { 401: 'Invalid token: `{error}`', 404: 'App not found: `{error}`' },
-    handler(ctx, { body }) {
-      const found = body.token.startsWith(TOKEN_PREFIX) ? store.byHash(sha256Hex(body.token)) : undefined;
+    async handler(ctx, { body }) {
+      const found = body.token.startsWith(TOKEN_PREFIX) ? await store.byHash(sha256Hex(body.token)) : undefined;
       if (!found) throw new WharfError('unauthorized', 'Invalid API token');
       const app = storage.getApp(found.appId);
       if (!app) throw new WharfError('not_found', 'App not found');
-      usage.touch(found.id);
+      await usage.touch(found.id);
       ctx.body = { valid: true, appId: app.id, bucketName: app.bucketName, storage: storage.connectionFor(app) };
     },
   });

@@ -4,12 +4,15 @@ import { describe, expect, it } from 'vitest';
 import { startApp, tempDir } from '../../helpers/app.ts';
 import { root, serve, wharf } from '../../helpers/cli.ts';
 import { login } from '../../helpers/identity.ts';
+import { databaseEnv } from '../../helpers/postgres.ts';
 
-const fast = { WHARF_PLUGINS__IDENTITY__SCRYPT_COST: '1024' };
+const scrypt = { WHARF_PLUGINS__IDENTITY__SCRYPT_COST: '1024' };
 
 describe('wharf admin', () => {
   it('create-user makes a user (and with --org an organization it owns) that can sign in', async () => {
     const dataDir = tempDir();
+    // Under the project "on postgres", the commands and the server share the data dir's database.
+    const fast = { ...scrypt, ...(await databaseEnv(dataDir)) };
     const r = wharf(
       [
         'admin',
@@ -60,6 +63,8 @@ describe('wharf admin', () => {
 
   it('reset-password (from stdin) changes the password and ends sessions, even while the server runs', async () => {
     const dataDir = tempDir();
+    // Under the project "on postgres", the commands and the server share the data dir's database.
+    const fast = { ...scrypt, ...(await databaseEnv(dataDir)) };
     expect(wharf(['admin', 'create-user', '--email', 'eve@example.test', '--password', 'first password', '--data-dir', dataDir], { env: fast }).status).toBe(0);
     const app = await startApp('[plugins.identity]\nscrypt_cost = 1024\n', { dataDir });
     try {
@@ -90,6 +95,7 @@ describe('wharf admin', () => {
 describe('first start', () => {
   it('serve prints a one-time setup link that creates the first owner, once', async () => {
     const cwd = tempDir();
+    const fast = { ...scrypt, ...(await databaseEnv(cwd)) };
     const server = await serve([], { cwd, env: fast });
     try {
       // serve prints the link right after it listens; give a loaded machine a few seconds.

@@ -109,8 +109,8 @@ describe('device authorization', () => {
     await approve(alice, { user_code: code.user_code, orgId: alice.orgId, approve: true });
     const tokens = (await poll(code.device_code)).body;
     const dump = JSON.stringify([
-      app.running.db.prepare('SELECT * FROM identity_device_codes').all(),
-      app.running.db.prepare('SELECT * FROM identity_refresh_tokens').all(),
+      await app.running.data.all('SELECT * FROM identity_device_codes'),
+      await app.running.data.all('SELECT * FROM identity_refresh_tokens'),
     ]);
     expect(dump).toContain(alice.userId); // the rows are there
     for (const secret of [code.device_code, code.user_code, code.user_code.replace('-', ''), tokens.refresh_token]) {
@@ -248,9 +248,10 @@ describe('refresh tokens', () => {
     expectOAuthError(await refresh(first.refresh_token), 'invalid_grant');
     expectOAuthError(await refresh(third.refresh_token), 'invalid_grant');
     expectOAuthError(await refresh(second.refresh_token), 'invalid_grant');
-    const family = app.running.db
-      .prepare('SELECT revoked_at FROM identity_refresh_tokens WHERE family_id = (SELECT family_id FROM identity_refresh_tokens WHERE token_hash = ?)')
-      .all(sha256Hex(first.refresh_token)) as { revoked_at: string | null }[];
+    const family = await app.running.data.all<{ revoked_at: string | null }>(
+      'SELECT revoked_at FROM identity_refresh_tokens WHERE family_id = (SELECT family_id FROM identity_refresh_tokens WHERE token_hash = ?)',
+      [sha256Hex(first.refresh_token)],
+    );
     expect(family.length).toBe(3);
     expect(family.filter((t) => t.revoked_at === null)).toEqual([]);
 
@@ -261,9 +262,9 @@ describe('refresh tokens', () => {
     expectOAuthError(await refresh('not-a-token'), 'invalid_grant');
     const tokens = await tokensFor(alice, alice.orgId);
     expectOAuthError(await refresh(tokens.refresh_token, { client_id: 'someone-else' }), 'invalid_client');
-    const aged = app.running.db
-      .prepare("UPDATE identity_refresh_tokens SET expires_at = '2000-01-01T00:00:00.000Z' WHERE token_hash = ?")
-      .run(sha256Hex(tokens.refresh_token));
+    const aged = await app.running.data.run("UPDATE identity_refresh_tokens SET expires_at = '2000-01-01T00:00:00.000Z' WHERE token_hash = ?", [
+      sha256Hex(tokens.refresh_token),
+    ]);
     expect(aged.changes).toBe(1);
     expectOAuthError(await refresh(tokens.refresh_token), 'invalid_grant');
   });

@@ -3,6 +3,7 @@
  * or not the email has an account; the invitee accepts or declines; invitations expire.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { databaseEnv } from '../../helpers/postgres.ts';
 import { startApp, type TestApp } from '../../helpers/app.ts';
 import { wharfAsync } from '../../helpers/cli.ts';
 import { identityOf, login, signIn, type SignedIn } from '../../helpers/identity.ts';
@@ -202,7 +203,8 @@ describe('the invitee', () => {
     const email = freshEmail();
     const id = (await invite(owner, email, 'member')).body.invitation.id;
     const made = await wharfAsync(['admin', 'create-user', '--email', email.toUpperCase(), '--password', 'later password', '--data-dir', app.dataDir], {
-      env: { WHARF_PLUGINS__IDENTITY__SCRYPT_COST: '1024' },
+      // On the server's database under the project "on postgres".
+      env: { WHARF_PLUGINS__IDENTITY__SCRYPT_COST: '1024', ...(await databaseEnv(app.dataDir)) },
     });
     expect(made.stderr).toBe('');
     expect(made.status).toBe(0);
@@ -217,7 +219,7 @@ describe('the invitee', () => {
   it('who became a member meanwhile keeps the role it has when accepting, and the invitation is spent', async () => {
     const invitee = await signIn(app);
     const id = (await invite(owner, invitee.email, 'owner')).body.invitation.id;
-    identityOf(app).addMember(owner.orgId, invitee.userId, 'member');
+    await identityOf(app).addMember(owner.orgId, invitee.userId, 'member');
     const accepted = await app.request('POST', `/api/orgs/invitations/${id}/accept`, { headers: invitee.headers });
     expect(accepted.status).toBe(200);
     expect(accepted.body.org).toMatchObject({ id: owner.orgId, role: 'member' });
@@ -241,7 +243,7 @@ describe('the invitee', () => {
 });
 
 describe('expiry and renewal', () => {
-  const age = (id: string, expiresAt: string) => app.running.db.prepare('UPDATE identity_invitations SET expires_at = ? WHERE id = ?').run(expiresAt, id);
+  const age = (id: string, expiresAt: string) => app.running.data.run('UPDATE identity_invitations SET expires_at = ? WHERE id = ?', [expiresAt, id]);
 
   it('expires after invitation_ttl_days (7 by default); an expired invitation is not listed and cannot be accepted (404)', async () => {
     const invitee = await signIn(app);
@@ -250,7 +252,7 @@ describe('expiry and renewal', () => {
     const expires = Date.parse(sent.expiresAt);
     expect(expires).toBeGreaterThanOrEqual(before + 7 * DAY - 1000);
     expect(expires).toBeLessThanOrEqual(Date.now() + 7 * DAY + 1000);
-    age(sent.id, new Date(Date.now() - 1000).toISOString());
+    await age(sent.id, new Date(Date.now() - 1000).toISOString());
     expect(await pending(invitee)).toEqual([]);
     const list = await app.request('GET', invitationsOf(owner.orgId), { headers: owner.headers });
     expect(list.body.invitations.map((i: { id: string }) => i.id)).not.toContain(sent.id);
@@ -263,7 +265,7 @@ describe('expiry and renewal', () => {
   it('re-inviting the same email renews and updates the one invitation rather than adding another', async () => {
     const email = freshEmail();
     const first = (await invite(owner, email, 'member')).body.invitation;
-    age(first.id, new Date(Date.now() + 60_000).toISOString());
+    await age(first.id, new Date(Date.now() + 60_000).toISOString());
     const second = await invite(owner, `  ${email.toUpperCase()} `, 'admin');
     expect(second.status).toBe(202);
     expect(second.body.invitation).toMatchObject({ id: first.id, role: 'admin' });
@@ -273,7 +275,7 @@ describe('expiry and renewal', () => {
     expect(same).toHaveLength(1);
     expect(same[0]).toMatchObject({ id: first.id, role: 'admin' });
     // An expired one is renewed too.
-    age(first.id, new Date(Date.now() - 1000).toISOString());
+    await age(first.id, new Date(Date.now() - 1000).toISOString());
     const third = await invite(owner, email);
     expect(third.body.invitation.id).toBe(first.id);
     expect(Date.parse(third.body.invitation.expiresAt)).toBeGreaterThan(Date.now() + 6 * DAY);

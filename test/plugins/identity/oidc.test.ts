@@ -231,6 +231,8 @@ const whoami = definePlugin({
   name: 'whoami',
   description: 'Test plugin: GET /whoami answers the resolved user principal.',
   config: z.strictObject({}),
+  // No tables: it runs on either database (the project "on postgres" runs this file too).
+  engines: ['sqlite', 'postgres'],
   setup({ api }) {
     const group = api.group({ prefixes: ['/whoami'], envelope: 'plain' });
     group.route({
@@ -291,7 +293,7 @@ describe('external OIDC mode: the command-line loop against a real provider', ()
     expect(orgs.body).toStrictEqual({ orgs: [{ id: me.body.orgs[0].id, slug: 'acme', name: 'acme', role: 'admin' }] });
     const again = await app.request('GET', '/api/cli/me', { headers: bearer(alice.access_token) });
     expect(again.body.userId).toBe(me.body.userId);
-    expect(identityOf(app).findUserByEmail('alice@example.test')?.id).toBe(me.body.userId);
+    expect((await identityOf(app).findUserByEmail('alice@example.test'))?.id).toBe(me.body.userId);
     // The token's organization is the one requests act in.
     const principal = await app.request('GET', '/whoami', { headers: bearer(alice.access_token) });
     expect(principal.body).toStrictEqual({
@@ -537,8 +539,8 @@ describe('external OIDC mode: configuration variants', () => {
       const res = await closed.request('GET', '/api/cli/me', { headers: bearer(stranger) });
       expect(res.status).toBe(401);
       expect(res.body).toStrictEqual(INVALID);
-      expect(identityOf(closed).findUserByEmail('mallory@example.test')).toBeUndefined();
-      expect(identityOf(closed).getOrg('mallory')).toBeUndefined();
+      expect(await identityOf(closed).findUserByEmail('mallory@example.test')).toBeUndefined();
+      expect(await identityOf(closed).getOrg('mallory')).toBeUndefined();
     } finally {
       await closed.close();
     }

@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { migrate, openDatabase } from '../../../core/db.ts';
+import { openSqlite } from '../../../core/db-sqlite.ts';
+import { migrate } from '../../../core/migrations.ts';
 import { loadKeys } from '../../../core/keys.ts';
 import { migrations } from '../../../plugins/sessions/migrations.ts';
 import { SessionsStore } from '../../../plugins/sessions/store.ts';
@@ -12,9 +13,10 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-prune-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 describe('SessionsStore.prune', () => {
-  it('deletes events, message logs, session logs and audit logs older than their cutoffs, each by its own', () => {
-    const db = openDatabase(':memory:');
-    migrate(db, [{ plugin: 'sessions', migrations }]);
+  it('deletes events, message logs, session logs and audit logs older than their cutoffs, each by its own', async () => {
+    const data = openSqlite(':memory:');
+    await migrate(data, [{ plugin: 'sessions', migrations }]);
+    const db = data.raw;
     const store = new SessionsStore(db, loadKeys(dir));
     const id = store.insertSession(
       { orgId: 'org-1', type: 'sandbox', status: 'disconnected', phoneNumber: '+15550001001', name: 'Prune' },

@@ -1,0 +1,226 @@
+/**
+ * The data layer on PostgreSQL: a `pg` pool behind the async `Db`. Placeholders are numbered
+ * once per statement text (cached) and statements are prepared by name on each connection.
+ * BIGINT and COUNT(*) come back as numbers (pg's default is a string), so rows look the same
+ * as on SQLite. Transactions are SERIALIZABLE and retried on a serialization failure or a
+ * deadlock (40001, 40P01), a bounded number of times with a short random backoff.
+ */
+import pg from 'pg';
+import { ConstraintError, type Db, type DbHandle, numberPlaceholders, type Params } from './db.ts';
+
+export interface PostgresOptions {
+  poolSize: number;
+  connectTimeoutMs: number;
+  /** Errors of idle connections (the server went away): logged, the pool replaces them. */
+  onIdleError?(err: Error): void;
+}
+
+/** How many times a transaction runs at most when it keeps meeting serialization failures. */
+export const MAX_TRANSACTION_ATTEMPTS = 8;
+const RETRYABLE = new Set(['40001', '40P01']);
+const INT8_OID = 20;
+
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8_OID) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+};
+
+/** Where a URL points, without its password: for messages. */
+export function describePostgres(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || 5432}${u.pathname}`;
+  } catch {
+    return 'the configured URL';
+  }
+}
+
+/**
+ * Opens a pool and checks that the server answers (a connection and `SELECT 1`). An unreachable
+ * server, a refused password or a missing database is an Error with one line saying which.
+ */
+export async function openPostgres(url: string, options: PostgresOptions): Promise<PostgresDb> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize,
+    connectionTimeoutMillis: options.connectTimeoutMs,
+    application_name: 'wharf',
+    types,
+  } as pg.PoolConfig);
+  pool.on('error', (err) => options.onIdleError?.(err));
+  const db = new PostgresDb(pool);
+  try {
+    await pool.query('SELECT 1');
+  } catch (err) {
+    await pool.end().catch(() => {});
+    const reason = (err as Error).message || (err as { code?: string }).code || String(err);
+    throw new Error(`cannot connect to PostgreSQL at ${describePostgres(url)}: ${reason}`, { cause: err });
+  }
+  return db;
+}
+
+function translateError(err: unknown): unknown {
+  const e = err as { code?: string; constraint?: string; message?: string };
+  if (e?.code === '23505') return new ConstraintError('unique', e.message ?? 'unique violation', { constraint: e.constraint, cause: err });
+  if (e?.code === '23503') return new ConstraintError('foreign_key', e.message ?? 'foreign key violation', { constraint: e.constraint, cause: err });
+  return err;
+}
+
+interface Prepared {
+  name: string;
+  text: string;
+  names: string[] | null;
+}
+
+const prepared = new Map<string, Prepared>();
+
+function prepare(sql: string): Prepared {
+  let p = prepared.get(sql);
+  if (!p) {
+    const { text, names } = numberPlaceholders(sql);
+    p = { name: `wharf_${prepared.size}`, text, names };
+    prepared.set(sql, p);
+  }
+  return p;
+}
+
+function values(p: Prepared, params: Params | undefined): unknown[] {
+  if (!params) return [];
+  if (Array.isArray(params)) return params as unknown[];
+  const named = params as Record<string, unknown>;
+  return (p.names ?? []).map((n) => named[n]);
+}
+
+/** Queries on a pool or on one client of it (inside a transaction). */
+class PgQueries implements Db {
+  readonly engine = 'postgres' as const;
+  protected readonly target: pg.Pool | pg.PoolClient;
+
+  constructor(target: pg.Pool | pg.PoolClient) {
+    this.target = target;
+  }
+
+  protected async query(sql: string, params: Params | undefined): Promise<pg.QueryResult> {
+    const p = prepare(sql);
+    try {
+      return await this.target.query({ name: p.name, text: p.text, values: values(p, params) });
+    } catch (err) {
+      throw translateError(err);
+    }
+  }
+
+  async one<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T | undefined> {
+    return (await this.query(sql, params)).rows[0] as T | undefined;
+  }
+
+  async all<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T[]> {
+    return (await this.query(sql, params)).rows as T[];
+  }
+
+  async value<T = unknown>(sql: string, params?: Params): Promise<T | undefined> {
+    const result = await this.query(sql, params);
+    const row = result.rows[0] as Record<string, unknown> | undefined;
+    return row === undefined ? undefined : (row[result.fields[0]!.name] as T);
+  }
+
+  async run(sql: string, params?: Params): Promise<{ changes: number }> {
+    return { changes: (await this.query(sql, params)).rowCount ?? 0 };
+  }
+
+  async exec(sql: string): Promise<void> {
+    try {
+      await this.target.query(sql);
+    } catch (err) {
+      throw translateError(err);
+    }
+  }
+
+  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
+    // Inside a transaction (the client of one): a nested call joins it.
+    return fn(this);
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class PostgresDb extends PgQueries implements DbHandle {
+  readonly pool: pg.Pool;
+
+  constructor(pool: pg.Pool) {
+    super(pool);
+    this.pool = pool;
+  }
+
+  override async transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#withClient('BEGIN ISOLATION LEVEL SERIALIZABLE', fn);
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (!code || !RETRYABLE.has(code) || attempt >= MAX_TRANSACTION_ATTEMPTS) throw err;
+        await sleep(Math.random() * 5 * 2 ** attempt);
+      }
+    }
+  }
+
+  /**
+   * Runs `fn` in one transaction (READ COMMITTED) while holding the session-level advisory lock
+   * `key`: another caller with the same key (another instance migrating) waits for the lock.
+   */
+  async withAdvisoryLock<T>(key: number, fn: (tx: Db) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query('SELECT pg_advisory_lock($1)', [key]);
+      try {
+        return await this.#inTransaction(client, 'BEGIN', fn);
+      } finally {
+        await client.query('SELECT pg_advisory_unlock($1)', [key]).catch(() => {
+          broken = true;
+        });
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async #withClient<T>(begin: string, fn: (tx: Db) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      return await this.#inTransaction(client, begin, fn).catch((err: unknown) => {
+        broken = (err as { rollbackFailed?: boolean }).rollbackFailed === true;
+        throw err;
+      });
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async #inTransaction<T>(client: pg.PoolClient, begin: string, fn: (tx: Db) => Promise<T>): Promise<T> {
+    await client.query(begin);
+    try {
+      const result = await fn(new PgQueries(client));
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        // The connection is gone: the server rolled back; the pool must not reuse this client.
+        if (err && typeof err === 'object') Object.assign(err, { rollbackFailed: true });
+      }
+      throw err;
+    }
+  }
+
+  async ping(): Promise<boolean> {
+    return (await this.value<number>('SELECT 1')) === 1;
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}

@@ -1,0 +1,94 @@
+// Test helper: a real PostgreSQL for the tests.
+//
+// - POSTGRES_URL set: use that server (postgres://user:password@host:port/db; the user must be
+//   allowed to create databases) after checking that it answers.
+// - otherwise: `bash test/pg/postgres.sh up` brings up (or finds) the project's PostgreSQL 15 on
+//   127.0.0.1:5499, installing Debian's package first when it is missing. The script is
+//   idempotent and serialised with flock, so concurrent test workers and worktrees share one server.
+//
+// Tests never meet on it: each test file (or test) gets a database of its own (freshDatabase).
+// Never skips: if no PostgreSQL can be had, ensurePostgres() throws with the script's output.
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { builtinPlugins } from '../../plugins/index.ts';
+import { runUpScript } from './fixture-script.ts';
+
+const SCRIPT = fileURLToPath(new URL('../pg/postgres.sh', import.meta.url));
+
+let pending: Promise<string> | undefined;
+
+/** The URL of a reachable PostgreSQL (its maintenance database), password included; memoised per process. */
+export function ensurePostgres(): Promise<string> {
+  pending ??= resolveUrl().catch((err: unknown) => {
+    pending = undefined;
+    throw err;
+  });
+  return pending;
+}
+
+async function resolveUrl(): Promise<string> {
+  const url = process.env.POSTGRES_URL || (await runUpScript(SCRIPT, 'ensurePostgres', 'the test PostgreSQL', 'POSTGRES_URL'));
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+  } catch (err) {
+    throw new Error(`ensurePostgres: PostgreSQL at ${url.replace(/\/\/[^@]*@/, '//')} does not answer: ${(err as Error).message}`);
+  } finally {
+    await client.end().catch(() => {});
+  }
+  return url;
+}
+
+/** A new, empty database on the test server; its URL. Nobody else uses it. */
+export async function freshDatabase(): Promise<string> {
+  const url = await ensurePostgres();
+  const name = `wharf_test_${randomUUID().replaceAll('-', '')}`;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+/** The built-in plugins that run on PostgreSQL: ported, and so is everything they depend on (the dashboard needs identity). */
+export function postgresPlugins(): { runs: string[]; not: string[] } {
+  const runs: string[] = [];
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const p of builtinPlugins) {
+      if (runs.includes(p.name) || !p.engines?.includes('postgres') || !(p.dependsOn ?? []).every((d) => runs.includes(d))) continue;
+      runs.push(p.name);
+      grew = true;
+    }
+  }
+  return { runs, not: builtinPlugins.map((p) => p.name).filter((name) => !runs.includes(name)) };
+}
+
+/**
+ * The engine the tests of the data layer's users run on: SQLite by default; a fresh PostgreSQL
+ * database when WHARF_TEST_DATABASE is "postgres" (the vitest project "on postgres"), with the
+ * built-in plugins that do not run there yet disabled (the same database for the same `dataDir`).
+ * The WHARF_* variables for an app or a command, empty for SQLite.
+ */
+export async function databaseEnv(dataDir?: string): Promise<Record<string, string>> {
+  if (process.env.WHARF_TEST_DATABASE !== 'postgres') return {};
+  const off = Object.fromEntries(postgresPlugins().not.map((name) => [`WHARF_PLUGINS__${name.toUpperCase()}__ENABLED`, 'false']));
+  return { ...off, WHARF_DATABASE__URL: await databaseOf(dataDir) };
+}
+
+const byDataDir = new Map<string, Promise<string>>();
+
+/** One database per data dir, so that a test restarting a server or running a command on the same data dir finds its data. */
+function databaseOf(dataDir: string | undefined): Promise<string> {
+  if (dataDir === undefined) return freshDatabase();
+  let url = byDataDir.get(dataDir);
+  if (!url) byDataDir.set(dataDir, (url = freshDatabase()));
+  return url;
+}
