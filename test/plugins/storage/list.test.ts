@@ -220,11 +220,14 @@ describe('the list is served by indexes', () => {
     expect(page).toMatch(/USING COVERING INDEX storage_files_by_time/);
     expect(page).not.toMatch(/TEMP B-TREE/);
     for (const dir of ['asc', 'desc'] as const) {
-      const sql = searchSql(dir);
-      const search = plan(sql.fromMatches, { ...params, appId });
-      // M: the MATCH; > and <: the app's rowid range, so other apps' files are never read.
-      expect(search.split('\n')[0]).toMatch(/SCAN g VIRTUAL TABLE INDEX \d+:M\d*></);
-      expect(search).toMatch(/SEARCH f USING INTEGER PRIMARY KEY/);
+      for (const index of ['storage_files_ngrams', 'storage_files_names'] as const) {
+        const search = plan(searchSql(index, dir).fromMatches, { ...params, appId });
+        // M: the MATCH; > and <: the app's rowid range, so other apps' files are never read. The
+        // index is the outer loop, each match read from the table by rowid.
+        expect(search).toMatch(/SCAN g VIRTUAL TABLE INDEX \d+:M\d*><\nSEARCH f USING INTEGER PRIMARY KEY \(rowid=\?\)/);
+      }
+      const sql = searchSql('storage_files_names', dir);
+      expect(plan(sql.countPhrase, params)).toMatch(/^SCAN g VIRTUAL TABLE INDEX \d+:M\d*><$/);
       // A broad term's page: the covering index in order, no sort, only the page read from the table.
       const walk = plan(sql.walk, { ...params, appId });
       expect(walk).toMatch(/USING COVERING INDEX storage_files_by_time \(app_id=\?\)/);

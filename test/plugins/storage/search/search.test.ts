@@ -4,8 +4,8 @@
  * and past the end, for terms of 1, 2, 3 and more characters, including FTS5 syntax, quotes,
  * LIKE wildcards, spaces and characters outside the BMP; after renames, overwrites and deletes;
  * with another app's records beside them. The same comparison runs on FileSearch instances over
- * the server's database forced to each way of reading pages, with every 4+ character count
- * cached, so the cache kept by the triggers is checked through the writes too.
+ * the server's database forced to each way of reading pages and of counting, one caching every
+ * 4+ character count, so the cache the triggers keep is checked through the writes too.
  */
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +14,7 @@ import type { TestApp } from '../../../helpers/app.ts';
 import { signIn } from '../../../helpers/identity.ts';
 import { ensureS3, s3Client, type S3Target } from '../../../helpers/s3.ts';
 import { bearer, closeStorageApp, createApp, createToken, startStorageApp, uniquePrefix } from '../../../helpers/storage.ts';
+import { prng } from '../../../helpers/prng.ts';
 
 const prefix = uniquePrefix('search');
 
@@ -52,17 +53,6 @@ const PIECES = [
   '""',
 ];
 
-/** A small deterministic generator: the same names every run. */
-function prng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const rand = prng(17);
 const pick = <T>(list: readonly T[]) => list[Math.floor(rand() * list.length)]!;
 const randomName = () => Array.from({ length: 1 + Math.floor(rand() * 6) }, () => pick(PIECES)).join('');
@@ -165,7 +155,13 @@ async function viaApi(a: (typeof apps)[number], term: string, dir: 'asc' | 'desc
 /** The API's answers and each forced FileSearch's, for every term, both directions, pages 1, 2, the last and one past it. */
 async function compareAll(): Promise<number> {
   const db = app.running.db;
-  const forced = [new FileSearch(db, { plan: 'walk', cacheFrom: 0 }), new FileSearch(db, { plan: 'matches', cacheFrom: 0 })];
+  // Every way there is: walk or sort the matches, after a 4+ character term's total is counted by its
+  // phrase (and cached); and 4+ character terms counted from their candidates with the page.
+  const forced = [
+    new FileSearch(db, { plan: 'walk', fewCandidates: 0 }),
+    new FileSearch(db, { plan: 'matches', fewCandidates: 0 }),
+    new FileSearch(db, { fewCandidates: Number.POSITIVE_INFINITY }),
+  ];
   let compared = 0;
   for (const a of apps) {
     const state = db.prepare('SELECT id, seq, file_count AS fileCount FROM storage_apps WHERE id = ?').get(a.id) as {
