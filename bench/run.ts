@@ -10,6 +10,7 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   'rate-limit-redis': () => import('./rate-limit-redis.ts'),
   'tokens-validate': () => import('./tokens-validate.ts'),
   'files-search': () => import('./files-search.ts'),
+  'files-search-migration': () => import('./files-search-migration.ts'),
   'upload-presign': () => import('./upload-presign.ts'),
   webhooks: () => import('./webhooks.ts'),
   messaging: () => import('./messaging.ts'),

@@ -1,6 +1,11 @@
 /** The storage plugin's SQL: apps, file records, upload reservations. */
 import type { Database } from '../../core/db.ts';
+import type BetterSqlite3 from 'better-sqlite3';
+import { type Direction, FILE_COLUMNS, type FileRow, orderBy, toFile } from './file-rows.ts';
+import { FileSearch } from './store-search.ts';
 import type { AppRecord, FileRecord } from './types.ts';
+
+export type { Direction } from './file-rows.ts';
 
 interface AppRow {
   id: string;
@@ -16,16 +21,6 @@ interface AppRow {
   usage_checked_at: string | null;
   created_at: string;
   updated_at: string;
-}
-
-interface FileRow {
-  id: string;
-  app_id: string;
-  key: string;
-  name: string;
-  size: number;
-  type: string;
-  uploaded_at: string;
 }
 
 export interface UploadRow {
@@ -56,8 +51,6 @@ export interface SizeChange {
   size: number | undefined;
 }
 
-export type Direction = 'asc' | 'desc';
-
 const toApp = (r: AppRow): AppState => ({
   id: r.id,
   orgId: r.org_id,
@@ -74,61 +67,25 @@ const toApp = (r: AppRow): AppState => ({
   usageCheckedAt: r.usage_checked_at,
 });
 
-const toFile = (r: FileRow): FileRecord => ({
-  id: r.id,
-  appId: r.app_id,
-  key: r.key,
-  name: r.name,
-  size: r.size,
-  type: r.type,
-  uploadedAt: r.uploaded_at,
-});
-
-const FILE_COLUMNS = 'f.id, f.app_id, f.key, f.name, f.size, f.type, f.uploaded_at';
-/** Rowids of an app's files: [seq * 2^32, (seq + 1) * 2^32). Computed in SQL, in 64 bits. */
-const APP_RANGE = 's.rowid >= @seq * 4294967296 AND s.rowid < (@seq + 1) * 4294967296';
-
-/** Statements of the file list for one sort direction. */
-function listStatements(db: Database, dir: Direction) {
-  const order = dir === 'asc' ? 'ASC' : 'DESC';
-  const orderBy = `ORDER BY f.uploaded_at ${order}, f.id ${order}`;
-  return {
-    // The page's rowids come from the covering (app_id, uploaded_at, id) index alone; only the
-    // page's rows are read from the table.
-    page: db.prepare(
-      `SELECT ${FILE_COLUMNS} FROM storage_files f WHERE f.seq IN (
-         SELECT f.seq FROM storage_files f WHERE f.app_id = ? ${orderBy} LIMIT ? OFFSET ?
-       ) ${orderBy}`,
-    ),
-    // Terms of 3+ characters: the trigram index finds candidates within the app's rowid range
-    // (CROSS JOIN keeps it the outer loop), instr() confirms the exact substring. Every match
-    // is sorted for the page anyway, so the same pass counts them (count(*) OVER ()).
-    search: db.prepare(
-      `SELECT ${FILE_COLUMNS}, count(*) OVER () AS total FROM storage_files_names s CROSS JOIN storage_files f ON f.seq = s.rowid
-       WHERE s.storage_files_names MATCH @match AND ${APP_RANGE} AND f.app_id = @appId AND instr(f.name, @term) > 0
-       ${orderBy} LIMIT @limit OFFSET @offset`,
-    ),
-    // Terms of 1-2 characters have no trigram: a scan of the app's files.
-    scan: db.prepare(
-      `SELECT ${FILE_COLUMNS}, count(*) OVER () AS total FROM storage_files f WHERE f.app_id = @appId AND instr(f.name, @term) > 0
-       ${orderBy} LIMIT @limit OFFSET @offset`,
-    ),
-  };
-}
-
-/** An FTS5 phrase that matches `term` literally. */
-function phrase(term: string): string {
-  return `"${term.replace(/"/g, '""')}"`;
+/** The file list's page for one sort direction: its rowids come from the covering (app_id, uploaded_at, id, name) index alone; only the page's rows are read from the table. */
+function pageStatement(db: Database, dir: Direction) {
+  return db.prepare(
+    `SELECT ${FILE_COLUMNS} FROM storage_files f WHERE f.seq IN (
+       SELECT f.seq FROM storage_files f WHERE f.app_id = ? ${orderBy(dir)} LIMIT ? OFFSET ?
+     ) ${orderBy(dir)}`,
+  );
 }
 
 export class StorageStore {
   readonly #db: Database;
   readonly #s;
-  readonly #lists: Record<Direction, ReturnType<typeof listStatements>>;
+  readonly #pages: Record<Direction, BetterSqlite3.Statement>;
+  readonly #search: FileSearch;
 
   constructor(db: Database) {
     this.#db = db;
-    this.#lists = { asc: listStatements(db, 'asc'), desc: listStatements(db, 'desc') };
+    this.#pages = { asc: pageStatement(db, 'asc'), desc: pageStatement(db, 'desc') };
+    this.#search = new FileSearch(db);
     this.#s = {
       app: db.prepare('SELECT * FROM storage_apps WHERE id = ? AND deleting = 0'),
       appInOrg: db.prepare('SELECT * FROM storage_apps WHERE id = ? AND org_id = ? AND deleting = 0'),
@@ -169,11 +126,6 @@ export class StorageStore {
       correctFileSize: db.prepare('UPDATE storage_files SET size = @size WHERE app_id = @appId AND key = @key AND size != @size AND uploaded_at < @before'),
       // One look-up for a page of listed keys (json_each: the keys as one JSON array).
       filesOfKeys: db.prepare('SELECT f.key, f.size FROM json_each(?) j JOIN storage_files f ON f.app_id = ? AND f.key = j.value'),
-      countSearch: db.prepare(
-        `SELECT count(*) AS n FROM storage_files_names s CROSS JOIN storage_files f ON f.seq = s.rowid
-         WHERE s.storage_files_names MATCH @match AND ${APP_RANGE} AND f.app_id = @appId AND instr(f.name, @term) > 0`,
-      ),
-      countScan: db.prepare('SELECT count(*) AS n FROM storage_files WHERE app_id = @appId AND instr(name, @term) > 0'),
 
       upload: db.prepare('SELECT * FROM storage_uploads WHERE app_id = ? AND key = ?'),
       insertUpload: db.prepare(
@@ -323,17 +275,9 @@ export class StorageStore {
 
   /** One page of an app's files, newest or oldest first, optionally filtered by a case-sensitive substring of the name. */
   listFiles(app: AppState, options: { search?: string; dir: Direction; limit: number; offset: number }): { files: FileRecord[]; total: number } {
-    const s = this.#lists[options.dir];
-    const { search, limit, offset } = options;
-    if (!search) {
-      return { files: (s.page.all(app.id, limit, offset) as FileRow[]).map(toFile), total: app.fileCount };
-    }
-    const indexed = [...search].length >= 3;
-    const params = indexed ? { match: phrase(search), seq: app.seq, appId: app.id, term: search } : { appId: app.id, term: search };
-    const rows = (indexed ? s.search : s.scan).all({ ...params, limit, offset }) as (FileRow & { total: number })[];
-    // A page past the end has no row to carry the total: count on its own.
-    const total = rows[0]?.total ?? (offset === 0 ? 0 : ((indexed ? this.#s.countSearch : this.#s.countScan).get(params) as { n: number }).n);
-    return { files: rows.map(toFile), total };
+    const { search, dir, limit, offset } = options;
+    if (search) return this.#search.search(app, search, { dir, limit, offset });
+    return { files: (this.#pages[dir].all(app.id, limit, offset) as FileRow[]).map(toFile), total: app.fileCount };
   }
 
   // ---------------------------------------------------------------- uploads

@@ -22,6 +22,8 @@ export interface StorageAppOptions {
   /** Overrides the target's endpoint (a closed port, say). */
   endpoint?: string;
   dataDir?: string;
+  /** Extra TOML after the storage sections (other plugins' settings). */
+  toml?: string;
 }
 
 export function storageToml(target: S3Target, options: StorageAppOptions): string {
@@ -52,6 +54,7 @@ export function storageToml(target: S3Target, options: StorageAppOptions): strin
     'max_attempts = 2',
     'connect_timeout_ms = 2000',
     options.s3 ?? '',
+    options.toml ?? '',
   ].join('\n');
 }
 

@@ -1,13 +1,14 @@
 /**
  * GET /api/files: pages that never repeat or skip a file when upload times tie, both directions,
- * and the search: a case-sensitive substring of the name, served by the trigram index for terms
- * of three or more characters and by a scan below that, with the same answers either way.
+ * and the search: a case-sensitive substring of the name (test/plugins/storage/search/ compares
+ * it with a brute-force filter), its SQL served by the indexes it is meant to use.
  */
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../helpers/app.ts';
 import { signIn } from '../../helpers/identity.ts';
 import { ensureS3, s3Client, type S3Target } from '../../helpers/s3.ts';
+import { searchSql } from '../../../plugins/storage/store-search.ts';
 import { bearer, closeStorageApp, createApp, createToken, startStorageApp, uniquePrefix } from '../../helpers/storage.ts';
 
 const prefix = uniquePrefix('list');
@@ -212,19 +213,27 @@ describe('search: a case-sensitive substring of the name', () => {
 describe('the list is served by indexes', () => {
   const plan = (sql: string, ...args: unknown[]) =>
     (app.running.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as { detail: string }[]).map((r) => r.detail).join('\n');
+  const params = { match: '"706f7274"', seq: 1, appId: '', term: 'port', limit: 10, offset: 0 };
 
-  it("pages walk (app_id, uploaded_at, id); a search of 3+ characters starts from the trigram index, within the app's rowid range", () => {
+  it("pages walk (app_id, uploaded_at, id, name); a selective search starts from the n-gram index, within the app's rowid range", () => {
     const page = plan('SELECT f.seq FROM storage_files f WHERE f.app_id = ? ORDER BY f.uploaded_at DESC, f.id DESC LIMIT 10 OFFSET 0', appId);
     expect(page).toMatch(/USING COVERING INDEX storage_files_by_time/);
     expect(page).not.toMatch(/TEMP B-TREE/);
-    const search = plan(
-      `SELECT f.id FROM storage_files_names s CROSS JOIN storage_files f ON f.seq = s.rowid
-       WHERE s.storage_files_names MATCH @match AND s.rowid >= @seq * 4294967296 AND s.rowid < (@seq + 1) * 4294967296
-       AND f.app_id = @appId AND instr(f.name, @term) > 0 ORDER BY f.uploaded_at DESC, f.id DESC LIMIT 10`,
-      { match: '"port"', seq: 1, appId, term: 'port' },
-    );
-    // M: the MATCH; > and <: the app's rowid range, so other apps' files are never read.
-    expect(search.split('\n')[0]).toMatch(/SCAN s VIRTUAL TABLE INDEX \d+:M\d*></);
-    expect(search).toMatch(/SEARCH f USING INTEGER PRIMARY KEY/);
+    for (const dir of ['asc', 'desc'] as const) {
+      for (const index of ['storage_files_ngrams', 'storage_files_names'] as const) {
+        const search = plan(searchSql(index, dir).fromMatches, { ...params, appId });
+        // M: the MATCH; > and <: the app's rowid range, so other apps' files are never read. The
+        // index is the outer loop, each match read from the table by rowid.
+        expect(search).toMatch(/SCAN g VIRTUAL TABLE INDEX \d+:M\d*><\nSEARCH f USING INTEGER PRIMARY KEY \(rowid=\?\)/);
+      }
+      const sql = searchSql('storage_files_names', dir);
+      expect(plan(sql.countPhrase, params)).toMatch(/^SCAN g VIRTUAL TABLE INDEX \d+:M\d*><$/);
+      // A broad term's page: the covering index in order, no sort, only the page read from the table.
+      const walk = plan(sql.walk, { ...params, appId });
+      expect(walk).toMatch(/USING COVERING INDEX storage_files_by_time \(app_id=\?\)/);
+      // One sort: the page's own rows (the last step), never the walk's entries.
+      expect(walk.split('\n').filter((l) => /TEMP B-TREE/.test(l))).toEqual(['USE TEMP B-TREE FOR ORDER BY']);
+      expect(walk.split('\n').at(-1)).toBe('USE TEMP B-TREE FOR ORDER BY');
+    }
   });
 });

@@ -1,0 +1,177 @@
+/**
+ * `GET /api/files?search=`: a case-sensitive substring of the name, sorted by uploadedAt, with an
+ * exact total, at any number of files in an app (issue 17). The indexes, kept in step with
+ * storage_files by triggers, all with rowids in the app's range so a search reads only its app:
+ * - storage_files_names (001): each name's trigrams with their positions. A term of 3+
+ *   characters as a phrase of its trigrams matches exactly the names containing it; its rarest
+ *   trigrams, ANDed, find candidates cheaply (instr() then confirms).
+ * - storage_files_ngrams (003): each name's 1- and 2-character substrings, one token each.
+ * - storage_search_grams (003): per app, how many names contain each 1-3 character gram: the
+ *   exact total of a 1-3 character term, and for longer ones their trigrams' counts (a bound).
+ * - storage_search_counts (003): exact totals of broad 4+ character terms, cached on first use.
+ * With the total known, the page is read the cheaper way by the cost model below: from the
+ * index's matches, sorted (few matches), or walking the (app, uploadedAt, id, name) index in
+ * order with instr() on each entry until the page is full (many matches: nothing else is sorted).
+ */
+import type { Database } from '../../core/db.ts';
+import { type Direction, FILE_COLUMNS, type FileRow, orderBy, toFile } from './file-rows.ts';
+import type { FileRecord } from './types.ts';
+
+/**
+ * Relative costs (bench/files-search.ts, 300k-1M files): reading one entry of the time index
+ * with instr() (~0.15 µs), and one index match read from the table by rowid and sorted (~0.9 µs).
+ */
+const WALK_COST = 1;
+const MATCH_COST = 6;
+/**
+ * A 4+ character term whose rarest trigram is in at most this many names is counted from its
+ * candidates with the page; above, by the phrase (exact, no table reads), and the count is cached.
+ */
+const FEW_CANDIDATES = 20_000;
+/** Cached terms per app; the oldest goes first. Every write to a file checks its app's terms. */
+const CACHED_TERMS = 32;
+/** Trigrams ANDed to find a 4+ character term's candidates: its rarest. */
+const MATCH_TOKENS = 2;
+
+type Index = 'storage_files_ngrams' | 'storage_files_names';
+
+/** Overrides for tests: force one way of reading pages, or of counting 4+ character terms. */
+export interface SearchOptions {
+  plan?: 'walk' | 'matches';
+  fewCandidates?: number;
+}
+
+export interface SearchApp {
+  id: string;
+  seq: number;
+  fileCount: number;
+}
+
+/** A 1-2 character gram's token in storage_files_ngrams, quoted for MATCH (hex digits: nothing to escape). */
+const shortToken = (gram: string) => `"${Buffer.from(gram).toString('hex')}"`;
+/** An FTS5 string for storage_files_names: the phrase of `text`'s trigrams, literally. */
+const phrase = (text: string) => `"${text.replace(/"/g, '""')}"`;
+
+/** The distinct 3-character windows of a term. */
+function trigrams(term: string): string[] {
+  const chars = [...term];
+  const grams = new Set<string>();
+  for (let i = 0; i + 3 <= chars.length; i++) grams.add(chars.slice(i, i + 3).join(''));
+  return [...grams];
+}
+
+/** The SQL for one index and sort direction (exported for the query-plan test). */
+export function searchSql(index: Index, dir: Direction) {
+  // The index's matches in the app's rowid range (the CROSS JOIN keeps the index the outer loop);
+  // instr() confirms (4+ characters: the tokens are only some of the term's trigrams).
+  const fromMatches = `FROM ${index} g CROSS JOIN storage_files f ON f.seq = g.rowid
+    WHERE g.${index} MATCH @match AND g.rowid >= @seq * 4294967296 AND g.rowid < (@seq + 1) * 4294967296 AND instr(f.name, @term) > 0`;
+  return {
+    fromMatches: `SELECT ${FILE_COLUMNS}, count(*) OVER () AS total ${fromMatches} ${orderBy(dir)} LIMIT @limit OFFSET @offset`,
+    countMatches: `SELECT count(*) ${fromMatches}`,
+    // Many matches: the time index in the page's order, its name column tested on each entry; the
+    // walk stops at the page's end. Only the page's rows are read from the table.
+    walk: `SELECT ${FILE_COLUMNS} FROM storage_files f WHERE f.seq IN (
+         SELECT seq FROM storage_files INDEXED BY storage_files_by_time
+         WHERE app_id = @appId AND instr(name, @term) > 0 ${orderBy(dir, '')} LIMIT @limit OFFSET @offset
+       ) ${orderBy(dir)}`,
+    // A phrase of trigrams: exact, read from the index alone.
+    countPhrase: `SELECT count(*) FROM storage_files_names g
+       WHERE g.storage_files_names MATCH @match AND g.rowid >= @seq * 4294967296 AND g.rowid < (@seq + 1) * 4294967296`,
+  };
+}
+
+function statements(db: Database, index: Index, dir: Direction) {
+  const sql = searchSql(index, dir);
+  return {
+    fromMatches: db.prepare(sql.fromMatches),
+    countMatches: db.prepare(sql.countMatches).pluck(),
+    walk: db.prepare(sql.walk),
+    countPhrase: db.prepare(sql.countPhrase).pluck(),
+  };
+}
+
+/** How a term is served: its index and MATCH, how many entries that matches, and its total when known before the page. */
+interface Plan {
+  index: Index;
+  match: string;
+  candidates: number;
+  total: number | undefined;
+}
+
+type Params = { appId: string; seq: number; term: string; match: string; limit: number; offset: number };
+
+export class FileSearch {
+  readonly #db: Database;
+  readonly #statements: Record<Index, Record<Direction, ReturnType<typeof statements>>>;
+  readonly #s;
+  readonly #options: SearchOptions;
+
+  constructor(db: Database, options: SearchOptions = {}) {
+    this.#db = db;
+    this.#options = options;
+    const both = (index: Index) => ({ asc: statements(db, index, 'asc'), desc: statements(db, index, 'desc') });
+    this.#statements = { storage_files_ngrams: both('storage_files_ngrams'), storage_files_names: both('storage_files_names') };
+    this.#s = {
+      gram: db.prepare('SELECT n FROM storage_search_grams WHERE app_id = ? AND gram = ?').pluck(),
+      grams: db.prepare('SELECT gram, n FROM storage_search_grams WHERE app_id = ? AND gram IN (SELECT value FROM json_each(?))').raw(),
+      cached: db.prepare('SELECT n FROM storage_search_counts WHERE app_id = ? AND term = ?').pluck(),
+      cache: db.prepare('INSERT INTO storage_search_counts (app_id, term, n) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET n = excluded.n'),
+      evict: db.prepare(
+        'DELETE FROM storage_search_counts WHERE rowid IN (SELECT rowid FROM storage_search_counts WHERE app_id = ? ORDER BY rowid DESC LIMIT -1 OFFSET ?)',
+      ),
+    };
+  }
+
+  /** One page of the app's files whose name contains `term` (not empty), and how many there are. */
+  search(app: SearchApp, term: string, page: { dir: Direction; limit: number; offset: number }): { files: FileRecord[]; total: number } {
+    const plan = this.#plan(app, term);
+    if (plan.candidates === 0) return { files: [], total: 0 };
+    const s = this.#statements[plan.index][page.dir];
+    const params: Params = { appId: app.id, seq: app.seq, term, match: plan.match, limit: page.limit, offset: page.offset };
+    if (plan.total === undefined) {
+      // Few candidates: the page and its total in one pass; a page past the end counts on its own.
+      const rows = s.fromMatches.all(params) as (FileRow & { total: number })[];
+      return { files: rows.map(toFile), total: rows[0]?.total ?? (s.countMatches.get(params) as number) };
+    }
+    const { total } = plan;
+    if (page.offset >= total) return { files: [], total };
+    // Entries the walk reads to fill the page, at the matches' density, against reading every candidate.
+    const walked = Math.min(app.fileCount, ((page.offset + page.limit) * app.fileCount) / total);
+    const walk = this.#options.plan ? this.#options.plan === 'walk' : walked * WALK_COST < plan.candidates * MATCH_COST;
+    return { files: ((walk ? s.walk : s.fromMatches).all(params) as FileRow[]).map(toFile), total };
+  }
+
+  #plan(app: SearchApp, term: string): Plan {
+    const length = [...term].length;
+    if (length <= 3) {
+      const total = (this.#s.gram.get(app.id, term) as number | undefined) ?? 0;
+      return length < 3
+        ? { index: 'storage_files_ngrams', match: shortToken(term), candidates: total, total }
+        : { index: 'storage_files_names', match: phrase(term), candidates: total, total };
+    }
+    const grams = trigrams(term);
+    const counts = new Map(this.#s.grams.all(app.id, JSON.stringify(grams)) as [string, number][]);
+    // A trigram no name has: nothing matches.
+    if (grams.some((g) => !counts.get(g))) return { index: 'storage_files_names', match: '', candidates: 0, total: 0 };
+    const rarest = grams.sort((a, b) => counts.get(a)! - counts.get(b)!).slice(0, MATCH_TOKENS);
+    const plan: Plan = { index: 'storage_files_names', match: rarest.map(phrase).join(' AND '), candidates: counts.get(rarest[0]!)!, total: undefined };
+    const cached = this.#s.cached.get(app.id, term) as number | undefined;
+    if (cached !== undefined) return { ...plan, total: cached };
+    if (plan.candidates <= (this.#options.fewCandidates ?? FEW_CANDIDATES)) return plan;
+    return { ...plan, total: this.#countBroad(app, term) };
+  }
+
+  /** Counts a broad 4+ character term by its phrase and caches the count; the triggers keep it exact. */
+  #countBroad(app: SearchApp, term: string): number {
+    // Counted and cached in one write transaction: no write can fall between the two.
+    return this.#db
+      .transaction(() => {
+        const n = this.#statements.storage_files_names.asc.countPhrase.get({ seq: app.seq, match: phrase(term) }) as number;
+        this.#s.cache.run(app.id, term, n);
+        this.#s.evict.run(app.id, CACHED_TERMS);
+        return n;
+      })
+      .immediate();
+  }
+}
