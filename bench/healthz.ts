@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { baselines, ensureBinary, fmt, median, startServer, wrk, type ServerSpec } from './lib.ts';
+import { baselines, cpuMicros, ensureBinary, fmt, median, medianRatio, startServer, wrk, type ServerSpec } from './lib.ts';
 
 export async function run(options: { rounds?: number; starts?: number; seconds?: number } = {}): Promise<string> {
   const rounds = options.rounds ?? 3;
@@ -29,6 +29,9 @@ export async function run(options: { rounds?: number; starts?: number; seconds?:
   const rss = new Map<string, { total: number; anon: number }>();
   const rps = new Map<string, number[]>(specs.map((s) => [s.name, []]));
   const p99 = new Map<string, number[]>(specs.map((s) => [s.name, []]));
+  // CPU time of the server per request (user + system, from /proc): steadier than req/s when
+  // other work shares the machine, since it does not count the time the server waited for a core.
+  const cpu = new Map<string, number[]>(specs.map((s) => [s.name, []]));
 
   for (let i = 0; i < starts; i++) {
     for (const spec of specs) {
@@ -46,7 +49,9 @@ export async function run(options: { rounds?: number; starts?: number; seconds?:
     for (const spec of specs) {
       const server = await startServer(spec);
       wrk(`${server.url}/healthz`, { seconds: 1 }); // warm-up
+      const cpuBefore = cpuMicros(server.child.pid!);
       const r = wrk(`${server.url}/healthz`, { seconds });
+      cpu.get(spec.name)!.push((cpuMicros(server.child.pid!) - cpuBefore) / (r.rps * seconds));
       if (r.errors) throw new Error(`${spec.name}: ${r.errors} errors under load`);
       rps.get(spec.name)!.push(r.rps);
       p99.get(spec.name)!.push(r.p99ms);
@@ -59,16 +64,27 @@ export async function run(options: { rounds?: number; starts?: number; seconds?:
   const lines = [
     `binary size: ${fmt(fs.statSync(bin).size / 2 ** 20, 1)} MiB (${path.relative(process.cwd(), bin)})`,
     '',
-    '| server | start to first 200 (ms, median) | start ratio to Koa | idle RSS, MiB (private part) | /healthz req/s (median) | req/s ratio to Koa | p99 (ms) |',
-    '|---|---|---|---|---|---|---|',
+    "| server | start to first 200 (ms, median) | start ratio to Koa | idle RSS, MiB (private part) | /healthz req/s (median) | req/s ratio to Koa (median of rounds) | p99 (ms) | CPU µs per request (median) | Koa's CPU per request / this |",
+    '|---|---|---|---|---|---|---|---|---|',
   ];
   for (const spec of specs) {
     const s = median(startMs.get(spec.name)!);
     const r = median(rps.get(spec.name)!);
     lines.push(
-      `| ${spec.name} | ${fmt(s, 0)} | ${fmt(s / median(startMs.get(koa)!))} | ${fmt(rss.get(spec.name)!.total, 1)} (${fmt(rss.get(spec.name)!.anon, 1)}) | ${fmt(r, 0)} | ${fmt(r / median(rps.get(koa)!))} | ${fmt(median(p99.get(spec.name)!))} |`,
+      `| ${spec.name} | ${fmt(s, 0)} | ${fmt(s / median(startMs.get(koa)!))} | ${fmt(rss.get(spec.name)!.total, 1)} (${fmt(rss.get(spec.name)!.anon, 1)}) | ${fmt(r, 0)} | ${fmt(medianRatio(rps.get(spec.name)!, rps.get(koa)!))} | ${fmt(median(p99.get(spec.name)!))} | ${fmt(median(cpu.get(spec.name)!), 0)} | ${fmt(medianRatio(cpu.get(koa)!, cpu.get(spec.name)!))} |`,
     );
   }
-  lines.push('', `(${starts} starts and ${rounds} load rounds of ${seconds} s per server, interleaved; wrk -t1 -c50)`);
+  lines.push(
+    '',
+    `(${starts} starts and ${rounds} load rounds of ${seconds} s per server, interleaved; wrk -t1 -c50; servers pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}, wrk and this script on ${process.env.BENCH_LOAD_CPU ?? '0'}; per-round req/s ${specs
+      .map(
+        (s) =>
+          `${s.name} ${rps
+            .get(s.name)!
+            .map((v) => fmt(v, 0))
+            .join('/')}`,
+      )
+      .join('; ')})`,
+  );
   return lines.join('\n');
 }

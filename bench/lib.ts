@@ -35,10 +35,27 @@ export interface ServerSpec {
   env?: NodeJS.ProcessEnv;
 }
 
-/** Starts a server and polls `probe` every 2 ms until it answers 200. */
+/**
+ * The core a server under test is pinned to (`taskset -c`), so that Wharf and its baseline get
+ * the same single core and the load generator the other: BENCH_CPU (default 1); BENCH_CPU=none
+ * runs servers unpinned.
+ */
+export function pinned(cmd: string, args: string[]): [string, string[]] {
+  const cpu = process.env.BENCH_CPU ?? '1';
+  if (cpu === 'none') return [cmd, args];
+  return ['taskset', ['-c', cpu, cmd, ...args]];
+}
+
+/** Node's flags for a server under test: `--cpu-prof` into BENCH_CPU_PROF (a directory) when set. */
+export function profiling(): string[] {
+  const dir = process.env.BENCH_CPU_PROF;
+  return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [];
+}
+
+/** Starts a server (pinned, see `pinned`) and polls `probe` every 2 ms until it answers 200. */
 export async function startServer(spec: ServerSpec, probe = '/healthz'): Promise<Server> {
   const port = await freePort();
-  const [cmd, args] = spec.argsFor(port);
+  const [cmd, args] = pinned(...spec.argsFor(port));
   const t0 = performance.now();
   const child = spawn(cmd, args, { cwd: spec.cwd ?? root, env: { ...process.env, ...spec.env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -111,10 +128,25 @@ export function wrk(url: string, options: { connections?: number; seconds?: numb
   return { rps, p50ms: lat('50'), p99ms: lat('99'), errors };
 }
 
+/** CPU time (user + system) a process has used so far, in microseconds. */
+export function cpuMicros(pid: number): number {
+  const fields = fs
+    .readFileSync(`/proc/${pid}/stat`, 'utf8')
+    .replace(/^.*\) /, '')
+    .split(' ');
+  // After the command: state is field 3, utime 14 and stime 15 (1-based), in clock ticks of 10 ms.
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
 export function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/** The median of the round-by-round ratios a[i] / b[i] (rounds interleaved, so each pair saw the same machine). */
+export function medianRatio(a: readonly number[], b: readonly number[]): number {
+  return median(a.map((v, i) => v / b[i]!));
 }
 
 export function fmt(n: number, digits = 2): string {

@@ -13,17 +13,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { redisStore } from '../plugins/rate_limit/redis-store.ts';
 import { memoryStore, type RateLimitStore } from '../plugins/rate_limit/store.ts';
-import { benchCookie, createBenchUser, fmt, median, node, root, type ServerSpec, startServer, wrk } from './lib.ts';
-
-/** CPU time (user + system) a process has used so far, in microseconds. */
-function cpuMicros(pid: number): number {
-  const fields = fs
-    .readFileSync(`/proc/${pid}/stat`, 'utf8')
-    .replace(/^.*\) /, '')
-    .split(' ');
-  // After the command: state is field 3, utime 14 and stime 15 (1-based), in clock ticks of 10 ms.
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
+import { benchCookie, cpuMicros, createBenchUser, fmt, median, node, root, type ServerSpec, startServer, wrk } from './lib.ts';
 
 /** The test redis-server's pid (its script writes it). */
 function redisPid(): number {

@@ -3,6 +3,8 @@
  * is named) and prints Markdown for BENCHMARKS.md. Benchmarks are scripts, not tests: each
  * compares Wharf with a bare baseline in the same run and reports ratios.
  */
+import { execFileSync } from 'node:child_process';
+
 const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   healthz: () => import('./healthz.ts'),
   auth: () => import('./auth.ts'),
@@ -13,11 +15,16 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   'files-search-migration': () => import('./files-search-migration.ts'),
   'upload-presign': () => import('./upload-presign.ts'),
   webhooks: () => import('./webhooks.ts'),
+  'webhooks-rate': () => import('./webhooks-rate.ts'),
   messaging: () => import('./messaging.ts'),
   objects: () => import('./objects.ts'),
   whatsapp: () => import('./whatsapp.ts'),
   'db-layers': () => import('./db-layers.ts'),
 };
+
+// The load generators (this process, wrk) on core 0, servers on core 1 (see `pinned` in lib.ts).
+if ((process.env.BENCH_CPU ?? '1') !== 'none')
+  execFileSync('taskset', ['-a', '-p', '-c', process.env.BENCH_LOAD_CPU ?? '0', String(process.pid)], { stdio: 'ignore' });
 
 const wanted = process.argv.slice(2);
 for (const name of wanted) {

@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { fmt, median, node, root, startServer, wrk } from './lib.ts';
+import { cpuMicros, fmt, median, medianRatio, node, root, startServer, wrk } from './lib.ts';
 import { storageBench, wrkScript } from './storage-setup.ts';
 
 export async function run(options: { rounds?: number; seconds?: number; connections?: number } = {}): Promise<string> {
@@ -41,10 +41,15 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
       ];
       const rps = new Map(cases.map((c) => [c.name, [] as number[]]));
       const p99 = new Map(cases.map((c) => [c.name, [] as number[]]));
+      // CPU time of the server per request: steadier than req/s when other work shares the machine.
+      const cpu = new Map(cases.map((c) => [c.name, [] as number[]]));
+      const pidOf = (i: number) => (i % 2 === 0 ? baseline.child.pid! : bench.server.child.pid!);
       for (let round = 0; round < rounds; round++) {
-        for (const c of cases) {
+        for (const [i, c] of cases.entries()) {
           wrk(c.url, { seconds: 1, script: c.script, connections }); // warm-up
+          const before = cpuMicros(pidOf(i));
           const r = wrk(c.url, { seconds, script: c.script, connections });
+          cpu.get(c.name)!.push((cpuMicros(pidOf(i)) - before) / (r.rps * seconds));
           if (r.errors) throw new Error(`${c.name}: ${r.errors} errors under load`);
           rps.get(c.name)!.push(r.rps);
           p99.get(c.name)!.push(r.p99ms);
@@ -55,12 +60,16 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
       await new Promise((r) => setTimeout(r, 100));
       const lastUsed = await fetch(`${bench.url}/api/tokens?appId=${app.id}`, { headers: bench.dashboard });
       const tokens = ((await lastUsed.json()) as { tokens: { lastUsedAt: string | null }[] }).tokens;
-      const ratio = (a: number, b: number) => fmt(median(rps.get(cases[a]!.name)!) / median(rps.get(cases[b]!.name)!));
-      const lines = ['| server, request | req/s (median) | p99 (ms) |', '|---|---|---|'];
-      for (const c of cases) lines.push(`| ${c.name} | ${fmt(median(rps.get(c.name)!), 0)} | ${fmt(median(p99.get(c.name)!))} |`);
+      const ratio = (a: number, b: number) => fmt(medianRatio(rps.get(cases[a]!.name)!, rps.get(cases[b]!.name)!));
+      const cpuRatio = (a: number, b: number) => fmt(medianRatio(cpu.get(cases[b]!.name)!, cpu.get(cases[a]!.name)!));
+      const lines = ['| server, request | req/s (median) | p99 (ms) | CPU µs per request (median) |', '|---|---|---|---|'];
+      for (const c of cases)
+        lines.push(`| ${c.name} | ${fmt(median(rps.get(c.name)!), 0)} | ${fmt(median(p99.get(c.name)!))} | ${fmt(median(cpu.get(c.name)!), 0)} |`);
       lines.push(
         '',
-        `**validate: Wharf / baseline = ${ratio(1, 0)}** (aim at least 0.7); for reference GET /healthz: Wharf / bare = ${ratio(3, 2)}.`,
+        `**validate: Wharf / baseline = ${ratio(1, 0)}** (aim at least 0.7; median of the rounds' ratios); for reference GET /healthz: Wharf / bare = ${ratio(3, 2)}.`,
+        '',
+        `CPU per request, baseline / Wharf: validate ${cpuRatio(1, 0)}, GET /healthz ${cpuRatio(3, 2)}.`,
         '',
         `lastUsedAt after the run: ${tokens[0]?.lastUsedAt ?? 'null'} (read at ${new Date().toISOString()})`,
         '',

@@ -9,7 +9,7 @@ import { benchCookie, createBenchUser, fmt, median, node, root, startServer } fr
 const CONCURRENCY = 64;
 const SESSIONS = 8;
 
-function percentile(values: number[], p: number): number {
+export function percentile(values: number[], p: number): number {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
 }
@@ -28,13 +28,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.timeOrigin + performance.now();
 
 /** An in-process receiver: records arrival times; `hang` never answers. */
-async function localReceiver(hang = false) {
+export async function localReceiver(hang = false) {
   const waiters: ((t: number) => void)[] = [];
   let open = 0;
   let count = 0;
   let body = Buffer.alloc(0);
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
+    // A sender that gives up (an attempt timed out) resets the connection: not an error here.
+    req.on('error', () => {});
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const t = now();

@@ -10,7 +10,7 @@ import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
 import { groupFinder, methodNotAllowed, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
-import { longestPrefix } from './paths.ts';
+import { underAny } from './paths.ts';
 import type { RouteGroup } from './api.ts';
 import { MIDDLEWARE_PRIORITIES, type PluginMiddleware } from './plugin.ts';
 
@@ -51,17 +51,30 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   const rank = (m: { priority?: keyof typeof MIDDLEWARE_PRIORITIES }) => MIDDLEWARE_PRIORITIES[m.priority ?? 'default'];
   const stack = [{ name: 'core:auth', priority: 'credentials' as const, fn: parts.auth.middleware() }, ...parts.middleware].sort((a, b) => rank(a) - rank(b));
   for (const m of stack) app.use(m.fn);
-  // A request reaches only the routers whose prefixes it is under: every router otherwise tests
-  // each of its routes against every request, and the messaging API alone has hundreds.
-  for (const group of groups) app.use(routesUnder(group));
+  app.use(routesUnder(groups));
   return app;
 }
 
-function routesUnder(group: RouteGroup): Koa.Middleware {
-  const routes = group.router.routes();
-  const owns = longestPrefix(group.prefixes.map((p) => [p, true] as const));
-  return function routeGroup(ctx, next) {
-    return owns(ctx.path) ? routes(ctx as Parameters<typeof routes>[0], next) : next();
+/**
+ * The routers, in order: a request reaches only those of the groups whose prefixes it is under
+ * (every router otherwise tests each of its routes against every request, and the messaging API
+ * alone has hundreds), and one that matches no route passes it to the next. One middleware for
+ * all of them: a middleware per group cost each request a step of the Koa chain per group
+ * (BENCHMARKS.md, issue 16).
+ */
+function routesUnder(groups: readonly RouteGroup[]): Koa.Middleware {
+  const table = groups.map((group) => ({ routes: group.router.routes(), owns: underAny(group.prefixes) }));
+  return function routeGroups(ctx, next) {
+    const path = ctx.path.toLowerCase();
+    let i = 0;
+    const nextGroup = (): Promise<unknown> => {
+      while (i < table.length) {
+        const { routes, owns } = table[i++]!;
+        if (owns(path)) return routes(ctx as Parameters<typeof routes>[0], nextGroup) as Promise<unknown>;
+      }
+      return next();
+    };
+    return nextGroup();
   };
 }
 

@@ -78,6 +78,11 @@ export function openDatabase(file: string, options: OpenOptions = {}): Database 
   if (!options.readonly) db.pragma('journal_mode = WAL');
   db.pragma('foreign_keys = ON');
   db.pragma('synchronous = NORMAL');
+  // Statement journals and savepoint sub-journals (nested transactions, statements that may
+  // fail midway) in memory: on disk each one is a temporary file created and deleted per
+  // transaction, several system calls each (BENCHMARKS.md, issue 16). They hold only what one
+  // transaction changes and are never needed after a crash.
+  db.pragma('temp_store = MEMORY');
   return db;
 }
 

@@ -67,9 +67,17 @@ export function accessLogger(log: Logger): (entry: AccessEntry) => void {
     pending = '';
     stream.write(chunk);
   };
+  // The time as pino writes it, built once per millisecond: under load many lines share one.
+  let stampMs = -1;
+  let stamp = '';
   return function writeAccessLine(e) {
     if (!log.isLevelEnabled('info')) return;
     if (!pending) setImmediate(flush);
-    pending += `{"level":"info","time":"${new Date().toISOString()}","service":"wharf","request_id":${JSON.stringify(e.requestId)},"method":${JSON.stringify(e.method)},"path":${JSON.stringify(e.path)},"status":${e.status},"duration_ms":${e.durationMs},"msg":"request"}\n`;
+    const now = Date.now();
+    if (now !== stampMs) {
+      stampMs = now;
+      stamp = new Date(now).toISOString();
+    }
+    pending += `{"level":"info","time":"${stamp}","service":"wharf","request_id":${JSON.stringify(e.requestId)},"method":${JSON.stringify(e.method)},"path":${JSON.stringify(e.path)},"status":${e.status},"duration_ms":${e.durationMs},"msg":"request"}\n`;
   };
 }

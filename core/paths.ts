@@ -12,7 +12,7 @@ export function normalizePrefix(prefix: string): string {
 
 /** Whether `path` is `prefix` or below it, on a segment boundary. Both are normalized here. */
 export function isUnder(path: string, prefix: string): boolean {
-  return covers(normalizePrefix(prefix), path.toLowerCase());
+  return covers(compiled(prefix), path.toLowerCase());
 }
 
 /**
@@ -20,14 +20,34 @@ export function isUnder(path: string, prefix: string): boolean {
  * under; undefined when no prefix covers it.
  */
 export function longestPrefix<T>(entries: Iterable<readonly [prefix: string, value: T]>): (path: string) => T | undefined {
-  const table = [...entries].map(([prefix, value]) => ({ prefix: normalizePrefix(prefix), value })).sort((a, b) => b.prefix.length - a.prefix.length);
+  const table = [...entries].map(([prefix, value]) => ({ ...compiled(prefix), value })).sort((a, b) => b.prefix.length - a.prefix.length);
   return function valueFor(rawPath: string): T | undefined {
     const path = rawPath.toLowerCase();
-    return table.find(({ prefix }) => covers(prefix, path))?.value;
+    return table.find((entry) => covers(entry, path))?.value;
   };
 }
 
-/** The one comparison: a normalized prefix and a lowercase path. */
-function covers(prefix: string, path: string): boolean {
-  return prefix === '' || path === prefix || path.startsWith(`${prefix}/`);
+/**
+ * A function telling whether a path, already lowercase, is under any of `prefixes`: for a
+ * caller that tests one path against many prefix sets and lowercases it once.
+ */
+export function underAny(prefixes: readonly string[]): (lowercasePath: string) => boolean {
+  const table = prefixes.map(compiled);
+  return (path) => table.some((entry) => covers(entry, path));
+}
+
+interface CompiledPrefix {
+  prefix: string;
+  /** The prefix and a slash, built once rather than per comparison. */
+  below: string;
+}
+
+function compiled(prefix: string): CompiledPrefix {
+  const normalized = normalizePrefix(prefix);
+  return { prefix: normalized, below: `${normalized}/` };
+}
+
+/** The one comparison: a compiled prefix and a lowercase path. */
+function covers({ prefix, below }: CompiledPrefix, path: string): boolean {
+  return prefix === '' || path === prefix || path.startsWith(below);
 }

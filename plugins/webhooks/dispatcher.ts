@@ -9,6 +9,10 @@
  * sent again after the restart (at least once). Outcomes are written in batches (every few
  * milliseconds, in one transaction); until then their deliveries stay held in memory, so the
  * queue never hands one out twice.
+ *
+ * A new delivery starts in the turn its event's transaction commits, from the row just written,
+ * when its session has nothing due before it and a slot is free; otherwise, and after a restart,
+ * it is read from the outbox in its turn.
  */
 import type { Keys } from '../../core/keys.ts';
 import type { HttpClient } from './network.ts';
@@ -67,10 +71,12 @@ export class WebhookDispatcher {
   readonly #controllers = new Map<number, AbortController>();
   /** Session id -> when its earliest pending delivery is due (Unix ms); insertion order is the round-robin order. */
   readonly #due = new Map<number, number>();
-  /** Events that got a dispatch row in a transaction not yet announced as committed. */
-  readonly #enqueued = new Set<number>();
+  /** Event id -> the dispatch row written for it in a transaction not yet announced as committed. */
+  readonly #enqueued = new Map<number, DueRow>();
   /** Session id -> its decrypted secrets, valid while the session's updated_at is `stamp`. */
   readonly #secrets = new Map<number, CachedSecrets>();
+  /** Session id -> the session as read after the commit being announced now (kept until the next microtask). */
+  readonly #fresh = new Map<number, SessionRecord | null>();
   #completions: Completion[] = [];
   #active = 0;
   #pumpQueued = false;
@@ -107,18 +113,47 @@ export class WebhookDispatcher {
     for (const { session_id, due } of this.#d.store.dueBySession()) this.markDue(session_id, due);
   }
 
-  /** A dispatch row was written for this event inside its transaction. */
-  enqueued(eventId: number): void {
+  /** A dispatch row was written for this event inside its transaction (`row`: the delivery, as the outbox holds it). */
+  enqueued(eventId: number, row: DueRow): void {
     // Ids of rolled-back transactions are never announced; past this size they are dropped and
     // the periodic resync picks up anything that was still waiting.
     if (this.#enqueued.size >= 100_000) this.#enqueued.clear();
-    this.#enqueued.add(eventId);
+    this.#enqueued.set(eventId, row);
   }
 
-  /** The event's transaction committed: its delivery is due now. */
+  /**
+   * The event's transaction committed: its delivery is due now. When its session has no
+   * delivery due before it and a slot is free, the delivery starts here, in the same turn as
+   * the commit, from the row just written (no read of the outbox, no wait for the next turn);
+   * otherwise it takes its turn in the queue.
+   */
   committed(eventId: number, sessionId: number): void {
-    if (!this.#enqueued.delete(eventId)) return;
-    this.markDue(sessionId, Date.now());
+    const row = this.#enqueued.get(eventId);
+    if (!row) return;
+    this.#enqueued.delete(eventId);
+    if (this.#closing) return;
+    const now = Date.now();
+    const { config } = this.#d;
+    const queued = this.#due.get(sessionId);
+    if ((queued === undefined || queued > now) && this.#active < config.concurrency && (this.#running.get(sessionId) ?? 0) < config.concurrency_per_session) {
+      let session: SessionRecord | null | undefined = this.#fresh.get(sessionId);
+      try {
+        // The session as it is now, after the commit (the read the queue makes once per round),
+        // read once for every event the transaction recorded: they are announced together.
+        if (session === undefined) {
+          session = this.#d.sessions.get(sessionId) ?? null;
+          if (this.#fresh.size === 0) queueMicrotask(() => this.#fresh.clear());
+          this.#fresh.set(sessionId, session);
+        }
+      } catch (err) {
+        this.#d.log.error({ err }, 'webhook dispatcher failed to read the session; the delivery waits its turn in the queue');
+      }
+      if (session !== undefined) {
+        this.#start(row, session ?? undefined);
+        return;
+      }
+    }
+    this.markDue(sessionId, now);
   }
 
   /** The session's webhook secret changed: forget the cached one. */

@@ -80,19 +80,18 @@ export default definePlugin({
     const unsubscribe = sessions.onEvent((event) => {
       const { session } = event;
       if (!subscribed(session, event.event)) return;
-      store.enqueue(
-        {
-          orgId: event.orgId,
-          sessionId: event.sessionId,
-          eventId: event.id,
-          webhookId: `msg_${randomUUID().replaceAll('-', '')}`,
-          event: event.event,
-          url: session.webhookUrl!,
-          body: JSON.stringify(event.payload),
-        },
+      const row = {
+        session_id: event.sessionId,
+        webhook_id: `msg_${randomUUID().replaceAll('-', '')}`,
+        url: session.webhookUrl!,
+        body: JSON.stringify(event.payload),
+        attempt_count: 0,
+      };
+      const id = store.enqueue(
+        { orgId: event.orgId, sessionId: row.session_id, eventId: event.id, webhookId: row.webhook_id, event: event.event, url: row.url, body: row.body },
         Date.now(),
       );
-      dispatcher.enqueued(event.id);
+      dispatcher.enqueued(event.id, { id, ...row });
     });
     const unlisten = sessions.afterEvent((event) => dispatcher.committed(event.id, event.sessionId));
     const unrotate = sessions.onWebhookSecretRotated((rotation) => {

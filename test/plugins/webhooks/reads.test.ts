@@ -82,4 +82,16 @@ describe('one inbound sandbox text', () => {
     );
     expect(reads.length).toBeLessThanOrEqual(3);
   });
+
+  it('starts its deliveries at the commit, from the rows it wrote: the queue of the outbox is not read', async () => {
+    const path = `/queue-${Date.now()}`;
+    const s = await hookedSession(app, t.pat, receiver.url(path), ['messages.received']);
+    const start = executed.length;
+    await receive(app, s, 'no queue read');
+    await eventually(() => receiver.requests.some((r) => r.path === path), 5000, 'the delivery');
+    await eventually(async () => (await dispatchesOf(app, t.pat, s.id)).every((d) => d.status === 'delivered'), 5000, 'its record delivered');
+    // The dispatcher's queue reads: due deliveries of a session, and its next due time.
+    const queueReads = executed.slice(start).filter((e) => /FROM webhooks_dispatches\s+WHERE session_id = \? AND status = 'pending'/.test(e.sql));
+    expect(queueReads.map((e) => e.caller)).toEqual([]);
+  });
 });

@@ -1,0 +1,177 @@
+/**
+ * Webhook latency under load (issue 16): POST /api/sandbox/receive sent open-loop at a steady
+ * rate (default 1,000 events/s) to one sandbox session whose webhook points at a receiver in this
+ * process; each event's latency is its arrival at the receiver minus the moment its request was
+ * sent. The baseline is a bare undici POST loop to the same receiver at the same rate. Rounds
+ * interleave the two; the server is pinned to one core (see `pinned` in lib.ts).
+ * Usage: node bench/run.ts webhooks-rate (BENCH_RATE, BENCH_RATE_SECONDS to change the load).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Agent, Pool } from 'undici';
+import { benchCookie, cpuMicros, createBenchUser, fmt, median, node, profiling, root, startServer } from './lib.ts';
+import { localReceiver, percentile } from './webhooks.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const now = () => performance.timeOrigin + performance.now();
+
+/** Calls `fire(i)` for i < total at `rate` a second, open loop (a late call is not waited for); resolves when every call settled. */
+async function openLoop(rate: number, total: number, fire: (i: number) => Promise<void>): Promise<void> {
+  const settled: Promise<void>[] = [];
+  const start = now();
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor(((now() - start) * rate) / 1000) + 1);
+    while (sent < due) settled.push(fire(sent++));
+    await sleep(1);
+  }
+  await Promise.all(settled);
+}
+
+export async function run(options: { rounds?: number; rate?: number; seconds?: number } = {}): Promise<string> {
+  const rounds = options.rounds ?? 3;
+  const rate = options.rate ?? Number(process.env.BENCH_RATE ?? 1000);
+  const seconds = options.seconds ?? Number(process.env.BENCH_RATE_SECONDS ?? 5);
+  const total = rate * seconds;
+  const wharf = path.join(root, 'bin/wharf.ts');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-webhooks-rate-'));
+  const dataDir = path.join(dir, 'data');
+  const configFile = path.join(dir, 'wharf.toml');
+  fs.writeFileSync(
+    configFile,
+    [
+      '[plugins.storage]',
+      'enabled = false',
+      '[plugins.tokens]',
+      'enabled = false',
+      '[plugins.rate_limit]',
+      'enabled = false',
+      '[plugins.webhooks]',
+      'allow_private_networks = true',
+      '',
+    ].join('\n'),
+  );
+  createBenchUser([node, [wharf]], dataDir, ['--config', configFile]);
+  const server = await startServer({
+    name: 'wharf serve',
+    argsFor: (port) => [node, [...profiling(), wharf, 'serve', '--config', configFile, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
+  });
+  const api = new Pool(server.url, { connections: 32 });
+  const receiver = await localReceiver();
+  const bare = new Agent({ keepAliveTimeout: 10_000 });
+  // Arrival times by sequence number, read from the text of each delivered message.
+  const arrivals = new Map<number, number>();
+  const seqOf = (body: Buffer) => Number(/bench #(\d+)#/.exec(body.toString('utf8'))?.[1] ?? -1);
+  const watch = async () => {
+    for (;;) {
+      const t = await receiver.next();
+      // The first arrival counts (a retry after a timed-out attempt delivers it again).
+      const n = seqOf(receiver.lastBody());
+      if (!arrivals.has(n)) arrivals.set(n, t);
+    }
+  };
+  void watch();
+  try {
+    const cookie = await benchCookie(server.url);
+    const call = async (pathname: string, token: string, body: unknown, extra: Record<string, string> = {}) => {
+      const res = await api.request({
+        method: 'POST',
+        path: pathname,
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}), ...extra },
+        body: JSON.stringify(body),
+      });
+      const json = (await res.body.json()) as any;
+      if (res.statusCode >= 300) throw new Error(`POST ${pathname}: ${res.statusCode} ${JSON.stringify(json)}`);
+      return json;
+    };
+    const pat = (await call('/api/personal-access-tokens', '', { name: 'bench' }, { cookie, origin: server.url })).data.token as string;
+    const session = (
+      await call('/api/sandbox-sessions', pat, { name: 'rate', webhook_url: receiver.url, webhook_enabled: true, webhook_events: ['messages.received'] })
+    ).data as { api_key: string };
+    let seq = 0;
+    const receive = (n: number) =>
+      call('/api/sandbox/receive', session.api_key, { from: `+1415${String(1_000_000 + (n % 1000)).padStart(7, '0')}`, text: `bench #${n}#` });
+    await receive(seq++);
+    for (let i = 0; i < 100 && arrivals.size === 0; i++) await sleep(20);
+    const sample = receiver.lastBody().toString('utf8');
+
+    /** One round: `total` sends at `rate`; latencies (ms) of the sends, and how many arrived. */
+    const measure = async (send: (n: number) => Promise<void>) => {
+      arrivals.clear();
+      const sentAt = new Map<number, number>();
+      const first = seq;
+      await openLoop(rate, total, async () => {
+        const n = seq++;
+        sentAt.set(n, now());
+        await send(n);
+      });
+      for (let i = 0; i < 500 && arrivals.size < total; i++) await sleep(20);
+      const ms: number[] = [];
+      for (let n = first; n < first + total; n++) {
+        const at = arrivals.get(n);
+        if (at !== undefined) ms.push(at - sentAt.get(n)!);
+      }
+      return ms;
+    };
+    const answered: number[] = [];
+    const viaWharf = async (n: number) => {
+      const t0 = now();
+      await receive(n);
+      answered.push(now() - t0);
+    };
+    const viaBare = async (n: number) => {
+      const res = await bare.request({
+        origin: receiver.origin,
+        path: '/hook',
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: sample.replace(/bench #\d+#/, `bench #${n}#`),
+      });
+      await res.body.text();
+    };
+    await measure(viaWharf); // warm-up
+    const cpuPerEvent: number[] = [];
+    const answers: { p50: number; p95: number; p99: number; lost: number }[] = [];
+    const results = {
+      wharf: [] as { p50: number; p95: number; p99: number; lost: number }[],
+      bare: [] as { p50: number; p95: number; p99: number; lost: number }[],
+    };
+    for (let round = 0; round < rounds; round++) {
+      for (const [name, send] of [
+        ['bare', viaBare],
+        ['wharf', viaWharf],
+      ] as const) {
+        answered.length = 0;
+        const cpu = cpuMicros(server.child.pid!);
+        const ms = await measure(send);
+        if (name === 'wharf') cpuPerEvent.push((cpuMicros(server.child.pid!) - cpu) / total);
+        results[name].push({ p50: percentile(ms, 50), p95: percentile(ms, 95), p99: percentile(ms, 99), lost: total - ms.length });
+        if (name === 'wharf') answers.push({ p50: percentile(answered, 50), p95: percentile(answered, 95), p99: percentile(answered, 99), lost: 0 });
+      }
+    }
+    const row = (label: string, r: { p50: number; p95: number; p99: number; lost: number }[]) =>
+      `| ${label} | ${fmt(median(r.map((x) => x.p50)))} | ${fmt(median(r.map((x) => x.p95)))} | ${fmt(median(r.map((x) => x.p99)))} | ${r.map((x) => `${fmt(x.p50)}/${fmt(x.p95)}`).join(', ')} | ${r.reduce((a, x) => a + x.lost, 0)} |`;
+    return [
+      `Latency at ${rate} events/s for ${seconds} s per round (${rounds} rounds, interleaved), send -> arrival at a receiver in the benchmark's process, ms:`,
+      '',
+      '| path | p50 (median) | p95 (median) | p99 (median) | rounds p50/p95 | not arrived |',
+      '|---|---|---|---|---|---|',
+      row('bare undici POST -> receiver', results.bare),
+      row('POST /api/sandbox/receive -> its answer', answers),
+      row('POST /api/sandbox/receive -> webhook at the receiver', results.wharf),
+      '',
+      `Wharf's CPU time per event (receive, record, deliver, write the outcome; user + system): ${fmt(median(cpuPerEvent), 0)} µs (median; rounds ${cpuPerEvent.map((v) => fmt(v, 0)).join(', ')}).`,
+      '',
+      `**p50 ratio Wharf / bare: ${fmt(median(results.wharf.map((x) => x.p50)) / median(results.bare.map((x) => x.p50)))}** (aim: Wharf p50 at most 20 ms)`,
+      '',
+      `(open loop, requests over 32 keep-alive connections; the server from source, pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}; rate_limit, storage and tokens off; one session subscribed to messages.received)`,
+    ].join('\n');
+  } finally {
+    await api.close();
+    await bare.close();
+    await receiver.close();
+    await server.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
