@@ -7,21 +7,23 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { migrate, openDatabase } from '../core/db.ts';
+import type { Database } from '../core/db.ts';
+import { openSqlite } from '../core/db-sqlite.ts';
+import { migrate } from '../core/migrations.ts';
 import { migrations } from '../plugins/storage/migrations.ts';
 import { fillFiles } from './files-search.ts';
 import { fmt } from './lib.ts';
 
-const mib = (db: ReturnType<typeof openDatabase>) =>
-  (db.prepare('SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()').pluck().get() as number) / 2 ** 20;
+const mib = (db: Database) => (db.prepare('SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()').pluck().get() as number) / 2 ** 20;
 
 export async function run(options: { files?: number } = {}): Promise<string> {
   const files = options.files ?? 1_000_000;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-migration-'));
   try {
-    const db = openDatabase(path.join(dir, 'wharf.db'));
+    const data = openSqlite(path.join(dir, 'wharf.db'));
+    const db = data.raw;
     const before = migrations.filter((m) => m.id < '003');
-    migrate(db, [{ plugin: 'storage', migrations: before }]);
+    await migrate(data, [{ plugin: 'storage', migrations: before }]);
     db.exec(`INSERT INTO storage_apps (id, seq, org_id, name, bucket_name, created_at, updated_at)
              VALUES ('00000000-0000-4000-8000-000000000001', 1, 'org', 'bench', 'bench-bucket', 'now', 'now')`);
     const fillMs = fillFiles(db, '00000000-0000-4000-8000-000000000001', files);
@@ -29,7 +31,7 @@ export async function run(options: { files?: number } = {}): Promise<string> {
     const sizeBefore = mib(db);
     const cpu = process.cpuUsage();
     const started = performance.now();
-    migrate(db, [{ plugin: 'storage', migrations }]);
+    await migrate(data, [{ plugin: 'storage', migrations }]);
     const wall = performance.now() - started;
     const used = process.cpuUsage(cpu);
     db.exec('VACUUM');
