@@ -206,7 +206,8 @@ describe('wharf command', () => {
     const cwd = tempDir();
     const first = await serve([], { cwd });
     const port = new URL(first.url).port;
-    const r = wharf(['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', tempDir()]);
+    // Its embedded S3 endpoint on a free port too: only the HTTP port is in use.
+    const r = wharf(['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', tempDir()], { env: { WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0' } });
     expect(r.status).toBe(1);
     expect(r.stderr).toBe(`wharf: cannot listen on 127.0.0.1:${port}: address already in use\n`);
     expect(await first.stop()).toBe(0);
