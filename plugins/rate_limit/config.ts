@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { isUnder, normalizePrefix } from '../../core/paths.ts';
+import type { CoreConfig } from '../../core/core-config.ts';
 import type { ConfigProblem } from '../../core/plugin.ts';
 
 /**
@@ -168,6 +169,12 @@ export const rateLimitConfig = z.strictObject({
     .describe(
       'Where counters live. "memory": in this process; they start empty after a restart and are not shared between instances. "redis": in the Redis of [plugins.rate_limit.redis], shared by every instance that names it.',
     ),
+  single_instance: z
+    .boolean()
+    .default(false)
+    .describe(
+      'With store = "memory" and a PostgreSQL database ([database] url), say that one instance runs, so that counting in its memory is right; otherwise the server refuses to start, since instances sharing a database would each count on their own. Ignored on SQLite.',
+    ),
   window_seconds: z
     .int()
     .min(1)
@@ -189,8 +196,16 @@ export const rateLimitConfig = z.strictObject({
 export type RateLimitConfig = z.output<typeof rateLimitConfig>;
 
 /** Rules across keys (the plugin's `validate`): each a line for the operator. */
-export function storeProblems(config: RateLimitConfig): ConfigProblem[] {
+export function storeProblems(config: RateLimitConfig, core?: Readonly<CoreConfig>): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
+  // A shared database is what several instances have: counters in one's memory would not be shared.
+  if (config.store === 'memory' && core?.database.engine === 'postgres' && !config.single_instance) {
+    problems.push({
+      key: 'store',
+      message:
+        'is "memory", which counts in this instance only, but the database is shared (PostgreSQL): set store = "redis" to share the counters, or single_instance = true if one instance runs',
+    });
+  }
   const { store, redis } = config;
   // Either way round, a silent mismatch would leave each instance counting on its own.
   if (store === 'redis' && !redis.url) problems.push({ key: 'redis.url', message: 'required when store = "redis"' });

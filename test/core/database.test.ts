@@ -45,6 +45,16 @@ describe(`a server on ${engine}`, () => {
     expect(wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout).toMatch(/^applied {2}example\/001-create-visits {2}\d{4}-/m);
   });
 
+  it.runIf(engine === 'postgres')('refuses rate limits counted in memory on a shared database unless one instance is declared: one line, exit 2', () => {
+    const { WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: _, ...shared } = env;
+    const r = wharf(['config', 'check', '--data-dir', dataDir], { env: shared });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe(
+      'wharf: config error: "plugins.rate_limit.store": is "memory", which counts in this instance only, but the database is shared (PostgreSQL): set store = "redis" to share the counters, or single_instance = true if one instance runs\n',
+    );
+    expect(wharf(['config', 'check', '--data-dir', dataDir], { env }).status).toBe(0);
+  });
+
   it.runIf(engine === 'postgres')('refuses to start while a plugin not ported is enabled: one line naming it, exit 1', () => {
     // One not ported whose dependencies all run on PostgreSQL, so the config itself is fine.
     const plugin = builtinPlugins.find((p) => !p.engines?.includes('postgres') && (p.dependsOn ?? []).every((d) => ported.includes(d)))!;

@@ -203,7 +203,12 @@ describe('PostgreSQL only', () => {
   it('wharf serve with an unreachable PostgreSQL: one line on stderr, exit 1, no stack', async () => {
     const dataDir = tempDir();
     const result = await run(NODE, ['bin/wharf.ts', 'serve', '--data-dir', dataDir], {
-      env: { ...process.env, WHARF_DATABASE__URL: 'postgres://wharf:hunter2@127.0.0.1:1/wharf', WHARF_DATABASE__CONNECT_TIMEOUT_MS: '2000' },
+      env: {
+        ...process.env,
+        WHARF_DATABASE__URL: 'postgres://wharf:hunter2@127.0.0.1:1/wharf',
+        WHARF_DATABASE__CONNECT_TIMEOUT_MS: '2000',
+        WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true',
+      },
     }).catch((e: { code: number; stdout: string; stderr: string }) => e);
     expect(result).toMatchObject({ code: 1 });
     const lines = result.stderr.trim().split('\n');
@@ -227,5 +232,5 @@ describe('PostgreSQL only', () => {
 /** WHARF_* variables that disable every built-in plugin not ported to the data layer. */
 function onlyPortedPluginsEnv(): Record<string, string> {
   const off = postgresPlugins().not;
-  return Object.fromEntries(off.map((p) => [`WHARF_PLUGINS__${p.toUpperCase()}__ENABLED`, 'false']));
+  return { ...Object.fromEntries(off.map((p) => [`WHARF_PLUGINS__${p.toUpperCase()}__ENABLED`, 'false'])), WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true' };
 }
