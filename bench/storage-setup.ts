@@ -5,7 +5,7 @@ import path from 'node:path';
 import { builtinPlugins } from '../plugins/index.ts';
 import { ensureS3, s3Client, type S3Target } from '../test/helpers/s3.ts';
 import { removeBuckets } from '../test/helpers/storage.ts';
-import { benchCookie, createBenchUser, node, root, type Server, startServer } from './lib.ts';
+import { benchCookie, createBenchUser, node, profiling, root, type Server, startServer } from './lib.ts';
 
 export interface StorageBench {
   target: S3Target;
@@ -41,7 +41,10 @@ export async function storageBench(tag: string): Promise<StorageBench> {
   createBenchUser([node, [wharf]], dataDir, ['--config', config]);
   const spec = {
     name: 'wharf serve (source)',
-    argsFor: (port: number): [string, string[]] => [node, [wharf, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
+    argsFor: (port: number): [string, string[]] => [
+      node,
+      [...profiling(), wharf, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir],
+    ],
   };
   let stderr = '';
   const watch = (s: Server) => s.child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));

@@ -7,11 +7,9 @@
  * Usage: node bench/run.ts webhooks-rate (BENCH_RATE, BENCH_RATE_SECONDS to change the load).
  */
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Agent, Pool } from 'undici';
-import { benchCookie, cpuMicros, createBenchUser, fmt, median, node, profiling, root, startServer } from './lib.ts';
-import { localReceiver, percentile } from './webhooks.ts';
+import { benchCookie, cpuMicros, fmt, median } from './lib.ts';
+import { localReceiver, percentile, webhooksServer } from './webhooks.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.timeOrigin + performance.now();
@@ -34,29 +32,8 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
   const rate = options.rate ?? Number(process.env.BENCH_RATE ?? 1000);
   const seconds = options.seconds ?? Number(process.env.BENCH_RATE_SECONDS ?? 5);
   const total = rate * seconds;
-  const wharf = path.join(root, 'bin/wharf.ts');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-webhooks-rate-'));
-  const dataDir = path.join(dir, 'data');
-  const configFile = path.join(dir, 'wharf.toml');
-  fs.writeFileSync(
-    configFile,
-    [
-      '[plugins.storage]',
-      'enabled = false',
-      '[plugins.tokens]',
-      'enabled = false',
-      '[plugins.rate_limit]',
-      'enabled = false',
-      '[plugins.webhooks]',
-      'allow_private_networks = true',
-      '',
-    ].join('\n'),
-  );
-  createBenchUser([node, [wharf]], dataDir, ['--config', configFile]);
-  const server = await startServer({
-    name: 'wharf serve',
-    argsFor: (port) => [node, [...profiling(), wharf, 'serve', '--config', configFile, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
-  });
+  const wharfServer = webhooksServer('webhooks-rate');
+  const server = await wharfServer.start();
   const api = new Pool(server.url, { connections: 32 });
   const receiver = await localReceiver();
   const bare = new Agent({ keepAliveTimeout: 10_000 });
@@ -172,6 +149,6 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
     await bare.close();
     await receiver.close();
     await server.stop();
-    fs.rmSync(dir, { recursive: true, force: true });
+    fs.rmSync(wharfServer.dir, { recursive: true, force: true });
   }
 }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Agent, Pool } from 'undici';
-import { benchCookie, createBenchUser, fmt, median, node, root, startServer } from './lib.ts';
+import { benchCookie, createBenchUser, fmt, median, node, profiling, root, type Server, startServer } from './lib.ts';
 
 const CONCURRENCY = 64;
 const SESSIONS = 8;
@@ -69,39 +69,40 @@ export async function localReceiver(hang = false) {
   };
 }
 
+/**
+ * A data dir with the benchmark owner and a config for webhooks alone (storage, tokens and rate
+ * limiting off, receivers on private addresses allowed); `start` runs `wharf serve` on it from source.
+ */
+export function webhooksServer(tag: string): { dir: string; start(): Promise<Server> } {
+  const wharf = path.join(root, 'bin/wharf.ts');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `wharf-bench-${tag}-`));
+  const dataDir = path.join(dir, 'data');
+  const configFile = path.join(dir, 'wharf.toml');
+  const config = ['[plugins.storage]', 'enabled = false', '[plugins.tokens]', 'enabled = false', '[plugins.rate_limit]', 'enabled = false'];
+  fs.writeFileSync(configFile, [...config, '[plugins.webhooks]', 'allow_private_networks = true', ''].join('\n'));
+  createBenchUser([node, [wharf]], dataDir, ['--config', configFile]);
+  return {
+    dir,
+    start: () =>
+      startServer({
+        name: 'wharf serve',
+        argsFor: (port) => [node, [...profiling(), wharf, 'serve', '--config', configFile, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
+      }),
+  };
+}
+
 export async function run(options: { rounds?: number; perSession?: number; samples?: number; stuck?: number } = {}): Promise<string> {
   const rounds = options.rounds ?? 3;
   const perSession = options.perSession ?? 500;
   const samples = options.samples ?? 300;
   const stuckEvents = options.stuck ?? 10_000;
-  const wharf = path.join(root, 'bin/wharf.ts');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-webhooks-'));
-  const dataDir = path.join(dir, 'data');
-  const configFile = path.join(dir, 'wharf.toml');
-  fs.writeFileSync(
-    configFile,
-    [
-      '[plugins.storage]',
-      'enabled = false',
-      '[plugins.tokens]',
-      'enabled = false',
-      '[plugins.rate_limit]',
-      'enabled = false',
-      '[plugins.webhooks]',
-      'allow_private_networks = true',
-      '',
-    ].join('\n'),
-  );
-  createBenchUser([node, [wharf]], dataDir, ['--config', configFile]);
+  const wharfServer = webhooksServer('webhooks');
 
   const receiver = await startServer(
     { name: 'receiver', argsFor: (port) => [node, [path.join(root, 'bench/baselines/webhook-receiver.mjs'), String(port)]] },
     '/_control/stats',
   );
-  const server = await startServer({
-    name: 'wharf serve',
-    argsFor: (port) => [node, [wharf, 'serve', '--config', configFile, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
-  });
+  const server = await wharfServer.start();
   const api = new Pool(server.url, { connections: 16 });
   const lat = await localReceiver();
   const stuck = await localReceiver(true);
