@@ -106,12 +106,29 @@ export function ShownOnce({ label, value, onDone }: { label: string; value: stri
  */
 export function Dialog(props: { open: boolean; title: string; onClose(): void; children: ComponentChildren }) {
   const ref = useRef<HTMLDialogElement>(null);
+  /** What had the focus when the dialog opened; null while it is closed. */
+  const opener = useRef<HTMLElement | null>(null);
   useEffect(() => {
     const dialog = ref.current;
     if (!dialog) return;
-    if (props.open && !dialog.open) dialog.showModal();
-    if (!props.open && dialog.open) dialog.close();
+    if (props.open && !dialog.open) {
+      opener.current = document.activeElement instanceof HTMLElement ? document.activeElement : null;
+      dialog.showModal();
+    }
+    if (!props.open && dialog.open) {
+      // The browser gives the focus back itself on close().
+      opener.current = null;
+      dialog.close();
+    }
   }, [props.open]);
+  // Unmounted while open (a dialog rendered only while its state is set): the removal closed it
+  // without giving the focus back, so it would be left on <body>.
+  useEffect(
+    () => () => {
+      if (opener.current?.isConnected) opener.current.focus();
+    },
+    [],
+  );
   return (
     <dialog
       ref={ref}
@@ -170,7 +187,8 @@ export function Confirm(props: {
           <button type="submit" class="danger" disabled={!ready || props.busy}>
             {props.busy ? 'Working…' : props.action}
           </button>
-          <button type="button" class="secondary" onClick={props.onClose}>
+          {/* Without a typed confirmation the focus starts on Cancel, so Enter alone destroys nothing. */}
+          <button type="button" class="secondary" onClick={props.onClose} autofocus={props.typed === undefined}>
             Cancel
           </button>
         </div>

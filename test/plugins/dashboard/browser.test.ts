@@ -267,6 +267,13 @@ describe('the dashboard, first hour', () => {
     await page.getByRole('button', { name: 'Delete notes.txt' }).click();
     const dialog = page.getByRole('dialog');
     await expect.poll(() => inner(dialog)).toContain('Delete notes.txt?');
+    // The focus starts on Cancel: Enter alone keeps the file.
+    expect(await page.evaluate('document.activeElement?.textContent?.trim()')).toBe('Cancel');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => dialog.isVisible()).toBe(false);
+    expect(await page.locator('#files tbody tr').count()).toBe(3);
+    await page.getByRole('button', { name: 'Delete notes.txt' }).click();
+    await expect.poll(() => inner(dialog)).toContain('Delete notes.txt?');
     await dialog.getByRole('button', { name: 'Delete' }).click();
     await expect.poll(() => page.locator('#files tbody tr').count()).toBe(2);
     await page.getByLabel('Select every file on this page').check();
@@ -620,6 +627,12 @@ describe('the dashboard, overview, keyboard, phone, sign-out', () => {
     await page.keyboard.press('Tab');
     expect(await focused()).toBe('Apps');
     await page.keyboard.press('Tab');
+    expect(await focused()).toBe('Rename or change the limit');
+    // A dialog shown only while open (the edit form) gives the focus back when it closes too.
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.getByRole('dialog').isVisible()).toBe(true);
+    await page.keyboard.press('Escape');
+    await expect.poll(() => page.getByRole('dialog').isVisible()).toBe(false);
     expect(await focused()).toBe('Rename or change the limit');
     expect((await api('GET', '/api/apps')).body.apps.find((a: { name: string }) => a.name === 'Keyboard app').storageLimit).toBe(1024 ** 3);
 
