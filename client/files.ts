@@ -232,7 +232,7 @@ export function addFileCommands(cli: Argv): void {
         "List the app's files, newest first",
         (c) =>
           c
-            .option('search', { type: 'string', describe: 'Case-sensitive part of the name' })
+            .option('search', { type: 'string', describe: 'Substring of the file name (case-sensitive), not the key: the NAME column' })
             .option('page', { type: 'number', default: 1 })
             .option('page-size', { type: 'number', default: 20 }),
         run<FilesArgs & { search?: string; page: number; pageSize: number }>(async (args) => {
@@ -244,11 +244,15 @@ export function addFileCommands(cli: Argv): void {
             `/api/files?${query}`,
             { token: tokenOf(args) },
           );
-          const rows = result.files.map((f) => [f.key, humanBytes(f.size), f.type, f.uploadedAt]);
+          const rows = result.files.map((f) => [f.name, f.key, humanBytes(f.size), f.type, f.uploadedAt]);
           const { page, totalPages, total } = result.pagination;
           print(
             args,
-            rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${count(total, 'file')})` : 'No files.',
+            rows.length
+              ? `${table(['NAME', 'KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${count(total, 'file')})`
+              : args.search
+                ? `No file name contains "${args.search}" (--search matches names, not keys).`
+                : 'No files.',
             result,
           );
         }),
