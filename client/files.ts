@@ -12,6 +12,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Argv } from 'yargs';
 import { type ClientArgs, instanceOf, run } from './command-kit.ts';
+import { UnreachableError } from './errors.ts';
 import { ClientError, errorText, readJson } from './http.ts';
 import { Progress } from './progress.ts';
 import { headObject, MIN_PART_BYTES, type Outcome, parseSize, planUploads, transfer } from './upload.ts';
@@ -55,7 +56,7 @@ async function call<T>(instance: string, method: string, pathname: string, optio
       signal: options.signal,
     });
   } catch (err) {
-    throw new ClientError(`cannot reach ${instance}: ${(err as Error).message}`);
+    throw new UnreachableError(instance, err);
   }
   const body = await readJson(res);
   if (!res.ok) throw new ClientError(errorText(body, res.status), res.status);
