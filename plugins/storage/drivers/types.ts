@@ -74,6 +74,8 @@ export interface BucketUsage {
   objects: number;
   /** Bytes of those objects. */
   objectBytes: number;
+  /** Bytes of the parts of unfinished multipart uploads (counted in `bytes` until completed or aborted). */
+  partBytes: number;
 }
 
 /**
