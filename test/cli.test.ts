@@ -162,6 +162,8 @@ describe('wharf command', () => {
     expect(await hello.json()).toEqual({ message: 'Hello, Ada!', visits: 1 });
     expect(fs.statSync(path.join(cwd, 'wharf-data')).mode & 0o777).toBe(0o700);
     expect(fs.existsSync(path.join(cwd, 'wharf-data/wharf.db'))).toBe(true);
+    // The human lines on stderr name both addresses: the server's and the embedded S3 endpoint's.
+    expect(server.output()).toMatch(/\nEmbedded S3 endpoint \(the apps' buckets\) listening on http:\/\/127\.0\.0\.1:\d+\n/);
     expect(await server.stop('SIGTERM')).toBe(0);
     expect(server.output()).toContain('"msg":"stopped"');
     // The command works on the same data while the server is down, and sees its writes.
