@@ -392,6 +392,11 @@ describe('the dashboard, messaging', () => {
   it('shows message and audit logs of the session', async () => {
     await page.goto(`${app.url}/#/sessions/${sessionId}`);
     const logs = region('Logs');
+    // The Messages log (shown first) lists what the session sent, and says where received messages go instead:
+    // this one has received a message and sent none.
+    await expect
+      .poll(() => text(page, '#logs'))
+      .toMatch(/Messages this session sent\. Messages it receives are not listed here: they are delivered to its webhook.*No messages sent yet\./s);
     await logs.getByRole('tab', { name: 'Audit' }).click();
     await expect.poll(() => text(page, '#logs')).toContain('session.updated');
     expect(await text(page, '#logs')).toContain('session.created');
