@@ -231,13 +231,18 @@ function addPluginCommands(cli: Argv<GlobalArgs>, plugins: PluginSet): Map<strin
       for (const c of commands) cli.command(toModule(c));
       continue;
     }
-    cli.command(group, `${group} commands`, (y) => {
+    cli.command(group, GROUP_DESCRIPTIONS[group] ?? `${group[0]!.toUpperCase()}${group.slice(1)} commands`, (y) => {
       for (const c of commands) y.command(toModule(c));
       return y.demandCommand(1, `name a ${group} command`);
     });
   }
   return absent;
 }
+
+/** What `wharf --help` says of a plugin's command group, a capitalised phrase like the other commands'. */
+const GROUP_DESCRIPTIONS: Record<string, string> = {
+  admin: 'Users of this server, from its data directory: create one, reset a password',
+};
 
 export async function main(argv: string[], builtin: readonly AnyPlugin[] = builtinPlugins): Promise<void> {
   const pre = yargs(argv).option('config', { type: 'string' }).help(false).version(false).parseSync();

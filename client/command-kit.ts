@@ -4,7 +4,7 @@
  * registers the commands, so a command module never imports the module that imports it.
  */
 import { normalizeInstance, readCredentials } from './credentials.ts';
-import { UsageError } from './errors.ts';
+import { UnreachableError, UsageError } from './errors.ts';
 import { Client, ClientError } from './http.ts';
 import { warn } from './output.ts';
 
@@ -21,9 +21,25 @@ export interface ClientArgs {
  * the local server from the config, so the first commands after `npm start` need no flag.
  */
 export function instanceOf(args: ClientArgs): string {
-  const chosen = args.instance ?? process.env.WHARF_INSTANCE ?? readCredentials().current ?? args.localInstance?.();
+  const chosen = chooseInstance(args).url;
   if (!chosen) throw new ClientError('no instance: give --instance URL (or sign in first with wharf login --instance URL)');
   return normalizeInstance(chosen);
+}
+
+/** instanceOf's choice and where it came from, said in the error when that instance does not answer. */
+function chooseInstance(args: ClientArgs): { url: string | undefined; from: string | undefined } {
+  if (args.instance) return { url: args.instance, from: undefined };
+  if (process.env.WHARF_INSTANCE) return { url: process.env.WHARF_INSTANCE, from: 'WHARF_INSTANCE' };
+  const current = readCredentials().current;
+  if (current) return { url: current, from: 'the last instance signed in to' };
+  return { url: args.localInstance?.(), from: "this config's server address (server.public_url, else server.listen)" };
+}
+
+/** " (tried ...; ...)" after an unreachable instance the user did not name, so they know why it was that one. */
+function unreachableHint(args: ClientArgs, err: UnreachableError): string {
+  const { url, from } = chooseInstance(args);
+  if (!from || !url || normalizeInstance(url) !== err.instance) return '';
+  return ` (tried ${from}; choose another with --instance URL)`;
 }
 
 export function clientFor(args: ClientArgs): Client {
@@ -42,7 +58,7 @@ export function run<A extends ClientArgs>(fn: (args: A) => Promise<void>): (args
         return;
       }
       if (err instanceof ClientError) {
-        warn(`wharf: ${err.message}`);
+        warn(`wharf: ${err.message}${err instanceof UnreachableError ? unreachableHint(args as A, err) : ''}`);
         process.exitCode = 1;
         return;
       }

@@ -15,3 +15,13 @@ export class UsageError extends ClientError {
     this.name = 'UsageError';
   }
 }
+
+/** The instance did not answer at all (refused, no such host, TLS): run() adds where its address came from. */
+export class UnreachableError extends ClientError {
+  readonly instance: string;
+  constructor(instance: string, cause: unknown) {
+    super(`cannot reach ${instance}: ${(cause as Error).message}`);
+    this.name = 'UnreachableError';
+    this.instance = instance;
+  }
+}

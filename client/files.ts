@@ -12,6 +12,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Argv } from 'yargs';
 import { type ClientArgs, instanceOf, run } from './command-kit.ts';
+import { UnreachableError } from './errors.ts';
 import { ClientError, errorText, readJson } from './http.ts';
 import { Progress } from './progress.ts';
 import { headObject, MIN_PART_BYTES, type Outcome, parseSize, planUploads, transfer } from './upload.ts';
@@ -55,7 +56,7 @@ async function call<T>(instance: string, method: string, pathname: string, optio
       signal: options.signal,
     });
   } catch (err) {
-    throw new ClientError(`cannot reach ${instance}: ${(err as Error).message}`);
+    throw new UnreachableError(instance, err);
   }
   const body = await readJson(res);
   if (!res.ok) throw new ClientError(errorText(body, res.status), res.status);
@@ -232,7 +233,7 @@ export function addFileCommands(cli: Argv): void {
         "List the app's files, newest first",
         (c) =>
           c
-            .option('search', { type: 'string', describe: 'Case-sensitive part of the name' })
+            .option('search', { type: 'string', describe: 'Substring of the file name (case-sensitive), not the key: the NAME column' })
             .option('page', { type: 'number', default: 1 })
             .option('page-size', { type: 'number', default: 20 }),
         run<FilesArgs & { search?: string; page: number; pageSize: number }>(async (args) => {
@@ -244,11 +245,15 @@ export function addFileCommands(cli: Argv): void {
             `/api/files?${query}`,
             { token: tokenOf(args) },
           );
-          const rows = result.files.map((f) => [f.key, humanBytes(f.size), f.type, f.uploadedAt]);
+          const rows = result.files.map((f) => [f.name, f.key, humanBytes(f.size), f.type, f.uploadedAt]);
           const { page, totalPages, total } = result.pagination;
           print(
             args,
-            rows.length ? `${table(['KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${count(total, 'file')})` : 'No files.',
+            rows.length
+              ? `${table(['NAME', 'KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${count(total, 'file')})`
+              : args.search
+                ? `No file name contains "${args.search}" (--search matches names, not keys).`
+                : 'No files.',
             result,
           );
         }),

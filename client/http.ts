@@ -5,7 +5,7 @@
 import pkg from '../package.json' with { type: 'json' };
 import { type CredentialsFile, type InstanceCredentials, readCredentials, writeCredentials } from './credentials.ts';
 
-import { ClientError } from './errors.ts';
+import { ClientError, UnreachableError } from './errors.ts';
 
 export { ClientError };
 
@@ -49,7 +49,7 @@ export async function postForm(url: string, fields: Record<string, string>): Pro
       body: new URLSearchParams(fields),
     });
   } catch (err) {
-    throw new ClientError(`cannot reach ${new URL(url).origin}: ${(err as Error).message}`);
+    throw new UnreachableError(new URL(url).origin, err);
   }
   return { status: res.status, body: ((await readJson(res)) ?? {}) as Record<string, unknown> };
 }
@@ -106,7 +106,7 @@ export class Client {
       try {
         res = await fetch(`${this.instance}${path}`, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body) });
       } catch (err) {
-        throw new ClientError(`cannot reach ${this.instance}: ${(err as Error).message}`);
+        throw new UnreachableError(this.instance, err);
       }
       const body = await readJson(res);
       if (res.status === 401 && attempt === 0 && mine.refreshToken) {

@@ -5,6 +5,7 @@
  */
 import pkg from '../package.json' with { type: 'json' };
 import { normalizeInstance, readCredentials, writeCredentials, type InstanceCredentials } from './credentials.ts';
+import { UnreachableError } from './errors.ts';
 import { Client, ClientError, errorText, postForm, readJson } from './http.ts';
 
 export interface Discovery {
@@ -36,7 +37,7 @@ async function getJson(url: string): Promise<{ status: number; body: unknown }> 
   try {
     res = await fetch(url, { headers: { accept: 'application/json' } });
   } catch (err) {
-    throw new ClientError(`cannot reach ${new URL(url).origin}: ${(err as Error).message}`);
+    throw new UnreachableError(new URL(url).origin, err);
   }
   return { status: res.status, body: await readJson(res) };
 }

@@ -8,7 +8,7 @@ import { print, table, warn } from './output.ts';
 import type { Argv } from 'yargs';
 import pkg from '../package.json' with { type: 'json' };
 import { type Client, ClientError, errorText, readJson } from './http.ts';
-import { UsageError } from './errors.ts';
+import { UnreachableError, UsageError } from './errors.ts';
 import { type ClientArgs, clientFor, run } from './command-kit.ts';
 
 interface Token {
@@ -68,7 +68,7 @@ async function withSessionKey<T>(instance: string, apiKey: string, method: strin
       body: JSON.stringify(body),
     });
   } catch (err) {
-    throw new ClientError(`cannot reach ${instance}: ${(err as Error).message}`);
+    throw new UnreachableError(instance, err);
   }
   const parsed = await readJson(res);
   if (!res.ok) throw new ClientError(errorText(parsed, res.status), res.status);

@@ -41,11 +41,11 @@ describe('wharf command', () => {
   it("has a plugin's commands only when the config enables the plugin; --help and --version work on a bad config", () => {
     const cwd = tempDir();
     const help = wharf(['--help'], { cwd });
-    expect(help.stdout).toContain('wharf admin');
+    expect(help.stdout).toMatch(/\n {2}wharf admin +Users of this server, from its data directory:\s+create\s+one,\s+reset/);
     expect(help.stdout).not.toContain('wharf example');
     const disabled = 'wharf: unknown command example: the example plugin, which adds it, is not enabled (see wharf plugins list)\n';
     expect(wharf(['example', 'visits', 'Ada'], { cwd })).toMatchObject({ status: 2, stdout: '', stderr: disabled });
-    expect(wharf(['--help'], { cwd, env: { WHARF_PLUGINS__EXAMPLE__ENABLED: 'true' } }).stdout).toMatch(/\n {2}wharf example +example commands\n/);
+    expect(wharf(['--help'], { cwd, env: { WHARF_PLUGINS__EXAMPLE__ENABLED: 'true' } }).stdout).toMatch(/\n {2}wharf example +Example commands\n/);
     fs.writeFileSync(path.join(cwd, 'on.toml'), '[plugins.example]\nenabled = true\n');
     expect(wharf(['example', '--help', '--config', 'on.toml'], { cwd }).stdout).toContain('wharf example visits <name>');
     fs.writeFileSync(path.join(cwd, 'off.toml'), '[plugins.example]\nenabled = false\n');
@@ -162,6 +162,8 @@ describe('wharf command', () => {
     expect(await hello.json()).toEqual({ message: 'Hello, Ada!', visits: 1 });
     expect(fs.statSync(path.join(cwd, 'wharf-data')).mode & 0o777).toBe(0o700);
     expect(fs.existsSync(path.join(cwd, 'wharf-data/wharf.db'))).toBe(true);
+    // The human lines on stderr name both addresses: the server's and the embedded S3 endpoint's.
+    expect(server.output()).toMatch(/\nEmbedded S3 endpoint \(the apps' buckets\) listening on http:\/\/127\.0\.0\.1:\d+\n/);
     expect(await server.stop('SIGTERM')).toBe(0);
     expect(server.output()).toContain('"msg":"stopped"');
     // The command works on the same data while the server is down, and sees its writes.

@@ -46,7 +46,7 @@ input,select{width:100%;box-sizing:border-box;padding:.5rem;font:inherit;border:
 button{margin-top:1rem;margin-right:.5rem;padding:.55rem 1.2rem;font:inherit;font-weight:600;border:1px solid #0b6e80;border-radius:6px;background:#0b6e80;color:#fff;cursor:pointer}
 button[value=deny]{background:#fff;color:#b42318;border-color:#b42318}
 :focus-visible{outline:3px solid #1f6feb;outline-offset:2px}
-.error{color:#b42318}.ok{color:#1a7f37}code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:1.2rem;letter-spacing:.1em}
+.error{color:#b42318}.ok{color:#1a7f37}.hint{margin:.25rem 0 0;font-size:.9rem;color:#57606a}code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:1.2rem;letter-spacing:.1em}
 code.command{font-size:.92rem;letter-spacing:0}code.command span{white-space:nowrap}.home{margin-top:1rem}
 </style>
 </head>

@@ -186,7 +186,7 @@ export default definePlugin({
       ],
       routes: [
         authRoutes(deps),
-        setupRoutes(deps),
+        setupRoutes(deps, config.password_min_length),
         orgRoutes(api, store, identity, {
           invitations,
           activate: async (principal, orgId) => {

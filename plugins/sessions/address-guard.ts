@@ -7,6 +7,8 @@ import { isPublicAddress, type Resolver, resolveWithin } from '../../core/net.ts
 
 const PROXY_SCHEMES = new Set(['http:', 'https:', 'socks5:']);
 const HOST_NAME = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i;
+/** How an operator lets proxies on private networks through, in the config file or the environment. */
+const HOW_TO_ALLOW = '(allow it with [plugins.sessions] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true)';
 
 export interface ProxyCheckOptions {
   allowPrivate: boolean;
@@ -31,7 +33,7 @@ export async function checkProxyUrl(value: string, options: ProxyCheckOptions): 
   if (!host) return 'proxy_url must name a host';
   if (isIP(host)) {
     if (options.allowPrivate) return null;
-    return 'proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)';
+    return `proxy_url must use a public domain name, not an IP address ${HOW_TO_ALLOW}`;
   }
   if (!HOST_NAME.test(host)) return 'proxy_url host is not a valid domain name';
   if (options.allowPrivate) return null;
@@ -39,7 +41,6 @@ export async function checkProxyUrl(value: string, options: ProxyCheckOptions): 
   if (addresses === 'timeout') return `proxy_url host ${host} did not resolve in time`;
   if (addresses === 'unresolved') return `proxy_url host ${host} does not resolve`;
   const refused = addresses.find((a) => !isPublicAddress(a.address));
-  if (refused)
-    return `proxy_url host ${host} resolves to ${refused.address}, a private, loopback or link-local address (allow it with [plugins.sessions] allow_private_networks = true)`;
+  if (refused) return `proxy_url host ${host} resolves to ${refused.address}, a private, loopback or link-local address ${HOW_TO_ALLOW}`;
   return null;
 }

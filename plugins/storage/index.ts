@@ -40,6 +40,7 @@ export default definePlugin({
     const deps = { store, storage };
 
     const notices: string[] = [];
+    if (driver.publicUrl) notices.push(`Embedded S3 endpoint (the apps' buckets) listening on ${driver.publicUrl}`);
     if (driver.problem) {
       log.warn({ driver: driver.name }, driver.problem);
       notices.push(`${driver.problem}. Until then /readyz reports storage not ready and apps cannot be created.`);

@@ -23,6 +23,11 @@ export interface AppUsage {
   /** Objects in the bucket with neither a record nor an unfinished upload at their key, and their bytes. */
   unregisteredBytes: number;
   unregisteredCount: number;
+  /**
+   * Bytes of the parts of unfinished multipart uploads: they count against the limit until the
+   * upload is completed or aborted. Null where usage is not counted live (s3: not listed).
+   */
+  pendingBytes: number | null;
   /** Everything counted against storageLimit now (see the module comment). */
   usedBytes: number;
   /** When the unregistered figures were measured: now on a live driver, the last reconciliation otherwise (null before the first). */
@@ -87,24 +92,26 @@ export class AppQuotas implements QuotaPolicy {
         ...recorded,
         unregisteredBytes: app.unregisteredBytes,
         unregisteredCount: app.unregisteredCount,
+        pendingBytes: null,
         usedBytes: stored + reserved,
         usageCheckedAt: app.usageCheckedAt,
       };
     }
     const usage = driver.live.usage(app.bucketName, reservations);
     // Objects of unfinished uploads are awaiting `complete`, not unregistered.
-    let pendingBytes = 0;
-    let pendingCount = 0;
+    let awaitingBytes = 0;
+    let awaitingCount = 0;
     for (const key of reservations.keys()) {
       const size = driver.live.objectSize(app.bucketName, key);
       if (size === undefined) continue;
-      pendingBytes += size;
-      pendingCount++;
+      awaitingBytes += size;
+      awaitingCount++;
     }
     return {
       ...recorded,
-      unregisteredBytes: Math.max(0, usage.objectBytes - app.storedBytes - pendingBytes),
-      unregisteredCount: Math.max(0, usage.objects - app.fileCount - pendingCount),
+      unregisteredBytes: Math.max(0, usage.objectBytes - app.storedBytes - awaitingBytes),
+      unregisteredCount: Math.max(0, usage.objects - app.fileCount - awaitingCount),
+      pendingBytes: usage.partBytes,
       usedBytes: usage.bytes,
       usageCheckedAt: new Date().toISOString(),
     };

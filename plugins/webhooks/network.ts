@@ -55,7 +55,7 @@ export class BlockedAddressError extends Error {
 
 const HOW_TO_ALLOW = {
   private:
-    'a loopback, private or link-local address, which this server does not deliver webhooks to (allow it with [plugins.webhooks] allow_private_networks = true, or name its network in [plugins.webhooks] allowed_networks)',
+    'a loopback, private or link-local address, which this server does not deliver webhooks to (allow it with [plugins.webhooks] allow_private_networks = true or the variable WHARF_PLUGINS__WEBHOOKS__ALLOW_PRIVATE_NETWORKS=true, or name its network in [plugins.webhooks] allowed_networks)',
   metadata: 'a cloud metadata address, which this server does not deliver webhooks to (only naming it in [plugins.webhooks] allowed_networks allows it)',
 } as const;
 

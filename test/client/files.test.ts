@@ -40,11 +40,19 @@ describe('wharf files', () => {
 
     const ls = await wharf(['files', 'ls'], { WHARF_APP_TOKEN: token });
     expect(ls.status, ls.stderr).toBe(0);
-    expect(ls.stdout.split('\n')[0]).toMatch(/^KEY\s+SIZE\s+TYPE\s+UPLOADED$/);
-    expect(ls.stdout).toMatch(/\nd\S+\/notes\.txt\s+28 B\s+text\/plain\s/);
+    expect(ls.stdout.split('\n')[0]).toMatch(/^NAME\s+KEY\s+SIZE\s+TYPE\s+UPLOADED$/);
+    // The NAME column is what --search matches; the key differs from it (prefix, id, safe characters).
+    expect(ls.stdout).toMatch(/\nreport 2026\.pdf\s+docs\/\S+\/report_2026\.pdf\s+19 B\s+application\/pdf\s/);
+    expect(ls.stdout).toMatch(/\nnotes\.txt\s+d\S+\/notes\.txt\s+28 B\s+text\/plain\s/);
     expect(ls.stdout).toContain('page 1 of 1 (2 files)');
     const search = JSON.parse((await wharf(['files', 'ls', '--search', 'notes', '--token', token, '--json'])).stdout);
     expect(search.files.map((f: { name: string }) => f.name)).toEqual(['notes.txt']);
+    // The key's prefix is not the name: --search docs/ finds nothing, and says why.
+    expect(await wharf(['files', 'ls', '--search', 'docs/', '--token', token])).toMatchObject({
+      status: 0,
+      stdout: 'No file name contains "docs/" (--search matches names, not keys).\n',
+    });
+    expect((await wharf(['files', 'ls', '--help'])).stdout.replace(/\s+/g, ' ')).toContain('Substring of the file name (case-sensitive), not the key');
 
     const out = path.join(dir, 'copy.txt');
     const got = await wharf(['files', 'get', uploaded[1]!.key, '--out', out, '--token', token]);

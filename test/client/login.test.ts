@@ -100,7 +100,20 @@ describe('wharf login', () => {
 
     const unreachable = await wharf(['login', '--instance', 'http://127.0.0.1:9'], { env: { XDG_CONFIG_HOME: home } });
     expect(unreachable.status).toBe(1);
-    expect(unreachable.stderr).toMatch(/^wharf: cannot reach http:\/\/127\.0\.0\.1:9: /);
+    expect(unreachable.stderr).toMatch(/^wharf: cannot reach http:\/\/127\.0\.0\.1:9: [^(]+\n$/);
+    // Without --instance, the line says which instance was tried and why, and how to choose another.
+    const local = await wharf(['login'], { env: { XDG_CONFIG_HOME: tempDir(), WHARF_SERVER__LISTEN: '127.0.0.1:9' } });
+    expect(local.status).toBe(1);
+    expect(local.stderr).toMatch(
+      /^wharf: cannot reach http:\/\/127\.0\.0\.1:9: .+ \(tried this config's server address \(server\.public_url, else server\.listen\); choose another with --instance URL\)\n$/,
+    );
+    const signedIn = tempDir();
+    fs.mkdirSync(path.join(signedIn, 'wharf'));
+    fs.writeFileSync(path.join(signedIn, 'wharf', 'credentials.json'), JSON.stringify({ current: 'http://127.0.0.1:9', instances: {} }));
+    const last = await wharf(['login'], { env: { XDG_CONFIG_HOME: signedIn } });
+    expect(last.stderr).toMatch(
+      /^wharf: cannot reach http:\/\/127\.0\.0\.1:9: .+ \(tried the last instance signed in to; choose another with --instance URL\)\n$/,
+    );
     const notWharf = await wharf(['login', '--instance', `${app.url}/healthz`], { env: { XDG_CONFIG_HOME: home } });
     expect(notWharf.status).toBe(1);
     expect(notWharf.stderr).toMatch(/is not a Wharf instance/);

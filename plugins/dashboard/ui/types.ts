@@ -27,6 +27,8 @@ export interface App {
   fileCount: number;
   unregisteredBytes: number;
   unregisteredCount: number;
+  /** Bytes in parts of unfinished multipart uploads; null where the store is not counted live (s3). */
+  pendingBytes: number | null;
   usedBytes: number;
   usageCheckedAt: string | null;
 }

@@ -11,7 +11,7 @@ import { createOrgIn } from '../service.ts';
 const setupQuery = z.object({ token: formField });
 const setupForm = z.object({ token: formField, email: formField, name: formField, password: formField, org: formField });
 
-export function setupRoutes(deps: AuthDeps): RouteGroup {
+export function setupRoutes(deps: AuthDeps, passwordMinLength: number): RouteGroup {
   const group = deps.api.group({ prefixes: ['/setup'], envelope: 'plain' });
   const form = (token: string, error?: string, values: Record<string, string> = {}) =>
     page(
@@ -22,7 +22,8 @@ ${error ? html`<p class="error">${error}</p>` : ''}
 <input type="hidden" name="token" value="${token}">
 <label for="email">Email</label><input id="email" name="email" type="email" required value="${values.email ?? ''}">
 <label for="name">Name</label><input id="name" name="name" value="${values.name ?? ''}">
-<label for="password">Password</label><input id="password" name="password" type="password" required>
+<label for="password">Password</label><input id="password" name="password" type="password" required minlength="${passwordMinLength}" autocomplete="new-password" aria-describedby="password-rule">
+<p id="password-rule" class="hint">At least ${passwordMinLength} characters.</p>
 <label for="org">Organization name</label><input id="org" name="org" required value="${values.org ?? ''}">
 <button type="submit">Create account</button>
 </form>`,
@@ -85,7 +86,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}
         await deps.loginSessions.start(ctx, user.id, org.id);
         ctx.body = page(
           'Wharf is ready',
-          html`<p class="ok">Signed in as ${user.email}, owner of ${org.name}.</p><p><a href="/">Open the dashboard</a> to create an app, its API token and upload files.</p><p>Sign in from the command line, in the folder where you ran <code>npm start</code>, with ${command(`npx wharf login --instance ${deps.core.server.public_url}`)} (with the single binary, ${command(`./wharf login --instance ${deps.core.server.public_url}`)}).</p>`,
+          html`<p class="ok">Signed in as ${user.email}, owner of ${org.name}.</p><p><a href="/">Open the dashboard</a> to create an app, its API token and upload files.</p><p>Sign in from the command line, in the folder where you ran ${command('npm start')}, with ${command(`npx wharf login --instance ${deps.core.server.public_url}`)} (with the single binary, ${command(`./wharf login --instance ${deps.core.server.public_url}`)}).</p>`,
         );
       } catch (err) {
         if (!(err instanceof WharfError) || err.status >= 500) throw err;

@@ -74,6 +74,8 @@ export interface BucketUsage {
   objects: number;
   /** Bytes of those objects. */
   objectBytes: number;
+  /** Bytes of the parts of unfinished multipart uploads (counted in `bytes` until completed or aborted). */
+  partBytes: number;
 }
 
 /**
@@ -119,6 +121,8 @@ export interface StorageDriver {
   readonly problem: string | undefined;
   /** Starts what the driver serves itself (the `fs` driver's S3 endpoint); rejects when it cannot. */
   start?(): Promise<void>;
+  /** The address of the S3 endpoint the driver serves itself (`fs`), once started: said on stderr at start-up. */
+  readonly publicUrl?: string;
   /** Succeeds when the store answers and accepts the server's credentials. */
   ping(): Promise<void>;
   /** Creates an empty bucket. */

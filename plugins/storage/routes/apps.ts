@@ -28,7 +28,7 @@ export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): Rout
     method: 'GET',
     path: '/api/apps',
     summary:
-      "The active organization's apps (newest first), or one with appId, each with its usage (storedBytes, fileCount, unregisteredBytes, unregisteredCount, usedBytes, usageCheckedAt)",
+      "The active organization's apps (newest first), or one with appId, each with its usage (storedBytes, fileCount, unregisteredBytes, unregisteredCount, pendingBytes, usedBytes, usageCheckedAt)",
     tag,
     auth,
     query: getQuery,

@@ -8,6 +8,7 @@
  * organizations; API errors shown in place; sign out. Each page is saved under
  * test-output/screenshots/.
  */
+import { AbortMultipartUploadCommand, CreateMultipartUploadCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3';
 import { execFileSync } from 'node:child_process';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -261,6 +262,29 @@ describe('the dashboard, first hour', () => {
     expect((await api('GET', `/api/files?appId=${appId}`)).body.pagination.total).toBe(2);
   }, 60_000);
 
+  it('shows the bytes of an unfinished multipart upload apart from the files, until it is aborted', async () => {
+    const { bucketName: Bucket, storage } = (await app.request('POST', '/api/tokens/validate', { body: { token: storeToken } })).body;
+    const s3 = new S3Client({
+      endpoint: `http://${storage.endPoint}:${storage.port}`,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: storage.accessKey, secretAccessKey: storage.secretKey },
+    });
+    try {
+      const Key = 'unfinished.bin';
+      const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket, Key }));
+      await s3.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: 1, Body: randomBytes(MiB) }));
+      await page.reload();
+      await expect.poll(() => text(page, '.facts')).toContain('2 files, plus 1.0 MiB in unfinished multipart uploads');
+      await s3.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId }));
+      await page.reload();
+      await expect.poll(() => text(page, '.facts')).toContain('2 files');
+      expect(await text(page, '.facts')).not.toContain('unfinished');
+    } finally {
+      s3.destroy();
+    }
+  }, 60_000);
+
   it('deletes one file, then several at once', async () => {
     await page.getByLabel('Choose files to upload').setInputFiles([{ name: 'third.txt', mimeType: 'text/plain', buffer: Buffer.from('third') }]);
     await expect.poll(() => page.locator('#files tbody tr').count()).toBe(3);
@@ -399,6 +423,11 @@ describe('the dashboard, messaging', () => {
   it('shows message and audit logs of the session', async () => {
     await page.goto(`${app.url}/#/sessions/${sessionId}`);
     const logs = region('Logs');
+    // The Messages log (shown first) lists what the session sent, and says where received messages go instead:
+    // this one has received a message and sent none.
+    await expect
+      .poll(() => text(page, '#logs'))
+      .toMatch(/Messages this session sent\. Messages it receives are not listed here: they are delivered to its webhook.*No messages sent yet\./s);
     await logs.getByRole('tab', { name: 'Audit' }).click();
     await expect.poll(() => text(page, '#logs')).toContain('session.updated');
     expect(await text(page, '#logs')).toContain('session.created');

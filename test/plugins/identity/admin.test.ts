@@ -112,7 +112,10 @@ describe('first start', () => {
       const formPage = await fetch(link!);
       expect(formPage.status).toBe(200);
       expect(formPage.headers.get('content-type')).toMatch(/^text\/html/);
-      expect(await formPage.text()).toContain('<form method="post" action="/setup">');
+      const formHtml = await formPage.text();
+      expect(formHtml).toContain('<form method="post" action="/setup">');
+      // The password rule is next to the field before the first submit, and the browser checks it too.
+      expect(formHtml).toMatch(/<input id="password"[^>]* minlength="10"[^>]*>\n<p id="password-rule" class="hint">At least 10 characters\.<\/p>/);
 
       const post = (fields: Record<string, string>) =>
         fetch(`${server.url}/setup`, {
@@ -137,6 +140,8 @@ describe('first start', () => {
       expect(done.status).toBe(200);
       const html = await done.text();
       expect(html).toContain('owner of Root Org');
+      // A command in running text, not the large letter-spaced type of a device code.
+      expect(html).toContain('where you ran <code class="command"><span>npm</span> <span>start</span></code>');
       expect(html).not.toContain('<b>');
       const cookie = done.headers
         .getSetCookie()

@@ -212,18 +212,26 @@ describe('bad input gets a clear answer, never a 500, never a half-created sessi
     ],
     [
       { name: 'x', phone_number: '+14155550100', proxy_url: 'http://10.0.0.1:3128' },
-      { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] },
+      {
+        proxy_url: [
+          'proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true)',
+        ],
+      },
     ],
     [
       { name: 'x', phone_number: '+14155550100', proxy_url: 'socks5://[::1]:1080' },
-      { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] },
+      {
+        proxy_url: [
+          'proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true)',
+        ],
+      },
     ],
     [
       { name: 'x', phone_number: '+14155550100', proxy_url: 'http://localhost:3128' },
       {
         proxy_url: [
           expect.stringMatching(
-            /^proxy_url host localhost resolves to (127\.0\.0\.1|::1), a private, loopback or link-local address \(allow it with \[plugins\.sessions\] allow_private_networks = true\)$/,
+            /^proxy_url host localhost resolves to (127\.0\.0\.1|::1), a private, loopback or link-local address \(allow it with \[plugins\.sessions\] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true\)$/,
           ),
         ],
       },
@@ -301,7 +309,11 @@ describe('proxy', () => {
     expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy_url: 'http://10.1.1.1:8080' })).toMatchObject({
       status: 422,
       body: {
-        errors: { proxy_url: ['proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)'] },
+        errors: {
+          proxy_url: [
+            'proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true)',
+          ],
+        },
       },
     });
     expect(await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy: 'x' })).toMatchObject({

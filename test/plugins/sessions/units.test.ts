@@ -27,11 +27,11 @@ describe('checkProxyUrl', () => {
     ['not a url', 'proxy_url must be a URL such as http://user:pass@proxy.example.com:8080'],
     [
       'http://93.184.216.34:3128',
-      'proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true)',
+      'proxy_url must use a public domain name, not an IP address (allow it with [plugins.sessions] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true)',
     ],
     [
       'http://sneaky.example.com',
-      'proxy_url host sneaky.example.com resolves to 10.0.0.5, a private, loopback or link-local address (allow it with [plugins.sessions] allow_private_networks = true)',
+      'proxy_url host sneaky.example.com resolves to 10.0.0.5, a private, loopback or link-local address (allow it with [plugins.sessions] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true)',
     ],
     ['http://nowhere.example.com', 'proxy_url host nowhere.example.com does not resolve'],
     ['http://proxy.example.com/path', 'proxy_url must not have a path, query or fragment'],

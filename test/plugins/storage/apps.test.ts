@@ -79,6 +79,7 @@ describe('POST /api/apps provisions a bucket', () => {
       fileCount: 0,
       unregisteredBytes: 0,
       unregisteredCount: 0,
+      pendingBytes: process.env.WHARF_TEST_STORE === 'embedded' ? 0 : null,
       usedBytes: 0,
       // The embedded store counts live; the s3 driver has not reconciled a new bucket yet.
       usageCheckedAt: process.env.WHARF_TEST_STORE === 'embedded' ? expect.stringMatching(ISO) : null,
@@ -170,6 +171,7 @@ describe('the Apps table, row by row', () => {
         fileCount: 0,
         unregisteredBytes: 0,
         unregisteredCount: 0,
+        pendingBytes: target.embedded ? 0 : null,
         usedBytes: 0,
         usageCheckedAt: target.embedded ? expect.stringMatching(ISO) : null,
       },

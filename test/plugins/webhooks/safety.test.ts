@@ -36,7 +36,7 @@ describe('saving a webhook URL (private networks not allowed: the default)', () 
   afterAll(() => app?.close());
 
   const PRIVATE =
-    /which this server does not deliver webhooks to \(allow it with \[plugins\.webhooks\] allow_private_networks = true, or name its network in \[plugins\.webhooks\] allowed_networks\)$/;
+    /which this server does not deliver webhooks to \(allow it with \[plugins\.webhooks\] allow_private_networks = true or the variable WHARF_PLUGINS__WEBHOOKS__ALLOW_PRIVATE_NETWORKS=true, or name its network in \[plugins\.webhooks\] allowed_networks\)$/;
   const METADATA =
     /a cloud metadata address, which this server does not deliver webhooks to \(only naming it in \[plugins\.webhooks\] allowed_networks allows it\)$/;
   const refused: [string, RegExp, RegExp][] = [

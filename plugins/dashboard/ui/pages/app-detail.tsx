@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { DISPLAY_NAME_MAX } from '../../../../core/limits.ts';
 import { api, query } from '../api.ts';
 import { Card, Command, Confirm, CopyButton, Empty, ErrorBox, Field, Loading, Secret, ShownOnce, Usage } from '../components.tsx';
-import { ago, count, when } from '../format.ts';
+import { ago, bytes, count, when } from '../format.ts';
 import { link, useAction, useLoad } from '../hooks.ts';
 import type { ApiToken, App } from '../types.ts';
 import { EditApp } from './apps.tsx';
@@ -42,7 +42,10 @@ export function AppDetail({ appId }: { appId: string }) {
         <Usage used={a.usedBytes} limit={a.storageLimit} />
         <span>
           {count(a.fileCount, 'file')}
-          {a.unregisteredCount > 0 ? `, plus ${count(a.unregisteredCount, 'object')} written to the bucket without a record` : ''}
+          {a.unregisteredCount > 0
+            ? `, plus ${count(a.unregisteredCount, 'object')} (${bytes(a.unregisteredBytes)}) written to the bucket without a record`
+            : ''}
+          {a.pendingBytes ? `, plus ${bytes(a.pendingBytes)} in unfinished multipart uploads (finish or abort them to free it)` : ''}
         </span>
         <span>
           Bucket <code>{a.bucketName}</code>

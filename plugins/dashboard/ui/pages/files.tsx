@@ -138,7 +138,7 @@ export function Files({ appId, onChange }: { appId: string; onChange(): void }) 
 
       <div class="toolbar">
         <Field label="Search names" class="compact">
-          <input type="search" value={typed} onInput={(e) => setTyped(e.currentTarget.value)} placeholder="case-sensitive" />
+          <input type="search" value={typed} onInput={(e) => setTyped(e.currentTarget.value)} placeholder="part of the name, case-sensitive (not the key)" />
         </Field>
         <Field label="Sort" class="compact">
           <select

@@ -333,6 +333,12 @@ function Logs({ base, session }: { base: string; session: Session }) {
     ['audit-logs', 'Audit'],
     ['session-logs', 'Connection'],
   ] as const;
+  // What each log lists: received messages are not in the message log, they go to the webhook.
+  const about = {
+    'message-logs': 'Messages this session sent. Messages it receives are not listed here: they are delivered to its webhook (see its deliveries).',
+    'audit-logs': 'Actions on this session: who did what, and from where.',
+    'session-logs': "Changes of the connection's status.",
+  } as const;
   return (
     <Card
       title="Logs"
@@ -362,7 +368,8 @@ function Logs({ base, session }: { base: string; session: Session }) {
       <div role="tabpanel">
         <ErrorBox error={logs.error} />
         {!logs.data && !logs.error && <Loading what="the log" />}
-        {logs.data && rows.length === 0 && <Empty>Nothing logged yet.</Empty>}
+        <p class="muted">{about[tab]}</p>
+        {logs.data && rows.length === 0 && <Empty>{tab === 'message-logs' ? 'No messages sent yet.' : 'Nothing logged yet.'}</Empty>}
         {rows.length > 0 && tab === 'message-logs' && (
           <table class="list">
             <thead>

@@ -132,6 +132,7 @@ export class BucketQuota {
       reservedBytes: this.#uncovered(bucket, reservations),
       objects: held.objects,
       objectBytes: held.objectBytes,
+      partBytes: held.partBytes,
     };
   }
 

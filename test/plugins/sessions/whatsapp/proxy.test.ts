@@ -197,7 +197,7 @@ log_level = "silent"
     await until(() => statusOf(strict, s.id) === 'failed', 'failed', 10_000);
     const detail = (await call(strict, u.pat, 'GET', `/api/whatsapp-sessions/${s.id}`)).body.data;
     expect(detail.status_reason).toMatch(
-      /^proxy_url host localhost resolves to (127\.0\.0\.1|::1), a private, loopback or link-local address \(allow it with \[plugins\.sessions\] allow_private_networks = true\); the session does not connect without its proxy: change or clear proxy_url, then connect$/,
+      /^proxy_url host localhost resolves to (127\.0\.0\.1|::1), a private, loopback or link-local address \(allow it with \[plugins\.sessions\] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true\); the session does not connect without its proxy: change or clear proxy_url, then connect$/,
     );
     expect(tunnels.length).toBe(before.tunnels);
     expect(hellos.length).toBe(before.hellos);

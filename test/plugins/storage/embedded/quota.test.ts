@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import {
+  AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
   CopyObjectCommand,
   CreateMultipartUploadCommand,
@@ -440,6 +441,7 @@ describe('usage on GET /api/apps', () => {
       fileCount: 0,
       unregisteredBytes: 0,
       unregisteredCount: 0,
+      pendingBytes: 0,
       usedBytes: 0,
       usageCheckedAt: expect.any(String),
     });
@@ -464,6 +466,12 @@ describe('usage on GET /api/apps', () => {
     // The list shows the same figures.
     const list = await app.request('GET', '/api/apps', { headers: owner.headers });
     expect(list.body.apps.find((a: any) => a.id === id)).toMatchObject({ storedBytes: 0, unregisteredBytes: 250, usedBytes: 1250 });
+    // Parts of an unfinished multipart upload count against the limit and show apart, until it is aborted.
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'big.bin' }));
+    await s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'big.bin', UploadId, PartNumber: 1, Body: randomBytes(500) }));
+    expect(await appItem(id)).toMatchObject({ unregisteredBytes: 250, unregisteredCount: 1, pendingBytes: 500, usedBytes: 1750 });
+    await s3.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: 'big.bin', UploadId }));
+    expect(await appItem(id)).toMatchObject({ unregisteredBytes: 250, pendingBytes: 0, usedBytes: 1250 });
     s3.destroy();
   });
 
