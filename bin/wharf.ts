@@ -291,10 +291,12 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
         const { backup, BackupError } = await import('../core/backup.ts');
         const { humanBytes } = await import('../client/output.ts');
         const storage = config.plugins.storage as StoragePluginConfig | undefined;
-        const objectsDir =
+        const fsObjects =
           storage && driverOf(storage) === 'fs' ? path.resolve(storage.fs.objects_dir ?? path.join(config.core.server.data_dir, 'objects')) : undefined;
+        // The embedded store's directory, when it has been used.
+        const objectsDir = fsObjects && fs.existsSync(fsObjects) ? fsObjects : undefined;
         if (args.withObjects && !objectsDir)
-          fail('--with-objects: the embedded fs store is not in use (storage disabled or on s3): nothing to copy', EXIT_CONFIG);
+          fail('--with-objects: no embedded fs store here (storage disabled, on s3, or never started): nothing to copy', EXIT_CONFIG);
         let result: Awaited<ReturnType<typeof backup>>;
         try {
           result = await backup({

@@ -59,6 +59,8 @@ export function maskPassword(url: string): string {
   }
 }
 
+const errorCode = (err: unknown) => (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+
 /** Checks DEST before anything is copied: a directory that does not exist, or is empty, or --force. */
 function checkDest(dest: string, force: boolean): void {
   let stat: fs.Stats;
@@ -66,7 +68,7 @@ function checkDest(dest: string, force: boolean): void {
     stat = fs.statSync(dest);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw new BackupError(`cannot use ${dest}: ${(err as Error).message}`);
+    throw new BackupError(`cannot write ${dest} (${errorCode(err)})`);
   }
   if (!stat.isDirectory()) throw new BackupError(`${dest} exists and is not a directory`);
   if (!force && fs.readdirSync(dest).length > 0) throw new BackupError(`${dest} exists and is not empty (--force replaces it)`);
@@ -174,7 +176,7 @@ export async function backup(options: BackupOptions): Promise<BackupResult> {
     await fsp.mkdir(tmp, { mode: 0o700 });
   } catch (err) {
     source?.close();
-    throw new BackupError(`cannot write beside ${dest}: ${(err as Error).message}`);
+    throw new BackupError(`cannot write ${dest} (${errorCode(err)})`);
   }
   try {
     let database: BackupResult['database'];
