@@ -6,7 +6,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backup } from '../core/backup.ts';
 import { openDatabase } from '../core/db.ts';
+import { ObjectStore } from '../plugins/storage/drivers/fs/objects.ts';
 import { tempDir, type TestApp } from './helpers/app.ts';
 import { serve, type Served, wharf, wharfAsync } from './helpers/cli.ts';
 import type { SignedIn } from './helpers/identity.ts';
@@ -214,5 +216,47 @@ describe('wharf backup', () => {
       /\nthe PostgreSQL database is not in it: back it up with pg_dump --format=custom --file=wharf\.pgdump 'postgres:\/\/wharf:\*\*\*@db\.internal:5432\/wharf'\n$/,
     );
     expect(fs.readdirSync(dest)).toEqual(['keys']);
+  });
+});
+
+describe('backup of the embedded store', () => {
+  it('leaves out an object whose blob went after the index snapshot (deleted or replaced meanwhile), and drops its row', async () => {
+    const dir = tempDir('wharf-backup-objects-');
+    const dataDir = path.join(dir, 'data');
+    openDatabase(path.join(dataDir, 'wharf.db')).close();
+    const store = new ObjectStore(path.join(dataDir, 'objects'));
+    try {
+      store.createBucket('kept-bucket');
+      const meta = { contentType: 'application/octet-stream', user: {}, headers: {} };
+      const put = async (key: string, n: number) =>
+        store.commit(
+          'kept-bucket',
+          key,
+          await store.receive(
+            (async function* () {
+              yield Buffer.alloc(n, 7);
+            })(),
+          ),
+          meta,
+        );
+      await put('stays', 10);
+      const gone = await put('goes', 20);
+      // As a delete running between the snapshot and the copy does: the row is in the snapshot, the blob is not on disk.
+      fs.rmSync(path.join(dataDir, 'objects', 'kept-bucket', gone.blob));
+      const result = await backup({
+        dataDir,
+        database: { engine: 'sqlite', path: path.join(dataDir, 'wharf.db') } as never,
+        dest: path.join(dir, 'b'),
+        objectsDir: path.join(dataDir, 'objects'),
+      });
+      expect(result.objects).toEqual({ objects: 1, bytes: 10, leftOut: 1 });
+      const index = openDatabase(path.join(dir, 'b', 'objects', '.wharf', 'index.db'), { mustExist: true, readonly: true });
+      expect(index.prepare('SELECT key FROM objects').pluck().all()).toEqual(['stays']);
+      // The usage counters follow the dropped row, as they follow the store's own deletes.
+      expect(index.prepare('SELECT objects, object_bytes FROM bucket_usage').get()).toEqual({ objects: 1, object_bytes: 10 });
+      index.close();
+    } finally {
+      store.close();
+    }
   });
 });
