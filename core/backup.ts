@@ -2,9 +2,9 @@
  * `wharf backup DEST`: a copy of an instance's state, taken while the server runs.
  *
  * - The SQLite database through SQLite's online backup API (better-sqlite3's `db.backup`): a
- *   snapshot of one instant, whatever the server writes meanwhile. After a first step of 100
- *   pages the rest is copied in one step, under one read transaction: in WAL mode that never
- *   blocks the server's writers, and a write by the server cannot restart the copy.
+ *   snapshot of one instant, whatever the server writes meanwhile. Every page is copied in one
+ *   step, under one read transaction: in WAL mode that never blocks the server's writers, and a
+ *   write by the server cannot restart the copy (it would between steps of a few pages).
  * - The keys directory (signing key, the secret that encrypts stored secrets, the embedded
  *   store's root key): without it the encrypted columns (session API keys, webhook secrets,
  *   bucket keys) cannot be read back.
@@ -30,7 +30,7 @@ export class BackupError extends Error {
 
 export interface BackupOptions {
   dataDir: string;
-  database: CoreConfig['database'];
+  database: Pick<CoreConfig['database'], 'engine' | 'path' | 'url'>;
   dest: string;
   /** Replace a DEST that exists and is not empty. */
   force?: boolean;
@@ -74,9 +74,9 @@ function checkDest(dest: string, force: boolean): void {
   if (!force && fs.readdirSync(dest).length > 0) throw new BackupError(`${dest} exists and is not empty (--force replaces it)`);
 }
 
-/** Opens an existing SQLite file, or says there is none. */
+/** Opens an existing SQLite file, or says there is no `what` there. */
 function openExisting(file: string, what: string): Database {
-  if (!fs.existsSync(file)) throw new BackupError(`no database at ${file} (${what}): is the data dir right?`);
+  if (!fs.existsSync(file)) throw new BackupError(`no ${what} at ${file}: is the data dir right?`);
   try {
     return openDatabase(file, { mustExist: true });
   } catch (err) {
@@ -86,7 +86,7 @@ function openExisting(file: string, what: string): Database {
 
 /** The online backup of `source` into `file` (0600); returns its size. */
 async function copyDatabase(source: Database, file: string): Promise<number> {
-  // After the first step of 100 pages, all the rest at once (see the file comment).
+  // better-sqlite3's first step counts the pages; the number returned is the size of the next: all of them.
   await source.backup(file, { progress: () => 2 ** 30 });
   await fsp.chmod(file, 0o600);
   return (await fsp.stat(file)).size;
@@ -118,7 +118,7 @@ async function copyTree(from: string, to: string): Promise<{ files: number; byte
 /** The embedded store: its index (online backup), then the blobs that index lists. */
 async function copyObjects(objectsDir: string, to: string): Promise<{ objects: number; bytes: number; leftOut: number }> {
   const indexFile = path.join(objectsDir, '.wharf', 'index.db');
-  const source = openExisting(indexFile, 'the embedded store index');
+  const source = openExisting(indexFile, 'embedded store index');
   const copiedIndex = path.join(to, '.wharf', 'index.db');
   await fsp.mkdir(path.dirname(copiedIndex), { recursive: true, mode: 0o700 });
   try {
@@ -166,7 +166,7 @@ export async function backup(options: BackupOptions): Promise<BackupResult> {
   const dest = path.resolve(options.dest);
   checkDest(dest, options.force ?? false);
   const keysDir = path.join(options.dataDir, 'keys');
-  const source = options.database.engine === 'sqlite' ? openExisting(options.database.path, 'the Wharf database') : undefined;
+  const source = options.database.engine === 'sqlite' ? openExisting(options.database.path, 'Wharf database') : undefined;
   if (options.objectsDir && !fs.existsSync(path.join(options.objectsDir, '.wharf', 'index.db'))) {
     source?.close();
     throw new BackupError(`no embedded object store at ${options.objectsDir}`);
@@ -195,7 +195,12 @@ export async function backup(options: BackupOptions): Promise<BackupResult> {
       // An empty directory, or one --force replaces: out of the way only once the copy is whole.
       const old = `${tmp}.old`;
       await fsp.rename(dest, old);
-      await fsp.rename(tmp, dest);
+      try {
+        await fsp.rename(tmp, dest);
+      } catch (err) {
+        await fsp.rename(old, dest);
+        throw err;
+      }
       await fsp.rm(old, { recursive: true, force: true });
     } else {
       await fsp.rename(tmp, dest);

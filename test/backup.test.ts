@@ -189,7 +189,7 @@ describe('wharf backup', () => {
     expect(wharf(['backup', path.join(root, 'nothing'), '--data-dir', empty])).toMatchObject({
       status: 1,
       stdout: '',
-      stderr: `wharf: no database at ${path.join(empty, 'wharf.db')} (the Wharf database): is the data dir right?\n`,
+      stderr: `wharf: no Wharf database at ${path.join(empty, 'wharf.db')}: is the data dir right?\n`,
     });
     expect(fs.readdirSync(empty)).toEqual([]);
     expect(fs.readdirSync(root).filter((n) => n.includes('partial') || n === 'nothing')).toEqual([]);
@@ -245,7 +245,7 @@ describe('backup of the embedded store', () => {
       fs.rmSync(path.join(dataDir, 'objects', 'kept-bucket', gone.blob));
       const result = await backup({
         dataDir,
-        database: { engine: 'sqlite', path: path.join(dataDir, 'wharf.db') } as never,
+        database: { engine: 'sqlite', path: path.join(dataDir, 'wharf.db') },
         dest: path.join(dir, 'b'),
         objectsDir: path.join(dataDir, 'objects'),
       });
