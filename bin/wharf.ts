@@ -23,7 +23,7 @@ import type { CommandContext, PluginCommand } from '../core/plugin.ts';
 import { WharfError } from '../core/errors.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { addClientCommands } from '../client/commands.ts';
-import { count } from '../client/output.ts';
+import { count, humanBytes } from '../client/output.ts';
 import { driverOf, type StoragePluginConfig } from '../plugins/storage/config.ts';
 
 interface GlobalArgs {
@@ -289,7 +289,6 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
       async (args) => {
         const config = loadConfig(args, plugins);
         const { backup, BackupError } = await import('../core/backup.ts');
-        const { humanBytes } = await import('../client/output.ts');
         const storage = config.plugins.storage as StoragePluginConfig | undefined;
         const fsObjects =
           storage && driverOf(storage) === 'fs' ? path.resolve(storage.fs.objects_dir ?? path.join(config.core.server.data_dir, 'objects')) : undefined;
@@ -313,8 +312,7 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
         const db = result.database;
         const notIncluded = objectsDir && !result.objects ? `the embedded store's objects in ${objectsDir} (--with-objects copies them)` : undefined;
         if (args.json) {
-          process.stdout.write(`${JSON.stringify({ ...result, ...(notIncluded ? { notIncluded: [notIncluded] } : {}) })}
-`);
+          process.stdout.write(`${JSON.stringify({ ...result, ...(notIncluded ? { notIncluded: [notIncluded] } : {}) })}\n`);
           return;
         }
         const parts = [
