@@ -1,7 +1,7 @@
 #!/bin/sh
 //usr/bin/env true; h=$(dirname "$(readlink -f "$0")"); [ -x "$h/../node_modules/.bin/node" ] && exec "$h/../node_modules/.bin/node" "$0" "$@"; v=$(node -v 2>/dev/null); case $v in v2[4-9].*|v[3-9]?.*) exec node "$0" "$@";; esac; echo "wharf: needs Node 24 (the node on PATH is ${v:-missing}): run npm install in $(dirname "$h"), which puts Node 24 in node_modules/.bin" >&2; exit 1
 /**
- * The `wharf` command: the server (`serve`), its operations (`migrate`, `config check`,
+ * The `wharf` command: the server (`serve`), its operations (`migrate`, `backup`, `config check`,
  * `plugins list`, `plugins new`, `version`) and the commands plugins add (built-in ones and
  * those of `[plugins] dir`). Heavy modules load inside the
  * handlers that need them, so `wharf version` and `wharf --help` start nothing.
@@ -23,7 +23,8 @@ import type { CommandContext, PluginCommand } from '../core/plugin.ts';
 import { WharfError } from '../core/errors.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { addClientCommands } from '../client/commands.ts';
-import { count } from '../client/output.ts';
+import { count, humanBytes } from '../client/output.ts';
+import { driverOf, type StoragePluginConfig } from '../plugins/storage/config.ts';
 
 interface GlobalArgs {
   config?: string;
@@ -280,6 +281,57 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
         } finally {
           await data.close();
         }
+      },
+    )
+    .command(
+      'backup <dest>',
+      'Copy the database (online, while the server runs) and the keys into a new directory; --with-objects adds the embedded store',
+      (y) =>
+        y
+          .positional('dest', { type: 'string', demandOption: true, describe: 'Directory to create (refused when it exists and is not empty)' })
+          .option('force', { type: 'boolean', describe: 'Replace DEST when it exists and is not empty' })
+          .option('with-objects', { type: 'boolean', describe: 'Copy the objects of the embedded fs store too' }),
+      async (args) => {
+        const config = loadConfig(args, plugins);
+        const { backup, BackupError } = await import('../core/backup.ts');
+        const storage = config.plugins.storage as StoragePluginConfig | undefined;
+        const fsObjects =
+          storage && driverOf(storage) === 'fs' ? path.resolve(storage.fs.objects_dir ?? path.join(config.core.server.data_dir, 'objects')) : undefined;
+        // The embedded store's directory, when it has been used.
+        const objectsDir = fsObjects && fs.existsSync(fsObjects) ? fsObjects : undefined;
+        if (args.withObjects && !objectsDir)
+          fail('--with-objects: no embedded fs store here (storage disabled, on s3, or never started): nothing to copy', EXIT_CONFIG);
+        let result: Awaited<ReturnType<typeof backup>>;
+        try {
+          result = await backup({
+            dataDir: config.core.server.data_dir,
+            database: config.core.database,
+            dest: String(args.dest),
+            force: args.force,
+            objectsDir: args.withObjects ? objectsDir : undefined,
+          });
+        } catch (err) {
+          if (err instanceof BackupError) fail(err.message);
+          throw err;
+        }
+        const db = result.database;
+        const notIncluded = objectsDir && !result.objects ? `the embedded store's objects in ${objectsDir} (--with-objects copies them)` : undefined;
+        if (args.json) {
+          process.stdout.write(`${JSON.stringify({ ...result, ...(notIncluded ? { notIncluded: [notIncluded] } : {}) })}\n`);
+          return;
+        }
+        const parts = [
+          db.engine === 'sqlite' ? `database ${humanBytes(db.bytes)} (SQLite online backup)` : 'database not copied (PostgreSQL)',
+          `keys ${count(result.keys.files, 'file')}${result.keys.files ? '' : ' (none: encrypted columns cannot be read back without them)'}`,
+          ...(result.objects
+            ? [
+                `objects ${result.objects.objects} (${humanBytes(result.objects.bytes)})${result.objects.leftOut ? `, ${result.objects.leftOut} deleted during the backup left out` : ''}`,
+              ]
+            : []),
+          ...(notIncluded ? [`not included: ${notIncluded}`] : []),
+        ];
+        process.stdout.write(`backup written to ${result.dest} in ${(result.ms / 1000).toFixed(1)} s: ${parts.join(', ')}\n`);
+        if (db.engine === 'postgres') process.stdout.write(`the PostgreSQL database is not in it: back it up with ${db.pgDump}\n`);
       },
     )
     .command('config', 'Configuration', (y) =>

@@ -64,15 +64,18 @@ export class ConstraintError extends Error {
 export interface OpenOptions {
   busyTimeoutMs?: number;
   readonly?: boolean;
+  /** Fail when the file does not exist, instead of creating it (and its directory). */
+  mustExist?: boolean;
 }
 
 /** The synchronous SQLite connection: WAL, a busy timeout, foreign keys on. */
 export function openDatabase(file: string, options: OpenOptions = {}): Database {
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  if (file !== ':memory:' && !options.mustExist) fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   const binding = nativeSqliteBinding();
   const db = new BetterSqlite3(file, {
     timeout: options.busyTimeoutMs ?? 5000,
     readonly: options.readonly ?? false,
+    fileMustExist: options.mustExist ?? false,
     ...(binding ? { nativeBinding: binding as unknown as string } : {}),
   });
   if (!options.readonly) db.pragma('journal_mode = WAL');
