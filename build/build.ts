@@ -131,6 +131,10 @@ export async function buildBinary(): Promise<string> {
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
+      // V8's young generation (new space) grows to 16 MiB under the start's allocations and stays
+      // resident; capped at 2 MiB a semi-space the idle server holds about 11 MiB less, at no
+      // measured CPU cost per request (BENCHMARKS.md, issue 16). NODE_OPTIONS still extends it.
+      execArgv: ['--max-semi-space-size=2'],
       assets: {
         [SQLITE_ASSET]: addon,
         [SQLITE_SHA_ASSET]: addonSha,
