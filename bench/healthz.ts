@@ -13,8 +13,8 @@ import path from 'node:path';
 import { baselines, cpuMicros, ensureBinary, fmt, median, medianRatio, startServer, wrk, type ServerSpec } from './lib.ts';
 
 export async function run(options: { rounds?: number; starts?: number; seconds?: number } = {}): Promise<string> {
-  const rounds = options.rounds ?? 3;
-  const starts = options.starts ?? 10;
+  const rounds = options.rounds ?? Number(process.env.BENCH_ROUNDS ?? 3);
+  const starts = options.starts ?? Number(process.env.BENCH_STARTS ?? 10);
   const seconds = options.seconds ?? 5;
   const bin = ensureBinary();
   const dataRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-'));

@@ -33,10 +33,12 @@ export async function storageBench(tag: string): Promise<StorageBench> {
   const config = path.join(dataDir, 'wharf.toml');
   // Benchmarks measure the storage code: the limiter (when this build has it) would refuse the load.
   const rateLimit = builtinPlugins.some((p) => p.name === 'rate_limit') ? '[plugins.rate_limit]\nenabled = false\n' : '';
-  fs.writeFileSync(
-    config,
-    `[log]\nlevel = "info"\n${rateLimit}[plugins.storage]\nbucket_prefix = "${prefix}"\n[plugins.storage.s3]\nendpoint = "${target.endpoint}"\nregion = "${target.region}"\naccess_key = "${target.accessKeyId}"\nsecret_key = "${target.secretAccessKey}"\n`,
-  );
+  // BENCH_DRIVER=fs: the embedded store of the server itself instead of the s3 driver on the target.
+  const store =
+    process.env.BENCH_DRIVER === 'fs'
+      ? 'driver = "fs"\n[plugins.storage.fs]\nlisten = "127.0.0.1:0"\n'
+      : `[plugins.storage.s3]\nendpoint = "${target.endpoint}"\nregion = "${target.region}"\naccess_key = "${target.accessKeyId}"\nsecret_key = "${target.secretAccessKey}"\n`;
+  fs.writeFileSync(config, `[log]\nlevel = "info"\n${rateLimit}[plugins.storage]\nbucket_prefix = "${prefix}"\n${store}`);
   const wharf = path.join(root, 'bin/wharf.ts');
   createBenchUser([node, [wharf]], dataDir, ['--config', config]);
   const spec = {

@@ -11,12 +11,13 @@
  *   node build/build.ts --bundle   bundle only (dist/wharf.cjs)
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BuildOptions, build, type Metafile } from 'esbuild';
 import { SDK_ASSET } from '../bin/plugin-template.ts';
-import { SQLITE_ASSET } from '../core/native.ts';
+import { SQLITE_ASSET, SQLITE_SHA_ASSET } from '../core/native.ts';
 import { WHATSAPP_ASSET } from '../plugins/sessions/networks/whatsapp/load.ts';
 import { bundledPackages, NOTICES_ASSET, noticesText } from './notices.ts';
 import { DASHBOARD_ASSET } from '../plugins/dashboard/assets.ts';
@@ -119,6 +120,8 @@ export async function buildBinary(): Promise<string> {
   const node = nodeBinary();
   const addon = path.join(root, 'node_modules/better-sqlite3/prebuilds', `${process.platform}-${process.arch}.node`);
   if (!fs.existsSync(addon)) throw new Error(`no prebuilt better-sqlite3 addon at ${addon}`);
+  const addonSha = path.join(dist, SQLITE_SHA_ASSET);
+  fs.writeFileSync(addonSha, createHash('sha256').update(fs.readFileSync(addon)).digest('hex'));
   const blob = path.join(dist, 'sea-prep.blob');
   const seaConfig = path.join(dist, 'sea-config.json');
   fs.writeFileSync(
@@ -128,8 +131,13 @@ export async function buildBinary(): Promise<string> {
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
+      // V8's young generation (new space) grows to 16 MiB under the start's allocations and stays
+      // resident; capped at 2 MiB a semi-space the idle server holds about 11 MiB less, at no
+      // measured CPU cost per request (BENCHMARKS.md, issue 16). NODE_OPTIONS still extends it.
+      execArgv: ['--max-semi-space-size=2'],
       assets: {
         [SQLITE_ASSET]: addon,
+        [SQLITE_SHA_ASSET]: addonSha,
         [SDK_ASSET]: sdkAsset,
         [WHATSAPP_ASSET]: whatsappFile,
         [NOTICES_ASSET]: noticesFile,

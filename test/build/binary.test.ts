@@ -44,6 +44,30 @@ describe('the single executable', () => {
     expect(fs.readdirSync(path.join(cache, 'wharf'))).toEqual(extracted);
   });
 
+  it('trusts the extracted addon through its stamp only while the file is unchanged: a changed addon is replaced', () => {
+    const cwd = tempDir('wharf-empty-');
+    const env = { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin', NODE_OPTIONS: '' };
+    expect(wharf(['version'], { bin, cwd, env }).status).toBe(0);
+    const [dir] = fs.readdirSync(path.join(cache, 'wharf'));
+    const file = path.join(cache, 'wharf', dir!, 'better_sqlite3.node');
+    const good = fs.readFileSync(file);
+    const stamp = JSON.parse(fs.readFileSync(`${file}.stamp`, 'utf8'));
+    expect(stamp).toMatchObject({ sha: expect.stringMatching(/^[0-9a-f]{64}$/), size: String(good.length) });
+    expect(dir!.endsWith(stamp.sha.slice(0, 16))).toBe(true);
+    // Same size, one byte changed, mtime put back: the ctime (and the hash) still tell.
+    const before = fs.statSync(file);
+    const bad = Buffer.from(good);
+    bad[bad.length - 1]! ^= 0xff;
+    fs.chmodSync(file, 0o700);
+    fs.writeFileSync(file, bad);
+    fs.chmodSync(file, 0o500);
+    fs.utimesSync(file, before.atime, before.mtime);
+    const r = wharf(['version'], { bin, cwd, env });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(fs.readFileSync(file).equals(good)).toBe(true);
+  });
+
   it('serves /healthz on embedded defaults and exits 0 on SIGTERM', async () => {
     const cwd = tempDir('wharf-empty-');
     const server = await serve([], { bin, cwd, env: { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin' } });

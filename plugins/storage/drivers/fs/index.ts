@@ -22,7 +22,7 @@ import type { FsConfig } from '../../config.ts';
 import { type QuotaPolicy, type StorageConnection, type StorageDriver, StoreError } from '../types.ts';
 import { type Credential, type KeyLookup, NodeSha256, Verifier } from './auth.ts';
 import { createEndpoint } from './endpoint.ts';
-import { ObjectStore, S3Error } from './objects.ts';
+import { type BucketKey, ObjectStore, S3Error } from './objects.ts';
 import { BucketQuota } from './quota.ts';
 
 const secretContext = (accessKey: string) => `storage:fs:bucket-key:${accessKey}`;
@@ -35,17 +35,43 @@ function serviceKey(keys: Keys): RootKey {
   };
 }
 
+/**
+ * Decrypted bucket secrets by access key, each with the ciphertext it came from: the row is read
+ * on every use and a secret is reused only while the stored ciphertext is the same one, so a
+ * bucket key replaced, re-created or deleted (here or by another process) is never answered from
+ * here. Entries of a deleted bucket are dropped with it.
+ */
+class SecretCache {
+  readonly #entries = new Map<string, { ciphertext: string; secret: string }>();
+  readonly keys: Keys;
+  constructor(keys: Keys) {
+    this.keys = keys;
+  }
+
+  secretOf(key: BucketKey): string {
+    const hit = this.#entries.get(key.accessKey);
+    if (hit?.ciphertext === key.secret) return hit.secret;
+    const secret = this.keys.decrypt(key.secret, secretContext(key.accessKey));
+    this.#entries.set(key.accessKey, { ciphertext: key.secret, secret });
+    return secret;
+  }
+
+  forget(accessKey: string): void {
+    this.#entries.delete(accessKey);
+  }
+}
+
 /** Root, service and per-bucket keys (secrets decrypted with the data-dir key). */
-function keyLookup(store: ObjectStore, root: RootKey, keys: Keys | undefined, log: Logger): KeyLookup {
-  const service = keys && serviceKey(keys);
+function keyLookup(store: ObjectStore, root: RootKey, secrets: SecretCache | undefined, log: Logger): KeyLookup {
+  const service = secrets && serviceKey(secrets.keys);
   return (accessKey): Credential | undefined => {
     if (accessKey === root.accessKey) return { principal: { kind: 'root', accessKey }, secret: root.secretKey };
-    if (!keys || !service) return undefined;
+    if (!service || !secrets) return undefined;
     if (accessKey === service.accessKey) return { principal: { kind: 'service', accessKey }, secret: service.secretKey };
     const found = store.bucketKey(accessKey);
     if (!found) return undefined;
     try {
-      return { principal: { kind: 'bucket', accessKey, bucket: found.bucket }, secret: keys.decrypt(found.secret, secretContext(accessKey)) };
+      return { principal: { kind: 'bucket', accessKey, bucket: found.bucket }, secret: secrets.secretOf(found) };
     } catch (err) {
       log.error({ err, accessKey }, 'a bucket key cannot be decrypted with this data dir key');
       return undefined;
@@ -117,7 +143,8 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
   const quota = new BucketQuota(store, policy);
   const root = rootKey(config, env.dataDir);
   const service = serviceKey(env.keys);
-  const lookup = keyLookup(store, root, env.keys, env.log);
+  const secrets = new SecretCache(env.keys);
+  const lookup = keyLookup(store, root, secrets, env.log);
   const verifier = new Verifier(lookup, config.region);
   const server: http.Server = createEndpoint({
     store,
@@ -145,7 +172,22 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
       const accessKey = accessKeyId('WAPP');
       found = store.setBucketKey({ accessKey, bucket, secret: env.keys.encrypt(newSecret(), secretContext(accessKey)) });
     }
-    return { accessKey: found.accessKey, secretKey: env.keys.decrypt(found.secret, secretContext(found.accessKey)) };
+    return { accessKey: found.accessKey, secretKey: secrets.secretOf(found) };
+  }
+
+  /** The public URL's parts for connectionFor, parsed again only when the URL changes (start). */
+  let endpoint: { url: string; parts: Pick<StorageConnection, 'endPoint' | 'port' | 'useSSL'> } | undefined;
+  function endpointParts(): Pick<StorageConnection, 'endPoint' | 'port' | 'useSSL'> {
+    if (endpoint?.url !== publicUrl) {
+      const url = new URL(publicUrl);
+      const parts = {
+        endPoint: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+        port: url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80,
+        useSSL: url.protocol === 'https:',
+      };
+      endpoint = { url: publicUrl, parts };
+    }
+    return endpoint.parts;
   }
 
   async function presign(
@@ -251,7 +293,10 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
 
     deleteBucket: (bucket) =>
       run(`deleting bucket ${bucket}`, () => {
-        if (store.hasBucket(bucket)) store.deleteBucket(bucket);
+        if (!store.hasBucket(bucket)) return;
+        const key = store.keyOfBucket(bucket);
+        store.deleteBucket(bucket);
+        if (key) secrets.forget(key.accessKey);
       }),
 
     statObject: (bucket, key) =>
@@ -310,15 +355,8 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
       ),
 
     connectionFor(bucket): StorageConnection {
-      const url = new URL(publicUrl);
       const key = bucketKey(bucket);
-      return {
-        endPoint: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-        port: url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80,
-        useSSL: url.protocol === 'https:',
-        accessKey: key.accessKey,
-        secretKey: key.secretKey,
-      };
+      return { ...endpointParts(), accessKey: key.accessKey, secretKey: key.secretKey };
     },
 
     close() {
@@ -343,7 +381,7 @@ export async function startStandaloneStore(options: {
   log: Logger;
 }): Promise<{ url: string; close(): Promise<void> }> {
   const store = new ObjectStore(options.objectsDir);
-  const lookup = keyLookup(store, options.root, options.keys, options.log);
+  const lookup = keyLookup(store, options.root, options.keys && new SecretCache(options.keys), options.log);
   const server = createEndpoint({
     store,
     verifier: new Verifier(lookup, options.region),

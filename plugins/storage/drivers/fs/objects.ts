@@ -268,6 +268,8 @@ export class ObjectStore {
       objectSize: this.#db.prepare('SELECT size FROM objects WHERE bucket = ? AND key = ?').pluck(),
       partSize: this.#db.prepare('SELECT size FROM parts WHERE upload_id = ? AND part_number = ?').pluck(),
       uploadBytes: this.#db.prepare('SELECT coalesce(sum(size), 0) FROM parts WHERE upload_id = ?').pluck(),
+      keyById: this.#db.prepare('SELECT access_key, bucket, secret FROM bucket_keys WHERE access_key = ?'),
+      keyOfBucket: this.#db.prepare('SELECT access_key, bucket, secret FROM bucket_keys WHERE bucket = ?'),
       objectsAfter: this.#db.prepare('SELECT key, size, last_modified FROM objects WHERE bucket = ? AND key > ? ORDER BY key LIMIT ?'),
     };
     // Bytes received before a crash, never renamed into place.
@@ -317,16 +319,12 @@ export class ObjectStore {
   // ------------------------------------------------------------------ keys
 
   bucketKey(accessKey: string): BucketKey | undefined {
-    const row = this.#db.prepare('SELECT access_key, bucket, secret FROM bucket_keys WHERE access_key = ?').get(accessKey) as
-      | { access_key: string; bucket: string; secret: string }
-      | undefined;
+    const row = this.#q.keyById.get(accessKey) as { access_key: string; bucket: string; secret: string } | undefined;
     return row && { accessKey: row.access_key, bucket: row.bucket, secret: row.secret };
   }
 
   keyOfBucket(bucket: string): BucketKey | undefined {
-    const row = this.#db.prepare('SELECT access_key, bucket, secret FROM bucket_keys WHERE bucket = ?').get(bucket) as
-      | { access_key: string; bucket: string; secret: string }
-      | undefined;
+    const row = this.#q.keyOfBucket.get(bucket) as { access_key: string; bucket: string; secret: string } | undefined;
     return row && { accessKey: row.access_key, bucket: row.bucket, secret: row.secret };
   }
 

@@ -1,0 +1,79 @@
+/**
+ * Start to first 200 and idle memory of bare Koa and of several Wharf binaries (or one binary
+ * with several NODE_OPTIONS), interleaved start by start, each on a fresh data dir; and, with
+ * BENCH_ROUNDS > 0, GET /healthz CPU time per request under wrk. Usage:
+ *   BENCH_VARIANTS='main=/path/to/old/wharf;this=dist/wharf;semi1=dist/wharf|--max-semi-space-size=1' \
+ *   node bench/run.ts start-compare
+ * (default: dist/wharf alone, built when missing).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { baselines, cpuMicros, ensureBinary, fmt, median, type ServerSpec, startServer, wrk } from './lib.ts';
+
+export async function run(): Promise<string> {
+  const starts = Number(process.env.BENCH_STARTS ?? 15);
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 0);
+  const dataRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-start-'));
+  const variants = (process.env.BENCH_VARIANTS ?? `this=${ensureBinary()}`).split(';').map((v) => {
+    const at = v.indexOf('=');
+    const [bin, options = ''] = v.slice(at + 1).split('|') as [string, string?];
+    const name = v.slice(0, at);
+    return { name, bin: path.resolve(bin), options };
+  });
+  const specs: ServerSpec[] = [
+    baselines.koa,
+    ...variants.map(
+      (v, i): ServerSpec => ({
+        name: v.name,
+        argsFor: (port) => [v.bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', path.join(dataRoot, `d${port}-${i}`)]],
+        env: { WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0', NODE_OPTIONS: v.options },
+      }),
+    ),
+  ];
+  const ms = new Map(specs.map((s) => [s.name, [] as number[]]));
+  const memory = new Map(specs.map((s) => [s.name, [] as string[]]));
+  const cpu = new Map(specs.map((s) => [s.name, [] as number[]]));
+  for (let i = 0; i < starts; i++) {
+    for (const spec of specs) {
+      const server = await startServer(spec);
+      ms.get(spec.name)!.push(server.startMs);
+      if (i < 2) {
+        for (let k = 0; k < 20; k++) await (await fetch(`${server.url}/healthz`)).arrayBuffer();
+        await new Promise((r) => setTimeout(r, 1000));
+        const m = server.rssMiB();
+        memory.get(spec.name)!.push(`${fmt(m.total, 1)} (${fmt(m.anon, 1)})`);
+      }
+      await server.stop();
+    }
+  }
+  for (let round = 0; round < rounds; round++) {
+    for (const spec of specs) {
+      const server = await startServer(spec);
+      wrk(`${server.url}/healthz`, { seconds: 1 });
+      const before = cpuMicros(server.child.pid!);
+      const r = wrk(`${server.url}/healthz`, { seconds: 5 });
+      cpu.get(spec.name)!.push((cpuMicros(server.child.pid!) - before) / (r.rps * 5));
+      await server.stop();
+    }
+  }
+  fs.rmSync(dataRoot, { recursive: true, force: true });
+  const koa = median(ms.get(baselines.koa.name)!);
+  const lines = [
+    '| server | start to first 200 (ms, median) | ratio to bare Koa | idle RSS, MiB (anonymous), first two starts | GET /healthz CPU µs per request (rounds) |',
+    '|---|---|---|---|---|',
+  ];
+  for (const s of specs) {
+    const t = median(ms.get(s.name)!);
+    lines.push(
+      `| ${s.name} | ${fmt(t, 0)} | ${fmt(t / koa)} | ${memory.get(s.name)!.join(', ')} | ${
+        cpu
+          .get(s.name)!
+          .map((c) => fmt(c, 0))
+          .join('/') || '-'
+      } |`,
+    );
+  }
+  lines.push('', `(${starts} starts per server, interleaved; ${rounds} load rounds of 5 s; servers pinned like the other benchmarks)`);
+  return lines.join('\n');
+}
