@@ -49,28 +49,11 @@ LOCK="$PG_DIR.lock"                 # outside $PG_DIR: that one gets wiped while
 INSTALL_LOG="$PG_DIR.install.log"   # idem
 STAMP="port=$PG_PORT user=$PG_USER password=$PG_PASSWORD"
 
-STARTING=0
-t0=$(date +%s.%N)
-log() { printf '[postgres %6.1fs] %s\n' "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" "$*" >&2; }
-
-# fail MESSAGE [LOGFILE...]: report, show the log tails, stop what we started, exit 1.
-fail() {
-  trap - ERR
-  set +e
-  echo "postgres.sh: ERROR: $1" >&2
-  shift
-  local f
-  for f in "$@"; do
-    [ -f "$f" ] || continue
-    echo "postgres.sh: ---- last lines of $f ----" >&2
-    tail -n 30 "$f" >&2
-  done
-  if [ "$STARTING" = 1 ]; then   # only a half-started server of our own is stopped, never a working one
-    stop_server
-    rm -f "$PG_DIR/ready"
-  fi
-  exit 1
-}
+FIXTURE=postgres.sh
+FIXTURE_TAG=postgres
+READY="$PG_DIR/ready"
+# shellcheck source=../lib/fixture.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/fixture.sh"
 trap 'fail "command failed (line $LINENO, exit $?): $BASH_COMMAND"' ERR
 
 # The server runs as `postgres` when we are root (it refuses root), else as ourselves.
@@ -153,17 +136,7 @@ for c in psql:postgresql-client setsid:util-linux setpriv:util-linux timeout:cor
   command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
-  mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
-  [ "$PG_INSTALL" = 1 ] || fail "missing packages: ${need[*]} (PG_INSTALL=$PG_INSTALL)"
-  [ "$(id -u)" = 0 ] || fail "missing packages: ${need[*]}; run as root or install them: apt-get install ${need[*]}"
-  log "installing packages: ${need[*]} (log: $INSTALL_LOG)"
-  export DEBIAN_FRONTEND=noninteractive
-  : >"$INSTALL_LOG"
-  # /tmp/wharf-apt.lock serialises every apt-get the tests run (test/redis/redis-server.sh, test/s3/ceph-rgw.sh, test/helpers/debian.ts).
-  flock /tmp/wharf-apt.lock apt-get -o DPkg::Lock::Timeout=600 update >>"$INSTALL_LOG" 2>&1 </dev/null 9>&- \
-    || fail "apt-get update failed" "$INSTALL_LOG"
-  flock /tmp/wharf-apt.lock apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=600 "${need[@]}" >>"$INSTALL_LOG" 2>&1 </dev/null 9>&- \
-    || fail "apt-get install ${need[*]} failed" "$INSTALL_LOG"
+  install_packages "$PG_INSTALL" PG_INSTALL "$INSTALL_LOG" "${need[@]}"
   [ -x "$PG_BIN/postgres" ] || fail "$PG_BIN/postgres still missing after apt-get install (not PostgreSQL 15? set PG_BIN)" "$INSTALL_LOG"
   command -v psql >/dev/null || fail "psql still missing after apt-get install" "$INSTALL_LOG"
   log "packages installed: $("$PG_BIN/postgres" --version)"

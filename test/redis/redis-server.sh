@@ -44,28 +44,11 @@ LOCK="$REDIS_DIR.lock"                 # outside $REDIS_DIR: that one gets wiped
 INSTALL_LOG="$REDIS_DIR.install.log"   # idem
 STAMP="port=$REDIS_PORT password=$REDIS_PASSWORD"
 
-STARTING=0
-t0=$(date +%s.%N)
-log() { printf '[redis %6.1fs] %s\n' "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" "$*" >&2; }
-
-# fail MESSAGE [LOGFILE...]: report, show the log tails, stop what we started, exit 1.
-fail() {
-  trap - ERR
-  set +e
-  echo "redis-server.sh: ERROR: $1" >&2
-  shift
-  local f
-  for f in "$@"; do
-    [ -f "$f" ] || continue
-    echo "redis-server.sh: ---- last lines of $f ----" >&2
-    tail -n 30 "$f" >&2
-  done
-  if [ "$STARTING" = 1 ]; then   # only a half-started server of our own is stopped, never a working one
-    stop_server
-    rm -f "$REDIS_DIR/ready"
-  fi
-  exit 1
-}
+FIXTURE=redis-server.sh
+FIXTURE_TAG=redis
+READY="$REDIS_DIR/ready"
+# shellcheck source=../lib/fixture.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/fixture.sh"
 trap 'fail "command failed (line $LINENO, exit $?): $BASH_COMMAND"' ERR
 
 # A pid is "ours" only if it is alive, is a redis-server, and serves our port (guards against pid
@@ -139,17 +122,7 @@ for c in redis-server:redis-server redis-cli:redis-tools setsid:util-linux timeo
   command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
-  mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
-  [ "$REDIS_INSTALL" = 1 ] || fail "missing packages: ${need[*]} (REDIS_INSTALL=$REDIS_INSTALL)"
-  [ "$(id -u)" = 0 ] || fail "missing packages: ${need[*]}; run as root or install them: apt-get install ${need[*]}"
-  log "installing packages: ${need[*]} (log: $INSTALL_LOG)"
-  export DEBIAN_FRONTEND=noninteractive
-  : >"$INSTALL_LOG"
-  # /tmp/wharf-apt.lock serialises every apt-get the tests run (test/s3/ceph-rgw.sh, test/helpers/debian.ts).
-  flock /tmp/wharf-apt.lock apt-get -o DPkg::Lock::Timeout=600 update >>"$INSTALL_LOG" 2>&1 </dev/null 9>&- \
-    || fail "apt-get update failed" "$INSTALL_LOG"
-  flock /tmp/wharf-apt.lock apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=600 "${need[@]}" >>"$INSTALL_LOG" 2>&1 </dev/null 9>&- \
-    || fail "apt-get install ${need[*]} failed" "$INSTALL_LOG"
+  install_packages "$REDIS_INSTALL" REDIS_INSTALL "$INSTALL_LOG" "${need[@]}"
   for c in redis-server redis-cli; do
     command -v "$c" >/dev/null || fail "$c still missing after apt-get install" "$INSTALL_LOG"
   done
