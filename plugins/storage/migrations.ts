@@ -57,19 +57,30 @@ const POSTGRES_001 = `
   );
   CREATE INDEX storage_files_by_time ON storage_files (app_id, uploaded_at, id);
 
+  -- Statement-level, from the transition tables: one UPDATE per app a statement touches, however
+  -- many rows it writes (a row-level trigger would update one app row once per file, and every
+  -- update of a row already updated in the transaction walks all its versions).
   CREATE FUNCTION storage_files_count() RETURNS trigger LANGUAGE plpgsql AS $$
   BEGIN
     IF TG_OP = 'INSERT' THEN
-      UPDATE storage_apps SET stored_bytes = stored_bytes + NEW.size, file_count = file_count + 1 WHERE id = NEW.app_id;
+      UPDATE storage_apps a SET stored_bytes = a.stored_bytes + c.bytes, file_count = a.file_count + c.files
+        FROM (SELECT app_id, sum(size) AS bytes, count(*) AS files FROM new_rows GROUP BY app_id) c WHERE a.id = c.app_id;
     ELSIF TG_OP = 'DELETE' THEN
-      UPDATE storage_apps SET stored_bytes = stored_bytes - OLD.size, file_count = file_count - 1 WHERE id = OLD.app_id;
-    ELSIF NEW.size <> OLD.size THEN
-      UPDATE storage_apps SET stored_bytes = stored_bytes - OLD.size + NEW.size WHERE id = NEW.app_id;
+      UPDATE storage_apps a SET stored_bytes = a.stored_bytes - c.bytes, file_count = a.file_count - c.files
+        FROM (SELECT app_id, sum(size) AS bytes, count(*) AS files FROM old_rows GROUP BY app_id) c WHERE a.id = c.app_id;
+    ELSE
+      UPDATE storage_apps a SET stored_bytes = a.stored_bytes + c.bytes
+        FROM (SELECT n.app_id, sum(n.size - o.size) AS bytes FROM new_rows n JOIN old_rows o ON o.seq = n.seq GROUP BY n.app_id) c
+        WHERE a.id = c.app_id AND c.bytes <> 0;
     END IF;
     RETURN NULL;
   END $$;
-  CREATE TRIGGER storage_files_count AFTER INSERT OR DELETE OR UPDATE OF size ON storage_files
-    FOR EACH ROW EXECUTE FUNCTION storage_files_count();
+  CREATE TRIGGER storage_files_count_ai AFTER INSERT ON storage_files
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION storage_files_count();
+  CREATE TRIGGER storage_files_count_ad AFTER DELETE ON storage_files
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION storage_files_count();
+  CREATE TRIGGER storage_files_count_au AFTER UPDATE ON storage_files
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION storage_files_count();
 
   CREATE TABLE storage_uploads (
     app_id TEXT COLLATE "C" NOT NULL REFERENCES storage_apps(id) ON DELETE CASCADE,
@@ -86,8 +97,9 @@ const POSTGRES_001 = `
 
 /**
  * PostgreSQL's search indexes (./store-search.ts): pg_trgm's GIN index of the names, for
- * `LIKE '%term%'` with terms of 3+ characters, and a GIN index of each name's distinct 1- and
- * 2-character substrings, for `@>` with shorter terms (no trigram to look up). pg_trgm is a
+ * `LIKE '%term%'` with terms of 3+ characters, and the names' distinct 1- and 2-character
+ * substrings as a stored array column, GIN-indexed, for `@>` with shorter terms (no trigram to
+ * look up; stored, so a recheck or a filter reads it instead of computing it). pg_trgm is a
  * trusted extension: a user with CREATE on the database may add it (the README says so).
  */
 const POSTGRES_003 = `
@@ -98,7 +110,8 @@ const POSTGRES_003 = `
     FROM generate_series(1, length(name)) i, generate_series(1, 2) n
     WHERE i + n - 1 <= length(name)
   $$;
-  CREATE INDEX storage_files_short_grams ON storage_files USING gin (storage_short_grams(name));
+  ALTER TABLE storage_files ADD COLUMN short_grams TEXT[] COLLATE "C" GENERATED ALWAYS AS (storage_short_grams(name)) STORED;
+  CREATE INDEX storage_files_short_grams ON storage_files USING gin (short_grams);
 `;
 
 export const migrations: Migration[] = [

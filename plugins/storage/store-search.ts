@@ -180,14 +180,23 @@ export class FileSearch {
  * - terms of 3+ characters: `name LIKE '%term%'` (%, _ and \ escaped) on pg_trgm's GIN index of
  *   the names. Trigrams only find candidates (pg_trgm folds case); LIKE's recheck is exact.
  * - terms of 1-2 characters, which have no trigram: the names' 1- and 2-character substrings as
- *   an array (storage_short_grams), GIN-indexed, and `@>` the term.
- * The page and its total come in one statement (count(*) OVER ()); a page past the end counts alone.
+ *   a stored array (short_grams), GIN-indexed, and `@>` the term.
+ * The page and its total come in one statement; a page past the end counts alone.
  */
 const likePattern = (term: string) => `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 const pgMatch = (short: boolean) =>
-  short ? 'f.app_id = @appId AND storage_short_grams(f.name) @> ARRAY[@term::text]' : "f.app_id = @appId AND f.name LIKE @pattern ESCAPE '\\'";
+  short ? 'f.app_id = @appId AND f.short_grams @> ARRAY[@term::text]' : "f.app_id = @appId AND f.name LIKE @pattern ESCAPE '\\'";
+/**
+ * The matches are planned on their own (MATERIALIZED: the page's LIMIT would otherwise lead the
+ * planner to walk the time index, filtering, for a page it thinks ends early; the total needs
+ * every match anyway), then counted and sorted for the page.
+ */
 const pgSql = (short: boolean, dir: Direction) => ({
-  page: `SELECT ${FILE_COLUMNS}, count(*) OVER () AS total FROM storage_files f WHERE ${pgMatch(short)} ${orderBy(dir)} LIMIT @limit OFFSET @offset`,
+  page: `WITH m AS MATERIALIZED (SELECT f.seq, f.uploaded_at, f.id FROM storage_files f WHERE ${pgMatch(short)})
+    SELECT ${FILE_COLUMNS}, t.total FROM storage_files f
+      JOIN (SELECT seq, uploaded_at, id FROM m f ${orderBy(dir)} LIMIT @limit OFFSET @offset) p ON p.seq = f.seq
+      CROSS JOIN (SELECT count(*) AS total FROM m) t
+    ${orderBy(dir, 'p.')}`,
   count: `SELECT count(*) FROM storage_files f WHERE ${pgMatch(short)}`,
 });
 const PG_SQL = {
@@ -195,9 +204,16 @@ const PG_SQL = {
   long: { asc: pgSql(false, 'asc'), desc: pgSql(false, 'desc') },
 };
 
+/** The statements and parameters of a search on PostgreSQL (exported for the query-plan test). */
+export function postgresSearchSql(appId: string, term: string, page: Page) {
+  return {
+    sql: PG_SQL[[...term].length < 3 ? 'short' : 'long'][page.dir],
+    params: { appId, term, pattern: likePattern(term), limit: page.limit, offset: page.offset },
+  };
+}
+
 async function postgresSearch(db: Db, app: SearchApp, term: string, page: Page): Promise<{ files: FileRecord[]; total: number }> {
-  const sql = PG_SQL[[...term].length < 3 ? 'short' : 'long'][page.dir];
-  const params = { appId: app.id, term, pattern: likePattern(term), limit: page.limit, offset: page.offset };
+  const { sql, params } = postgresSearchSql(app.id, term, page);
   const rows = await db.all<FileRow & { total: number }>(sql.page, params);
   return { files: rows.map(toFile), total: rows[0]?.total ?? (await db.value<number>(sql.count, params))! };
 }
