@@ -40,6 +40,8 @@ export default defineConfig({
             'test/plugins/storage/*.test.ts',
             'test/plugins/storage/search/*.test.ts',
             'test/plugins/storage/s3-driver/*.test.ts',
+            // The embedded store's limits and records following its objects, on one instance (single_instance).
+            'test/plugins/storage/embedded/quota.test.ts',
             'test/plugins/tokens/*.test.ts',
           ],
           env: { WHARF_TEST_DATABASE: 'postgres' },

@@ -61,9 +61,10 @@ export class AppQuotas implements QuotaPolicy {
     return { limit: app.storageLimit, reservations: await this.#store.reservations(app.id, new Date().toISOString()) };
   }
 
-  objectsChanged(bucket: string, changes: readonly SizeChange[]): void {
+  objectsChanged(bucket: string, changes: readonly SizeChange[]): Promise<void> {
     // One after the other, in the order the objects changed, so a record ends with the last size.
     this.#following = this.#following.then(() => this.#follow(bucket, changes));
+    return this.#following;
   }
 
   async #follow(bucket: string, changes: readonly SizeChange[]): Promise<void> {

@@ -60,8 +60,12 @@ export interface QuotaPolicy {
    * reserved), or undefined when the bucket is unlimited or no app's.
    */
   limitOf(bucket: string): Promise<{ limit: number; reservations: ReadonlyMap<string, number> } | undefined>;
-  /** Objects of a bucket were written (new size) or removed (undefined), by anyone: records follow (in order, soon after). Never throws. */
-  objectsChanged(bucket: string, changes: readonly { key: string; size: number | undefined }[]): void;
+  /**
+   * Objects of a bucket were written (new size) or removed (undefined), by anyone: records follow,
+   * in the order of the changes; resolves once they have (the driver answers the write then).
+   * Never rejects.
+   */
+  objectsChanged(bucket: string, changes: readonly { key: string; size: number | undefined }[]): Promise<void>;
 }
 
 /** A bucket's usage as a driver that counts it live reports it. */
