@@ -289,7 +289,7 @@ export class Storage {
     if (dup !== undefined) throw new WharfError('bad_request', `Key "${dup}" appears twice`);
     const stats = await this.#verifyObjects(app, files, 'nothing was recorded');
     const now = new Date().toISOString();
-    return this.#store.transaction(async (store) => {
+    const recorded = await this.#store.transaction(async (store) => {
       const current = await store.app(app.id);
       if (!current) throw new WharfError('not_found', 'App not found');
       const taken = new Set<string>();
@@ -301,13 +301,42 @@ export class Storage {
         if (upload) taken.add(f.key);
       }
       const sizes = await this.#checkRecording(store, current, files, stats, taken, now);
-      const recorded: FileRecord[] = [];
-      for (const [i, f] of files.entries()) {
-        if (taken.has(f.key)) await store.deleteUpload(app.id, f.key);
-        recorded.push(await store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: sizes[i]!, type: f.type, now }));
-      }
-      return recorded;
+      return this.#writeRecords(store, app, files, sizes, taken, now);
     });
+    await this.#followLive(app, files);
+    return recorded;
+  }
+
+  /** In the recording transaction: the records, ending the reservations of `taken`. */
+  async #writeRecords(
+    store: StorageStore,
+    app: AppState,
+    files: readonly FileInput[],
+    sizes: readonly number[],
+    taken: ReadonlySet<string>,
+    now: string,
+  ): Promise<FileRecord[]> {
+    const recorded: FileRecord[] = [];
+    for (const [i, f] of files.entries()) {
+      if (taken.has(f.key)) await store.deleteUpload(app.id, f.key);
+      recorded.push(await store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: sizes[i]!, type: f.type, now }));
+    }
+    return recorded;
+  }
+
+  /**
+   * After a recording committed, on a driver that counts usage live (fs) and PostgreSQL: the
+   * records follow what the objects are now. An object written while the recording's transaction
+   * was open told the records before they were visible (SQLite's queries wait for the
+   * transaction instead, so there this is not needed).
+   */
+  async #followLive(app: AppState, files: readonly FileInput[]): Promise<void> {
+    const live = this.#driver.live;
+    if (!live || this.#store.db.engine !== 'postgres') return;
+    await this.#store.followObjects(
+      app.id,
+      files.map((f) => ({ key: f.key, size: live.objectSize(app.bucketName, f.key) })),
+    );
   }
 
   /** Deletes objects, then the records of the ones the store removed. */
@@ -399,18 +428,16 @@ export class Storage {
     await checkReservations(this.#store, new Date().toISOString());
     const stats = await this.#verifyObjects(app, files, 'nothing was recorded');
     const now = new Date().toISOString();
-    return this.#store.transaction(async (store) => {
+    const recorded = await this.#store.transaction(async (store) => {
       const current = await store.app(app.id);
       if (!current) throw new WharfError('not_found', 'App not found');
       await checkReservations(store, now);
-      const sizes = await this.#checkRecording(store, current, files, stats, new Set(files.map((f) => f.key)), now);
-      const recorded: FileRecord[] = [];
-      for (const [i, f] of files.entries()) {
-        await store.deleteUpload(app.id, f.key);
-        recorded.push(await store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: sizes[i]!, type: f.type, now }));
-      }
-      return recorded;
+      const keys = new Set(files.map((f) => f.key));
+      const sizes = await this.#checkRecording(store, current, files, stats, keys, now);
+      return this.#writeRecords(store, app, files, sizes, keys, now);
     });
+    await this.#followLive(app, files);
+    return recorded;
   }
 
   async presignDownload(app: AppRecord, file: FileRecord): Promise<string> {
