@@ -9,9 +9,10 @@
  *
  * Writes in flight are held here, in memory, from admission until their commit (or failure): the
  * app's limit and reservations are read from the database first, then the check and the hold
- * happen in one synchronous step, so concurrent writers cannot together pass the limit. A hold's size is re-read against the index on every check rather than frozen at
- * admission, so a key deleted or overwritten by a smaller object meanwhile never makes room that
- * the write in flight will take back. The root key is not limited. The fs driver is single-node,
+ * happen in one synchronous step, so concurrent writers cannot together pass the limit. A hold's
+ * size is re-read against the index on every check rather than frozen at admission, so a key
+ * deleted or overwritten by a smaller object meanwhile never makes room that the write in flight
+ * will take back. The root key is not limited. The fs driver is single-node,
  * so in-process is the whole truth.
  */
 import type { BucketUsage, QuotaPolicy } from '../types.ts';
