@@ -27,12 +27,23 @@ export default defineConfig({
       // The suites of what runs on PostgreSQL run a second time, unchanged, each app on a fresh
       // PostgreSQL database with the plugins not ported yet disabled (test/helpers/postgres.ts reads
       // WHARF_TEST_DATABASE; test/pg/postgres.sh starts the server). test/core/db.test.ts and the
-      // tokens store test cover both engines in "all" already.
+      // tokens store test cover both engines in "all" already. The storage suites use the S3 store
+      // they use in "all" (Ceph RGW, test/helpers/s3.ts): the s3 driver is what instances sharing
+      // a database share; apps of other suites on the embedded store declare single_instance.
       {
         extends: true,
         test: {
           name: 'on postgres',
-          include: ['test/core/database.test.ts', 'test/plugins/identity/*.test.ts'],
+          include: [
+            'test/core/database.test.ts',
+            'test/plugins/identity/*.test.ts',
+            'test/plugins/storage/*.test.ts',
+            'test/plugins/storage/search/*.test.ts',
+            'test/plugins/storage/s3-driver/*.test.ts',
+            // The embedded store's limits and records following its objects, on one instance (single_instance).
+            'test/plugins/storage/embedded/quota.test.ts',
+            'test/plugins/tokens/*.test.ts',
+          ],
           env: { WHARF_TEST_DATABASE: 'postgres' },
         },
       },

@@ -12,6 +12,7 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   'rate-limit': () => import('./rate-limit.ts'),
   'rate-limit-redis': () => import('./rate-limit-redis.ts'),
   'tokens-validate': () => import('./tokens-validate.ts'),
+  'tokens-validate-pg': () => import('./tokens-validate-pg.ts'),
   'files-search': () => import('./files-search.ts'),
   'files-search-migration': () => import('./files-search-migration.ts'),
   'upload-presign': () => import('./upload-presign.ts'),

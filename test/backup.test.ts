@@ -206,7 +206,11 @@ describe('wharf backup', () => {
     const pgData = path.join(root, 'pg-data');
     fs.cpSync(path.join(dataDir, 'keys'), path.join(pgData, 'keys'), { recursive: true });
     const r = wharf(['backup', dest, '--data-dir', pgData], {
-      env: { WHARF_DATABASE__URL: 'postgres://wharf:s3cret@db.internal:5432/wharf', WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true' },
+      env: {
+        WHARF_DATABASE__URL: 'postgres://wharf:s3cret@db.internal:5432/wharf',
+        WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true',
+        WHARF_PLUGINS__STORAGE__SINGLE_INSTANCE: 'true',
+      },
     });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);

@@ -1,5 +1,7 @@
 /** The storage plugin's config: `[plugins.storage]` and `[plugins.storage.s3]`. */
 import { z } from 'zod';
+import type { CoreConfig } from '../../core/core-config.ts';
+import type { ConfigProblem } from '../../core/plugin.ts';
 
 /** A store's base URL: scheme, host and port only (a path cannot be expressed in StorageConfig). */
 const storeUrl = z.url({ protocol: /^https?$/ }).refine((value) => {
@@ -158,6 +160,12 @@ export const storageConfig = z.strictObject({
     .describe(
       "On the s3 driver, how often each app's bucket is listed (ListObjectsV2, one request per 1000 objects) to bring usage in line with what it holds: records of objects overwritten through S3 take their new size, and objects with no record count against the storage limit. In seconds. The fs driver counts usage live and does not list.",
     ),
+  single_instance: z
+    .boolean()
+    .default(false)
+    .describe(
+      'With the fs driver and a PostgreSQL database ([database] url), say that one instance runs, so that objects on its local disk are the whole store; otherwise the server refuses to start, since instances sharing a database would each keep different objects. Ignored on SQLite and with the s3 driver.',
+    ),
   s3: s3Config,
   fs: fsConfig,
 });
@@ -169,4 +177,19 @@ export type FsConfig = StoragePluginConfig['fs'];
 /** The driver in effect: the one named, else s3 when an s3 endpoint is set, else the embedded store. */
 export function driverOf(config: StoragePluginConfig): 'fs' | 's3' {
   return config.driver ?? (config.s3.endpoint ? 's3' : 'fs');
+}
+
+/** Rules across keys (the plugin's `validate`): each a line for the operator. */
+export function driverProblems(config: StoragePluginConfig, core?: Readonly<CoreConfig>): ConfigProblem[] {
+  // A shared database is what several instances have: objects on one's disk would not be shared.
+  if (driverOf(config) === 'fs' && core?.database.engine === 'postgres' && !config.single_instance) {
+    return [
+      {
+        key: 'driver',
+        message:
+          'is "fs", which keeps objects on this instance\'s disk, but the database is shared (PostgreSQL): set driver = "s3" with an S3-compatible store ([plugins.storage.s3]) shared by every instance, or single_instance = true if one instance runs',
+      },
+    ];
+  }
+  return [];
 }

@@ -7,7 +7,7 @@
  * settings.
  */
 import { definePlugin } from '../../core/plugin.ts';
-import { storageConfig } from './config.ts';
+import { driverProblems, storageConfig } from './config.ts';
 import { createDriver } from './drivers/index.ts';
 import { migrations } from './migrations.ts';
 import { AppQuotas } from './quota.ts';
@@ -23,11 +23,13 @@ export default definePlugin({
   name: 'storage',
   description: 'Apps, their buckets on an S3-compatible store, file records, presigned uploads and downloads.',
   config: storageConfig,
+  engines: ['sqlite', 'postgres'],
+  validate: driverProblems,
   migrations,
-  async setup({ config, core, keys, db, auth, api, log, every }) {
+  async setup({ config, core, keys, data, auth, api, log, every }) {
     api.scheme('dashboardSession', { type: 'apiKey', in: 'cookie', name: '__session', description: 'A signed-in dashboard session.' });
     api.scheme('appToken', { type: 'http', scheme: 'bearer', description: "An app's API token (svc_live_...)." });
-    const store = new StorageStore(db);
+    const store = new StorageStore(data);
     const quotas = new AppQuotas(store, log);
     const driver = await createDriver(config, { dataDir: core.server.data_dir, keys, log, quota: quotas });
     try {
@@ -54,12 +56,12 @@ export default definePlugin({
 
     const service: StorageService = {
       credentials: { dashboardSession },
-      getApp(appId) {
-        const app = store.app(appId);
+      async getApp(appId) {
+        const app = await store.app(appId);
         return app && appRecord(app);
       },
-      getAppInOrg(appId, orgId) {
-        const app = store.appInOrg(appId, orgId);
+      async getAppInOrg(appId, orgId) {
+        const app = await store.appInOrg(appId, orgId);
         return app && appRecord(app);
       },
       connectionFor(app) {
@@ -84,6 +86,8 @@ export default definePlugin({
       async close() {
         await Promise.all([storage.settle(), reconciler.settle()]);
         driver.close();
+        // Records following the last object changes the endpoint reported.
+        await quotas.settle();
       },
     };
   },

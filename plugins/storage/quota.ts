@@ -45,6 +45,8 @@ export interface Measured {
 export class AppQuotas implements QuotaPolicy {
   readonly #store: StorageStore;
   readonly #log: Logger;
+  /** Records following object changes, in order (never rejects). */
+  #following: Promise<void> = Promise.resolve();
 
   constructor(store: StorageStore, log: Logger) {
     this.#store = store;
@@ -53,20 +55,31 @@ export class AppQuotas implements QuotaPolicy {
 
   // ------------------------------------------------------------------ what the fs driver asks
 
-  limitOf(bucket: string): { limit: number; reservations: ReadonlyMap<string, number> } | undefined {
-    const app = this.#store.appOfBucket(bucket);
+  async limitOf(bucket: string): Promise<{ limit: number; reservations: ReadonlyMap<string, number> } | undefined> {
+    const app = await this.#store.appOfBucket(bucket);
     if (!app || app.storageLimit === null) return undefined;
-    return { limit: app.storageLimit, reservations: this.#store.reservations(app.id, new Date().toISOString()) };
+    return { limit: app.storageLimit, reservations: await this.#store.reservations(app.id, new Date().toISOString()) };
   }
 
-  objectsChanged(bucket: string, changes: readonly SizeChange[]): void {
+  objectsChanged(bucket: string, changes: readonly SizeChange[]): Promise<void> {
+    // One after the other, in the order the objects changed, so a record ends with the last size.
+    this.#following = this.#following.then(() => this.#follow(bucket, changes));
+    return this.#following;
+  }
+
+  async #follow(bucket: string, changes: readonly SizeChange[]): Promise<void> {
     try {
-      const app = this.#store.appOfBucket(bucket);
-      if (app) this.#store.followObjects(app.id, changes);
+      const app = await this.#store.appOfBucket(bucket);
+      if (app) await this.#store.followObjects(app.id, changes);
     } catch (err) {
       // The object is written whatever happens here; the record keeps its size until the object changes again.
       this.#log.error({ err, bucket, keys: changes.length }, 'could not bring file records in line with their objects');
     }
+  }
+
+  /** Waits until records have followed every object change reported so far. */
+  settle(): Promise<void> {
+    return this.#following;
   }
 
   // ------------------------------------------------------------------ what the service asks
@@ -83,9 +96,9 @@ export class AppQuotas implements QuotaPolicy {
   }
 
   /** The usage fields of an app. */
-  usage(app: AppState, driver: StorageDriver): AppUsage {
+  async usage(app: AppState, driver: StorageDriver): Promise<AppUsage> {
     const recorded = { storedBytes: app.storedBytes, fileCount: app.fileCount };
-    const reservations = this.#store.reservations(app.id, new Date().toISOString());
+    const reservations = await this.#store.reservations(app.id, new Date().toISOString());
     if (!driver.live) {
       const { stored, reserved } = this.measure(app, driver, reservations);
       return {

@@ -49,7 +49,7 @@ export class UsageReconciler {
 
   async #runOnce(): Promise<void> {
     if (!this.needed || this.#driver.problem) return;
-    for (const app of this.#store.liveApps()) {
+    for (const app of await this.#store.liveApps()) {
       try {
         await this.#reconcile(app);
       } catch (err) {
@@ -65,19 +65,19 @@ export class UsageReconciler {
     let bytes = 0;
     let count = 0;
     let corrected = 0;
-    await this.#driver.listObjects(app.bucketName, (page) => {
+    await this.#driver.listObjects(app.bucketName, async (page) => {
       const keys = page.map((o) => o.key);
-      const recorded = this.#store.filesOfKeys(app.id, keys);
-      const reserved = this.#store.reservedOfKeys(app.id, keys, new Date().toISOString());
+      const recorded = await this.#store.filesOfKeys(app.id, keys);
+      const reserved = await this.#store.reservedOfKeys(app.id, keys, new Date().toISOString());
       const changed = page.filter((o) => recorded.has(o.key) && recorded.get(o.key) !== o.size);
-      if (changed.length) corrected += this.#store.correctFileSizes(app.id, changed, checkedAt);
+      if (changed.length) corrected += await this.#store.correctFileSizes(app.id, changed, checkedAt);
       for (const o of page) {
         if (recorded.has(o.key) || reserved.has(o.key)) continue;
         bytes += o.size;
         count++;
       }
     });
-    this.#store.setUnregistered(app.id, { bytes, count, checkedAt });
+    await this.#store.setUnregistered(app.id, { bytes, count, checkedAt });
     if (corrected) this.#log.info({ app: app.id, corrected }, 'file records took the sizes of objects overwritten through S3');
   }
 }

@@ -5,6 +5,7 @@
  * completed. Nothing is recorded unless the store has confirmed what the record describes.
  */
 import { randomUUID } from 'node:crypto';
+import type { Db } from '../../core/db.ts';
 import { WharfError } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { StoragePluginConfig } from './config.ts';
@@ -99,13 +100,16 @@ function duplicateKey(files: readonly { key: string }[]): string | undefined {
   return undefined;
 }
 
+/** What another plugin does when an app is deleted, in the deleting transaction (`tx`): nothing outside the database. */
+export type AppDeletionListener = (appId: string, tx: Db) => Promise<void>;
+
 export class Storage {
   readonly #store: StorageStore;
   readonly #driver: StorageDriver;
   readonly #config: StoragePluginConfig;
   readonly #log: Logger;
   readonly #quotas: AppQuotas;
-  readonly #deletionListeners: ((appId: string) => void)[] = [];
+  readonly #deletionListeners: AppDeletionListener[] = [];
   #reaping: Promise<void> | undefined;
 
   constructor(store: StorageStore, driver: StorageDriver, config: StoragePluginConfig, log: Logger, quotas: AppQuotas) {
@@ -120,7 +124,7 @@ export class Storage {
     return this.#driver;
   }
 
-  onAppDeleted(listener: (appId: string) => void): void {
+  onAppDeleted(listener: AppDeletionListener): void {
     this.#deletionListeners.push(listener);
   }
 
@@ -138,7 +142,7 @@ export class Storage {
       throw storeFailure(err, 'the app was not created');
     }
     try {
-      return this.#store.insertApp({ id, orgId, name: input.name, bucketName, storageLimit: input.storageLimit, now: new Date().toISOString() });
+      return await this.#store.insertApp({ id, orgId, name: input.name, bucketName, storageLimit: input.storageLimit, now: new Date().toISOString() });
     } catch (err) {
       await this.#driver
         .deleteBucket(bucketName)
@@ -148,13 +152,13 @@ export class Storage {
   }
 
   /** The app as GET /api/apps shows it: the spec's fields and its usage. */
-  appView(app: AppState): App & AppUsage {
-    return { ...publicApp(app), ...this.#quotas.usage(app, this.#driver) };
+  async appView(app: AppState): Promise<App & AppUsage> {
+    return { ...publicApp(app), ...(await this.#quotas.usage(app, this.#driver)) };
   }
 
   /** Lowering the limit below the usage is allowed: writes that add bytes are refused until usage falls under it. */
-  updateApp(app: AppState, changes: { name?: string; storageLimit?: number | null }): AppState {
-    const updated = this.#store.updateApp({
+  async updateApp(app: AppState, changes: { name?: string; storageLimit?: number | null }): Promise<AppState> {
+    const updated = await this.#store.updateApp({
       id: app.id,
       name: changes.name ?? app.name,
       storageLimit: changes.storageLimit === undefined ? app.storageLimit : changes.storageLimit,
@@ -171,7 +175,7 @@ export class Storage {
    * files that are left.
    */
   async deleteApp(app: AppState): Promise<void> {
-    if (!this.#store.markDeleting(app.id, app.orgId)) throw new WharfError('not_found', 'App not found');
+    if (!(await this.#store.markDeleting(app.id, app.orgId))) throw new WharfError('not_found', 'App not found');
     try {
       for (let attempt = 1; ; attempt++) {
         await this.#driver.emptyBucket(app.bucketName, (keys) => this.#store.deleteFilesByKeys(app.id, keys));
@@ -184,25 +188,25 @@ export class Storage {
         }
       }
     } catch (err) {
-      this.#store.unmarkDeleting(app.id);
+      await this.#store.unmarkDeleting(app.id);
       throw storeFailure(err, 'the app was not deleted (files already removed from storage are no longer listed)');
     }
     try {
-      this.#store.transaction(() => {
-        for (const listener of this.#deletionListeners) listener(app.id);
-        this.#store.deleteApp(app.id);
+      await this.#store.transaction(async (store) => {
+        for (const listener of this.#deletionListeners) await listener(app.id, store.db);
+        await store.deleteApp(app.id);
       });
     } catch (err) {
       // The bucket is gone; the app shows again and a second DELETE finishes the job.
-      this.#store.unmarkDeleting(app.id);
+      await this.#store.unmarkDeleting(app.id);
       throw err;
     }
   }
 
   // ---------------------------------------------------------------- files
 
-  listFiles(app: AppState, query: { search?: string; dir: Direction; page: number; pageSize: number }) {
-    const { files, total } = this.#store.listFiles(app, {
+  async listFiles(app: AppState, query: { search?: string; dir: Direction; page: number; pageSize: number }) {
+    const { files, total } = await this.#store.listFiles(app, {
       search: query.search,
       dir: query.dir,
       limit: query.pageSize,
@@ -223,20 +227,28 @@ export class Storage {
   }
 
   /**
-   * Inside the transaction that records `files`: the storage limit. On a driver that counts usage
-   * live the sizes are read again here, in the same synchronous step as the records, so a write
-   * since the check cannot slip a stale size in (later writes update the records themselves).
+   * Inside the transaction that records `files` (`store` is bound to it): the storage limit. On a
+   * driver that counts usage live the sizes are read again here, in the transaction that writes
+   * the records, so a write since the check cannot slip a stale size in (later writes update the
+   * records themselves once it commits).
    * Recording what adds bytes to the records is refused (413) when the app would then be over its
    * limit; `taken` are the reservations the recording ends. Returns the sizes to record.
    */
-  #checkRecording(app: AppState, files: readonly FileInput[], stats: readonly ObjectInfo[], taken: ReadonlySet<string>, now: string): number[] {
+  async #checkRecording(
+    store: StorageStore,
+    app: AppState,
+    files: readonly FileInput[],
+    stats: readonly ObjectInfo[],
+    taken: ReadonlySet<string>,
+    now: string,
+  ): Promise<number[]> {
     const live = this.#driver.live;
     const sizes = files.map((f, i) => (live ? checkedSize(f, live.objectSize(app.bucketName, f.key)) : stats[i]!.size));
     let adds = 0;
     // s3: objects the last reconciliation counted as unregistered, recorded now.
     let seen = { bytes: 0, count: 0 };
-    files.forEach((f, i) => {
-      const previous = this.#store.fileSize(app.id, f.key);
+    for (const [i, f] of files.entries()) {
+      const previous = await store.fileSize(app.id, f.key);
       adds += sizes[i]! - (previous ?? 0);
       // Written before that listing started (stores give whole seconds): the listing counted it.
       const modified = stats[i]!.lastModified;
@@ -250,9 +262,9 @@ export class Storage {
       ) {
         seen = { bytes: seen.bytes + sizes[i]!, count: seen.count + 1 };
       }
-    });
+    }
     if (app.storageLimit !== null && adds > 0) {
-      const reservations = this.#store.reservations(app.id, now);
+      const reservations = await store.reservations(app.id, now);
       for (const key of taken) reservations.delete(key);
       const { stored, reserved } = this.#quotas.measure(app, this.#driver, reservations);
       // Live: the objects are in the bucket already, so the bucket's usage is the usage after.
@@ -264,7 +276,7 @@ export class Storage {
         );
       }
     }
-    if (seen.count) this.#store.lessUnregistered(app.id, seen.bytes, seen.count);
+    if (seen.count) await store.lessUnregistered(app.id, seen.bytes, seen.count);
     return sizes;
   }
 
@@ -277,23 +289,54 @@ export class Storage {
     if (dup !== undefined) throw new WharfError('bad_request', `Key "${dup}" appears twice`);
     const stats = await this.#verifyObjects(app, files, 'nothing was recorded');
     const now = new Date().toISOString();
-    return this.#store.transaction(() => {
-      const current = this.#store.app(app.id);
+    const recorded = await this.#store.transaction(async (store) => {
+      const current = await store.app(app.id);
       if (!current) throw new WharfError('not_found', 'App not found');
       const taken = new Set<string>();
       for (const f of files) {
-        const upload = this.#store.upload(app.id, f.key);
+        const upload = await store.upload(app.id, f.key);
         if (upload && (upload.state !== 'pending' || upload.expires_at <= now)) {
           throw new WharfError('bad_request', `The upload of "${f.key}" expired and its object is being deleted; nothing was recorded`);
         }
         if (upload) taken.add(f.key);
       }
-      const sizes = this.#checkRecording(current, files, stats, taken, now);
-      return files.map((f, i) => {
-        if (taken.has(f.key)) this.#store.deleteUpload(app.id, f.key);
-        return this.#store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: sizes[i]!, type: f.type, now });
-      });
+      const sizes = await this.#checkRecording(store, current, files, stats, taken, now);
+      return this.#writeRecords(store, app, files, sizes, taken, now);
     });
+    await this.#followLive(app, files);
+    return recorded;
+  }
+
+  /** In the recording transaction: the records, ending the reservations of `taken`. */
+  async #writeRecords(
+    store: StorageStore,
+    app: AppState,
+    files: readonly FileInput[],
+    sizes: readonly number[],
+    taken: ReadonlySet<string>,
+    now: string,
+  ): Promise<FileRecord[]> {
+    const recorded: FileRecord[] = [];
+    for (const [i, f] of files.entries()) {
+      if (taken.has(f.key)) await store.deleteUpload(app.id, f.key);
+      recorded.push(await store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: sizes[i]!, type: f.type, now }));
+    }
+    return recorded;
+  }
+
+  /**
+   * After a recording committed, on a driver that counts usage live (fs) and PostgreSQL: the
+   * records follow what the objects are now. An object written while the recording's transaction
+   * was open told the records before they were visible (SQLite's queries wait for the
+   * transaction instead, so there this is not needed).
+   */
+  async #followLive(app: AppState, files: readonly FileInput[]): Promise<void> {
+    const live = this.#driver.live;
+    if (!live || this.#store.db.engine !== 'postgres') return;
+    await this.#store.followObjects(
+      app.id,
+      files.map((f) => ({ key: f.key, size: live.objectSize(app.bucketName, f.key) })),
+    );
   }
 
   /** Deletes objects, then the records of the ones the store removed. */
@@ -302,7 +345,7 @@ export class Storage {
     const outcome = await this.#driver.deleteObjects(app.bucketName, unique).catch((err: unknown) => {
       throw storeFailure(err, 'nothing was deleted');
     });
-    if (outcome.deleted.length) this.#store.deleteFilesByKeys(app.id, outcome.deleted);
+    if (outcome.deleted.length) await this.#store.deleteFilesByKeys(app.id, outcome.deleted);
     if (outcome.failed.length) {
       const first = outcome.failed[0]!;
       const kept = `${outcome.failed.length} of ${unique.length} object(s) could not be deleted and keep their records (first "${first.key}")`;
@@ -328,11 +371,11 @@ export class Storage {
     const started = Date.now();
     const now = new Date(started).toISOString();
     const expiresAt = new Date(started + ttl * 1000).toISOString();
-    this.#store.transaction(() => {
-      const current = this.#store.app(app.id);
+    await this.#store.transaction(async (store) => {
+      const current = await store.app(app.id);
       if (!current) throw new WharfError('not_found', 'App not found');
       if (current.storageLimit !== null && requested > 0) {
-        const { stored, reserved } = this.#quotas.measure(current, this.#driver, this.#store.reservations(app.id, now));
+        const { stored, reserved } = this.#quotas.measure(current, this.#driver, await store.reservations(app.id, now));
         if (stored + reserved + requested > current.storageLimit) {
           throw new WharfError(
             'payload_too_large',
@@ -340,7 +383,7 @@ export class Storage {
           );
         }
       }
-      for (const f of planned) this.#store.insertUpload({ appId: app.id, key: f.key, size: f.size, type: f.type, now, expiresAt });
+      for (const f of planned) await store.insertUpload({ appId: app.id, key: f.key, size: f.size, type: f.type, now, expiresAt });
     });
     try {
       return await Promise.all(
@@ -353,7 +396,7 @@ export class Storage {
         })),
       );
     } catch (err) {
-      this.#store.deleteUploads(
+      await this.#store.deleteUploads(
         app.id,
         planned.map((f) => f.key),
       );
@@ -365,9 +408,9 @@ export class Storage {
   async completeUploads(app: AppState, files: readonly FileInput[]): Promise<FileRecord[]> {
     const dup = duplicateKey(files);
     if (dup !== undefined) throw new WharfError('bad_request', `Key "${dup}" appears twice`);
-    const checkReservations = (now: string) => {
+    const checkReservations = async (store: StorageStore, now: string) => {
       for (const f of files) {
-        const upload = this.#store.upload(app.id, f.key);
+        const upload = await store.upload(app.id, f.key);
         if (upload?.state !== 'pending' || upload.expires_at <= now) {
           throw new WharfError(
             'bad_request',
@@ -382,19 +425,19 @@ export class Storage {
         }
       }
     };
-    checkReservations(new Date().toISOString());
+    await checkReservations(this.#store, new Date().toISOString());
     const stats = await this.#verifyObjects(app, files, 'nothing was recorded');
     const now = new Date().toISOString();
-    return this.#store.transaction(() => {
-      const current = this.#store.app(app.id);
+    const recorded = await this.#store.transaction(async (store) => {
+      const current = await store.app(app.id);
       if (!current) throw new WharfError('not_found', 'App not found');
-      checkReservations(now);
-      const sizes = this.#checkRecording(current, files, stats, new Set(files.map((f) => f.key)), now);
-      return files.map((f, i) => {
-        this.#store.deleteUpload(app.id, f.key);
-        return this.#store.upsertFile({ id: randomUUID(), appId: app.id, key: f.key, name: f.name, size: sizes[i]!, type: f.type, now });
-      });
+      await checkReservations(store, now);
+      const keys = new Set(files.map((f) => f.key));
+      const sizes = await this.#checkRecording(store, current, files, stats, keys, now);
+      return this.#writeRecords(store, app, files, sizes, keys, now);
     });
+    await this.#followLive(app, files);
+    return recorded;
   }
 
   async presignDownload(app: AppRecord, file: FileRecord): Promise<string> {
@@ -420,16 +463,17 @@ export class Storage {
 
   async #reapOnce(): Promise<void> {
     if (this.#driver.problem) return;
-    const rows = this.#store.claimExpired(new Date().toISOString(), REAP_BATCH);
+    const rows = await this.#store.claimExpired(new Date().toISOString(), REAP_BATCH);
     const byApp = new Map<string, string[]>();
     for (const r of rows) byApp.set(r.app_id, [...(byApp.get(r.app_id) ?? []), r.key]);
     for (const [appId, keys] of byApp) {
-      const bucket = this.#store.bucketOf(appId);
+      const bucket = await this.#store.bucketOf(appId);
       if (!bucket) continue;
-      const recorded = keys.filter((k) => this.#store.hasFileKey(appId, k));
+      const recorded: string[] = [];
+      for (const k of keys) if (await this.#store.hasFileKey(appId, k)) recorded.push(k);
       const orphans = keys.filter((k) => !recorded.includes(k));
       const outcome = orphans.length ? await this.#driver.deleteObjects(bucket, orphans) : { deleted: [], failed: [] };
-      this.#store.deleteUploads(appId, [...recorded, ...outcome.deleted]);
+      await this.#store.deleteUploads(appId, [...recorded, ...outcome.deleted]);
       if (outcome.failed.length) {
         this.#log.warn({ app: appId, failed: outcome.failed.length, first: outcome.failed[0] }, 'could not delete the objects of expired uploads; will retry');
       } else if (outcome.deleted.length) {

@@ -1,6 +1,7 @@
 /**
  * `GET /api/files?search=`: a case-sensitive substring of the name, sorted by uploadedAt, with an
- * exact total, at any number of files in an app (issue 17). The indexes, kept in step with
+ * exact total, at any number of files in an app (issue 17). On PostgreSQL: see PostgresSearch
+ * below. On SQLite (FileSearch), the indexes, kept in step with
  * storage_files by triggers, all with rowids in the app's range so a search reads only its app:
  * - storage_files_names (001): each name's trigrams with their positions. A term of 3+
  *   characters as a phrase of its trigrams matches exactly the names containing it; its rarest
@@ -13,7 +14,7 @@
  * index's matches, sorted (few matches), or walking the (app, uploadedAt, id, name) index in
  * order with instr() on each entry until the page is full (many matches: nothing else is sorted).
  */
-import type { Database } from '../../core/db.ts';
+import type { Db } from '../../core/db.ts';
 import { type Direction, FILE_COLUMNS, type FileRow, orderBy, toFile } from './file-rows.ts';
 import type { FileRecord } from './types.ts';
 
@@ -88,15 +89,17 @@ export function searchSql(index: Index, dir: Direction) {
   };
 }
 
-function statements(db: Database, index: Index, dir: Direction) {
-  const sql = searchSql(index, dir);
-  return {
-    fromMatches: db.prepare(sql.fromMatches),
-    countMatches: db.prepare(sql.countMatches).pluck(),
-    walk: db.prepare(sql.walk),
-    countPhrase: db.prepare(sql.countPhrase).pluck(),
-  };
-}
+const both = (index: Index) => ({ asc: searchSql(index, 'asc'), desc: searchSql(index, 'desc') });
+const SEARCH_SQL: Record<Index, Record<Direction, ReturnType<typeof searchSql>>> = {
+  storage_files_ngrams: both('storage_files_ngrams'),
+  storage_files_names: both('storage_files_names'),
+};
+const GRAM_COUNT = 'SELECT n FROM storage_search_grams WHERE app_id = ? AND gram = ?';
+const GRAM_COUNTS = 'SELECT gram, n FROM storage_search_grams WHERE app_id = ? AND gram IN (SELECT value FROM json_each(?))';
+const CACHED_COUNT = 'SELECT n FROM storage_search_counts WHERE app_id = ? AND term = ?';
+const CACHE_COUNT = 'INSERT INTO storage_search_counts (app_id, term, n) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET n = excluded.n';
+const EVICT_COUNTS =
+  'DELETE FROM storage_search_counts WHERE rowid IN (SELECT rowid FROM storage_search_counts WHERE app_id = ? ORDER BY rowid DESC LIMIT -1 OFFSET ?)';
 
 /** How a term is served: its index and MATCH, how many entries that matches, and its total when known before the page. */
 interface Plan {
@@ -107,78 +110,115 @@ interface Plan {
 }
 
 type Params = { appId: string; seq: number; term: string; match: string; limit: number; offset: number };
+type Page = { dir: Direction; limit: number; offset: number };
 
+/** Search on SQLite (see the module comment). */
 export class FileSearch {
-  readonly #db: Database;
-  readonly #statements: Record<Index, Record<Direction, ReturnType<typeof statements>>>;
-  readonly #s;
+  readonly #db: Db;
   readonly #options: SearchOptions;
 
-  constructor(db: Database, options: SearchOptions = {}) {
+  constructor(db: Db, options: SearchOptions = {}) {
     this.#db = db;
     this.#options = options;
-    const both = (index: Index) => ({ asc: statements(db, index, 'asc'), desc: statements(db, index, 'desc') });
-    this.#statements = { storage_files_ngrams: both('storage_files_ngrams'), storage_files_names: both('storage_files_names') };
-    this.#s = {
-      gram: db.prepare('SELECT n FROM storage_search_grams WHERE app_id = ? AND gram = ?').pluck(),
-      grams: db.prepare('SELECT gram, n FROM storage_search_grams WHERE app_id = ? AND gram IN (SELECT value FROM json_each(?))').raw(),
-      cached: db.prepare('SELECT n FROM storage_search_counts WHERE app_id = ? AND term = ?').pluck(),
-      cache: db.prepare('INSERT INTO storage_search_counts (app_id, term, n) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET n = excluded.n'),
-      evict: db.prepare(
-        'DELETE FROM storage_search_counts WHERE rowid IN (SELECT rowid FROM storage_search_counts WHERE app_id = ? ORDER BY rowid DESC LIMIT -1 OFFSET ?)',
-      ),
-    };
   }
 
   /** One page of the app's files whose name contains `term` (not empty), and how many there are. */
-  search(app: SearchApp, term: string, page: { dir: Direction; limit: number; offset: number }): { files: FileRecord[]; total: number } {
-    const plan = this.#plan(app, term);
+  async search(app: SearchApp, term: string, page: Page): Promise<{ files: FileRecord[]; total: number }> {
+    const plan = await this.#plan(app, term);
     if (plan.candidates === 0) return { files: [], total: 0 };
-    const s = this.#statements[plan.index][page.dir];
+    const s = SEARCH_SQL[plan.index][page.dir];
     const params: Params = { appId: app.id, seq: app.seq, term, match: plan.match, limit: page.limit, offset: page.offset };
     if (plan.total === undefined) {
       // Few candidates: the page and its total in one pass; a page past the end counts on its own.
-      const rows = s.fromMatches.all(params) as (FileRow & { total: number })[];
-      return { files: rows.map(toFile), total: rows[0]?.total ?? (s.countMatches.get(params) as number) };
+      const rows = await this.#db.all<FileRow & { total: number }>(s.fromMatches, params);
+      return { files: rows.map(toFile), total: rows[0]?.total ?? (await this.#db.value<number>(s.countMatches, params))! };
     }
     const { total } = plan;
     if (page.offset >= total) return { files: [], total };
     // Entries the walk reads to fill the page, at the matches' density, against reading every candidate.
     const walked = Math.min(app.fileCount, ((page.offset + page.limit) * app.fileCount) / total);
     const walk = this.#options.plan ? this.#options.plan === 'walk' : walked * WALK_COST < plan.candidates * MATCH_COST;
-    return { files: ((walk ? s.walk : s.fromMatches).all(params) as FileRow[]).map(toFile), total };
+    return { files: (await this.#db.all<FileRow>(walk ? s.walk : s.fromMatches, params)).map(toFile), total };
   }
 
-  #plan(app: SearchApp, term: string): Plan {
+  async #plan(app: SearchApp, term: string): Promise<Plan> {
     const length = [...term].length;
     if (length <= 3) {
-      const total = (this.#s.gram.get(app.id, term) as number | undefined) ?? 0;
+      const total = (await this.#db.value<number>(GRAM_COUNT, [app.id, term])) ?? 0;
       return length < 3
         ? { index: 'storage_files_ngrams', match: shortToken(term), candidates: total, total }
         : { index: 'storage_files_names', match: phrase(term), candidates: total, total };
     }
     const grams = trigrams(term);
-    const counts = new Map(this.#s.grams.all(app.id, JSON.stringify(grams)) as [string, number][]);
+    const rows = await this.#db.all<{ gram: string; n: number }>(GRAM_COUNTS, [app.id, JSON.stringify(grams)]);
+    const counts = new Map(rows.map((r) => [r.gram, r.n]));
     // A trigram no name has: nothing matches.
     if (grams.some((g) => !counts.get(g))) return { index: 'storage_files_names', match: '', candidates: 0, total: 0 };
     const rarest = grams.sort((a, b) => counts.get(a)! - counts.get(b)!).slice(0, MATCH_TOKENS);
     const plan: Plan = { index: 'storage_files_names', match: rarest.map(phrase).join(' AND '), candidates: counts.get(rarest[0]!)!, total: undefined };
-    const cached = this.#s.cached.get(app.id, term) as number | undefined;
+    const cached = await this.#db.value<number>(CACHED_COUNT, [app.id, term]);
     if (cached !== undefined) return { ...plan, total: cached };
     if (plan.candidates <= (this.#options.fewCandidates ?? FEW_CANDIDATES)) return plan;
-    return { ...plan, total: this.#countBroad(app, term) };
+    return { ...plan, total: await this.#countBroad(app, term) };
   }
 
   /** Counts a broad 4+ character term by its phrase and caches the count; the triggers keep it exact. */
-  #countBroad(app: SearchApp, term: string): number {
+  #countBroad(app: SearchApp, term: string): Promise<number> {
     // Counted and cached in one write transaction: no write can fall between the two.
-    return this.#db
-      .transaction(() => {
-        const n = this.#statements.storage_files_names.asc.countPhrase.get({ seq: app.seq, match: phrase(term) }) as number;
-        this.#s.cache.run(app.id, term, n);
-        this.#s.evict.run(app.id, CACHED_TERMS);
-        return n;
-      })
-      .immediate();
+    return this.#db.transaction(async (tx) => {
+      const n = (await tx.value<number>(SEARCH_SQL.storage_files_names.asc.countPhrase, { seq: app.seq, match: phrase(term) }))!;
+      await tx.run(CACHE_COUNT, [app.id, term, n]);
+      await tx.run(EVICT_COUNTS, [app.id, CACHED_TERMS]);
+      return n;
+    });
   }
+}
+
+/**
+ * Search on PostgreSQL: the same meaning (a case-sensitive substring of the name, the page in
+ * uploadedAt order, the exact total), from two indexes on storage_files (migration 003):
+ * - terms of 3+ characters: `name LIKE '%term%'` (%, _ and \ escaped) on pg_trgm's GIN index of
+ *   the names. Trigrams only find candidates (pg_trgm folds case); LIKE's recheck is exact.
+ * - terms of 1-2 characters, which have no trigram: the names' 1- and 2-character substrings as
+ *   a stored array (short_grams), GIN-indexed, and `@>` the term.
+ * The page and its total come in one statement; a page past the end counts alone.
+ */
+const likePattern = (term: string) => `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+const pgMatch = (short: boolean) =>
+  short ? 'f.app_id = @appId AND f.short_grams @> ARRAY[@term::text]' : "f.app_id = @appId AND f.name LIKE @pattern ESCAPE '\\'";
+/**
+ * The matches are planned on their own (MATERIALIZED: the page's LIMIT would otherwise lead the
+ * planner to walk the time index, filtering, for a page it thinks ends early; the total needs
+ * every match anyway), then counted and sorted for the page.
+ */
+const pgSql = (short: boolean, dir: Direction) => ({
+  page: `WITH m AS MATERIALIZED (SELECT f.seq, f.uploaded_at, f.id FROM storage_files f WHERE ${pgMatch(short)})
+    SELECT ${FILE_COLUMNS}, t.total FROM storage_files f
+      JOIN (SELECT seq, uploaded_at, id FROM m f ${orderBy(dir)} LIMIT @limit OFFSET @offset) p ON p.seq = f.seq
+      CROSS JOIN (SELECT count(*) AS total FROM m) t
+    ${orderBy(dir, 'p.')}`,
+  count: `SELECT count(*) FROM storage_files f WHERE ${pgMatch(short)}`,
+});
+const PG_SQL = {
+  short: { asc: pgSql(true, 'asc'), desc: pgSql(true, 'desc') },
+  long: { asc: pgSql(false, 'asc'), desc: pgSql(false, 'desc') },
+};
+
+/** The statements and parameters of a search on PostgreSQL (exported for the query-plan test). */
+export function postgresSearchSql(appId: string, term: string, page: Page) {
+  return {
+    sql: PG_SQL[[...term].length < 3 ? 'short' : 'long'][page.dir],
+    params: { appId, term, pattern: likePattern(term), limit: page.limit, offset: page.offset },
+  };
+}
+
+async function postgresSearch(db: Db, app: SearchApp, term: string, page: Page): Promise<{ files: FileRecord[]; total: number }> {
+  const { sql, params } = postgresSearchSql(app.id, term, page);
+  const rows = await db.all<FileRow & { total: number }>(sql.page, params);
+  return { files: rows.map(toFile), total: rows[0]?.total ?? (await db.value<number>(sql.count, params))! };
+}
+
+/** One page of the app's files whose name contains `term` (not empty), and how many there are, on either engine. */
+export function searchFiles(db: Db, app: SearchApp, term: string, page: Page): Promise<{ files: FileRecord[]; total: number }> {
+  return db.engine === 'postgres' ? postgresSearch(db, app, term, page) : new FileSearch(db).search(app, term, page);
 }

@@ -5,6 +5,7 @@
  * the plugin that produces it (tokens, which depends on storage).
  */
 import type { Credential } from '../../core/api.ts';
+import type { Db } from '../../core/db.ts';
 import type { StorageConnection } from './drivers/types.ts';
 
 /** An app as Wharf keeps it: `orgId` is the owning organization. */
@@ -50,16 +51,17 @@ export interface StorageService {
   /** The spec's "Session" credential for route declarations: a dashboard session, loaded as its active organization's id (400 without one). */
   readonly credentials: { dashboardSession: Credential<string> };
   /** An app by id, or undefined when it does not exist or is being deleted. */
-  getApp(appId: string): AppRecord | undefined;
+  getApp(appId: string): Promise<AppRecord | undefined>;
   /** The app if it belongs to `orgId`; undefined otherwise (never tells another organization's app apart from a missing one). */
-  getAppInOrg(appId: string, orgId: string): AppRecord | undefined;
+  getAppInOrg(appId: string, orgId: string): Promise<AppRecord | undefined>;
   /** Connection details of the store for holders of the app's tokens (the public endpoint). Throws a 503 WharfError when storage is not configured. */
   connectionFor(app: AppRecord): StorageConnection;
   /**
    * Runs `listener` inside the transaction that deletes an app's records, after its bucket is
-   * gone: plugins remove what they keep about the app (tokens) there, atomically with the app.
+   * gone: plugins remove what they keep about the app (tokens) there, on `tx`, atomically with
+   * the app. On PostgreSQL the transaction may run again: only database writes on `tx`.
    */
-  onAppDeleted(listener: (appId: string) => void): void;
+  onAppDeleted(listener: (appId: string, tx: Db) => Promise<void>): void;
 }
 
 declare module '../../core/plugin.ts' {

@@ -18,7 +18,6 @@ export default definePlugin({
   description: 'App API tokens (svc_live_...): create, list, revoke, validate; Bearer credentials for the file API.',
   dependsOn: ['storage'],
   config: tokensConfig,
-  // Its store runs on both; it depends on storage, which does not run on PostgreSQL yet.
   engines: ['sqlite', 'postgres'],
   migrations,
   setup({ config, data, auth, api, log, use }) {
@@ -26,18 +25,15 @@ export default definePlugin({
     const store = new TokensStore(data);
     const usage = new LastUsed(store, config.last_used_flush_ms, log);
 
-    // Storage calls this inside its deletion transaction on the SQLite connection, synchronously:
-    // on SQLite the layer's query runs within the call, so the tokens go in that transaction.
-    storage.onAppDeleted((appId) => {
-      store.deleteOfApp(appId).catch((err: unknown) => log.error({ err, appId }, "could not delete a deleted app's tokens"));
-    });
+    // Inside storage's deletion transaction: the tokens go with the app, or neither does.
+    storage.onAppDeleted((appId, tx) => new TokensStore(tx).deleteOfApp(appId));
 
     auth.register({
       name: 'tokens:app-token',
       source: { bearer: (token) => token.startsWith(TOKEN_PREFIX) },
       async resolve(token) {
         const found = await store.byHash(sha256Hex(token));
-        const app = found && storage.getApp(found.appId);
+        const app = found && (await storage.getApp(found.appId));
         if (!found || !app) return null;
         await usage.touch(found.id);
         return { kind: 'appToken', appId: app.id, orgId: app.orgId } satisfies AppTokenPrincipal;

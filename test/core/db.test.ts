@@ -208,6 +208,7 @@ describe('PostgreSQL only', () => {
         WHARF_DATABASE__URL: 'postgres://wharf:hunter2@127.0.0.1:1/wharf',
         WHARF_DATABASE__CONNECT_TIMEOUT_MS: '2000',
         WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true',
+        WHARF_PLUGINS__STORAGE__SINGLE_INSTANCE: 'true',
       },
     }).catch((e: { code: number; stdout: string; stderr: string }) => e);
     expect(result).toMatchObject({ code: 1 });
@@ -232,5 +233,9 @@ describe('PostgreSQL only', () => {
 /** WHARF_* variables that disable every built-in plugin not ported to the data layer. */
 function onlyPortedPluginsEnv(): Record<string, string> {
   const off = postgresPlugins().not;
-  return { ...Object.fromEntries(off.map((p) => [`WHARF_PLUGINS__${p.toUpperCase()}__ENABLED`, 'false'])), WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true' };
+  return {
+    ...Object.fromEntries(off.map((p) => [`WHARF_PLUGINS__${p.toUpperCase()}__ENABLED`, 'false'])),
+    WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true',
+    WHARF_PLUGINS__STORAGE__SINGLE_INSTANCE: 'true',
+  };
 }

@@ -80,8 +80,14 @@ export function postgresPlugins(): { runs: string[]; not: string[] } {
 export async function databaseEnv(dataDir?: string): Promise<Record<string, string>> {
   if (process.env.WHARF_TEST_DATABASE !== 'postgres') return {};
   const off = Object.fromEntries(postgresPlugins().not.map((name) => [`WHARF_PLUGINS__${name.toUpperCase()}__ENABLED`, 'false']));
-  // One test server at a time uses a database: the rate limiter may count in memory.
-  return { ...off, WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true', WHARF_DATABASE__URL: await databaseOf(dataDir) };
+  // One test server at a time uses a database: the rate limiter may count in memory, and the
+  // embedded store (the fs driver, where a test does not use S3) may keep objects on its disk.
+  return {
+    ...off,
+    WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true',
+    WHARF_PLUGINS__STORAGE__SINGLE_INSTANCE: 'true',
+    WHARF_DATABASE__URL: await databaseOf(dataDir),
+  };
 }
 
 const byDataDir = new Map<string, Promise<string>>();

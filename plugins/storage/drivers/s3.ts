@@ -177,7 +177,7 @@ export function createS3Driver(s3: S3Config): StorageDriver {
           const keys = (page.Contents ?? []).map((o) => o.Key).filter((k): k is string => k !== undefined);
           if (keys.length) {
             const outcome = await deleteBatch(bucket, keys);
-            if (outcome.deleted.length) onDeleted(outcome.deleted);
+            if (outcome.deleted.length) await onDeleted(outcome.deleted);
             if (outcome.failed.length) {
               const first = outcome.failed[0]!;
               throw new StoreError(
@@ -222,7 +222,7 @@ export function createS3Driver(s3: S3Config): StorageDriver {
       for (;;) {
         const page = await send(`listing objects of ${bucket}`, () => client.send(new ListObjectsV2Command({ Bucket: bucket, ContinuationToken: token })));
         const objects = (page.Contents ?? []).filter((o) => o.Key !== undefined).map((o) => ({ key: o.Key!, size: o.Size ?? 0 }));
-        if (objects.length) onPage(objects);
+        if (objects.length) await onPage(objects);
         if (!page.IsTruncated || !page.NextContinuationToken) return;
         token = page.NextContinuationToken;
       }

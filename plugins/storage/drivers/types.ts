@@ -51,17 +51,21 @@ export interface ListedObject {
 
 /**
  * What the storage plugin tells a driver that enforces app storage limits on the writes it serves
- * itself (the `fs` driver's endpoint). Both methods are synchronous, so a driver can check and
- * hold bytes in one step.
+ * itself (the `fs` driver's endpoint). The limit is read from the database (async); the driver
+ * then checks and holds bytes in one synchronous step.
  */
 export interface QuotaPolicy {
   /**
    * The limit of an app's bucket and the phase-1 uploads counting against it (key -> bytes
    * reserved), or undefined when the bucket is unlimited or no app's.
    */
-  limitOf(bucket: string): { limit: number; reservations: ReadonlyMap<string, number> } | undefined;
-  /** Objects of a bucket were written (new size) or removed (undefined), by anyone: records follow. Never throws. */
-  objectsChanged(bucket: string, changes: readonly { key: string; size: number | undefined }[]): void;
+  limitOf(bucket: string): Promise<{ limit: number; reservations: ReadonlyMap<string, number> } | undefined>;
+  /**
+   * Objects of a bucket were written (new size) or removed (undefined), by anyone: records follow,
+   * in the order of the changes; resolves once they have (the driver answers the write then).
+   * Never rejects.
+   */
+  objectsChanged(bucket: string, changes: readonly { key: string; size: number | undefined }[]): Promise<void>;
 }
 
 /** A bucket's usage as a driver that counts it live reports it. */
@@ -131,16 +135,16 @@ export interface StorageDriver {
   checkBucket(bucket: string): Promise<void>;
   /**
    * Deletes every object of a bucket and abandons its unfinished uploads, reporting each batch
-   * of deleted keys to `onDeleted` as it goes (so records can follow). Throws on the first
-   * failure, after reporting what was deleted. A missing bucket is empty.
+   * of deleted keys to `onDeleted` as it goes (so records can follow; the next batch waits for
+   * it). Throws on the first failure, after reporting what was deleted. A missing bucket is empty.
    */
-  emptyBucket(bucket: string, onDeleted: (keys: string[]) => void): Promise<void>;
+  emptyBucket(bucket: string, onDeleted: (keys: string[]) => void | Promise<void>): Promise<void>;
   /** Removes an empty bucket; a missing bucket is not an error. */
   deleteBucket(bucket: string): Promise<void>;
   /** The object's size, or undefined when it does not exist. */
   statObject(bucket: string, key: string): Promise<ObjectInfo | undefined>;
-  /** Calls `onPage` with every object of the bucket, a page at a time in key order (ListObjectsV2). */
-  listObjects(bucket: string, onPage: (objects: ListedObject[]) => void): Promise<void>;
+  /** Calls `onPage` with every object of the bucket, a page at a time in key order (ListObjectsV2), each page after the last one's promise. */
+  listObjects(bucket: string, onPage: (objects: ListedObject[]) => void | Promise<void>): Promise<void>;
   /**
    * Present on drivers that count usage live and enforce storage limits on every write (`fs`).
    * Absent (`s3`): the store cannot refuse writes it takes directly, so the storage plugin

@@ -33,10 +33,10 @@ export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): Rout
     auth,
     query: getQuery,
     errors: { 404: 'App not found: `{error}`' },
-    handler(ctx, { query, auth: orgId }) {
+    async handler(ctx, { query, auth: orgId }) {
       ctx.body = query.appId
-        ? { app: storage.appView(appInOrg(store, query.appId, orgId)) }
-        : { apps: store.appsOfOrg(orgId).map((app) => storage.appView(app)) };
+        ? { app: await storage.appView(await appInOrg(store, query.appId, orgId)) }
+        : { apps: await Promise.all((await store.appsOfOrg(orgId)).map((app) => storage.appView(app))) };
     },
   });
 
@@ -52,7 +52,7 @@ export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): Rout
     async handler(ctx, { body, auth: orgId }) {
       const app = await storage.createApp(orgId, { name: body.name, storageLimit: body.storageLimit ?? null });
       ctx.status = 201;
-      ctx.body = storage.appView(app);
+      ctx.body = await storage.appView(app);
     },
   });
 
@@ -64,9 +64,9 @@ export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): Rout
     auth,
     body: patchBody,
     errors: { 404: 'App not found: `{error}`' },
-    handler(ctx, { body, auth: orgId }) {
-      const app = appInOrg(store, body.appId, orgId);
-      ctx.body = storage.appView(storage.updateApp(app, { name: body.name, storageLimit: body.storageLimit }));
+    async handler(ctx, { body, auth: orgId }) {
+      const app = await appInOrg(store, body.appId, orgId);
+      ctx.body = await storage.appView(await storage.updateApp(app, { name: body.name, storageLimit: body.storageLimit }));
     },
   });
 
@@ -79,7 +79,7 @@ export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): Rout
     body: deleteBody,
     errors: { 404: 'App not found: `{error}`', 503: 'Store unavailable: `{error}`' },
     async handler(ctx, { body, auth: orgId }) {
-      await storage.deleteApp(appInOrg(store, body.appId, orgId));
+      await storage.deleteApp(await appInOrg(store, body.appId, orgId));
       ctx.body = { success: true };
     },
   });

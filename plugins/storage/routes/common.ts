@@ -55,7 +55,7 @@ export function appTokenOrSession(store: StorageStore): Credential<FileCaller> {
     invalid: INVALID_TOKEN,
     async load(ctx, principal) {
       if (principal.kind !== 'appToken') return { orgId: await dashboardSession.load!(ctx, principal) };
-      const app = store.app((principal as AppTokenPrincipal).appId);
+      const app = await store.app((principal as AppTokenPrincipal).appId);
       if (!app) throw new WharfError('unauthorized', INVALID_TOKEN);
       return { app };
     },
@@ -63,8 +63,8 @@ export function appTokenOrSession(store: StorageStore): Credential<FileCaller> {
 }
 
 /** The app if it is in the organization; 404 alike for a missing app and another organization's. */
-export function appInOrg(store: StorageStore, appId: string, orgId: string): AppState {
-  const app = store.appInOrg(appId, orgId);
+export async function appInOrg(store: StorageStore, appId: string, orgId: string): Promise<AppState> {
+  const app = await store.appInOrg(appId, orgId);
   if (!app) throw new WharfError('not_found', 'App not found');
   return app;
 }

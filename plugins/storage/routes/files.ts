@@ -57,10 +57,10 @@ export function fileRoutes(api: ApiRegistry, { store, storage }: RouteDeps, auth
     auth: tokenOrSession,
     query: listQuery,
     errors: { 404: 'App not found: `{error}`' },
-    handler(ctx, { query, auth: caller }) {
+    async handler(ctx, { query, auth: caller }) {
       if (!caller.app && !query.appId) throw new WharfError('bad_request', 'appId is required without a Bearer API token');
-      const app = caller.app ?? appInOrg(store, query.appId!, caller.orgId);
-      ctx.body = storage.listFiles(app, { search: query.search, dir: query.dir ?? 'desc', page: query.page, pageSize: query.pageSize });
+      const app = caller.app ?? (await appInOrg(store, query.appId!, caller.orgId));
+      ctx.body = await storage.listFiles(app, { search: query.search, dir: query.dir ?? 'desc', page: query.page, pageSize: query.pageSize });
     },
   });
 
@@ -75,7 +75,7 @@ export function fileRoutes(api: ApiRegistry, { store, storage }: RouteDeps, auth
     async handler(ctx, { body }) {
       const result = await auth.resolveToken(body.token, ctx);
       const principal = result.principal as { kind: string } | undefined;
-      const app = principal?.kind === 'appToken' ? store.app((principal as AppTokenPrincipal).appId) : undefined;
+      const app = principal?.kind === 'appToken' ? await store.app((principal as AppTokenPrincipal).appId) : undefined;
       if (!app) throw new WharfError('unauthorized', INVALID_TOKEN);
       ctx.body = { files: await storage.registerFiles(app, body.files) };
     },
@@ -102,9 +102,9 @@ export function fileRoutes(api: ApiRegistry, { store, storage }: RouteDeps, auth
       // Every file must be found before anything is deleted.
       const byApp = new Map<string, { app: AppState; keys: string[] }>();
       for (const id of ids) {
-        const file = store.fileInOrg(id, caller.orgId);
+        const file = await store.fileInOrg(id, caller.orgId);
         if (!file) throw new WharfError('not_found', `File ${id} not found`);
-        const entry = byApp.get(file.appId) ?? { app: appInOrg(store, file.appId, caller.orgId), keys: [] };
+        const entry = byApp.get(file.appId) ?? { app: await appInOrg(store, file.appId, caller.orgId), keys: [] };
         entry.keys.push(file.key);
         byApp.set(file.appId, entry);
       }
@@ -122,9 +122,9 @@ export function fileRoutes(api: ApiRegistry, { store, storage }: RouteDeps, auth
     query: downloadQuery,
     errors: { 404: 'File or app not found: `{error}`' },
     async handler(ctx, { query, auth: orgId }) {
-      const file = store.fileInOrg(query.fileId, orgId);
+      const file = await store.fileInOrg(query.fileId, orgId);
       if (!file) throw new WharfError('not_found', 'File not found');
-      ctx.body = { url: await storage.presignDownload(appInOrg(store, file.appId, orgId), file) };
+      ctx.body = { url: await storage.presignDownload(await appInOrg(store, file.appId, orgId), file) };
     },
   });
 
@@ -137,7 +137,7 @@ export function fileRoutes(api: ApiRegistry, { store, storage }: RouteDeps, auth
     body: uploadBody,
     errors: { 404: 'App not found: `{error}`', 413: 'Over the storage limit: `{error}`' },
     async handler(ctx, { body, auth: orgId }) {
-      const app = appInOrg(store, body.appId, orgId);
+      const app = await appInOrg(store, body.appId, orgId);
       ctx.body =
         body.action === 'complete'
           ? { files: await storage.completeUploads(app, body.files) }

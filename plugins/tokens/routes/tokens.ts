@@ -37,8 +37,8 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
   const tag = 'File storage';
   const auth = storage.credentials.dashboardSession;
 
-  function appOf(appId: string, orgId: string) {
-    const app = storage.getAppInOrg(appId, orgId);
+  async function appOf(appId: string, orgId: string) {
+    const app = await storage.getAppInOrg(appId, orgId);
     if (!app) throw new WharfError('not_found', 'App not found');
     return app;
   }
@@ -52,7 +52,7 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     query: listQuery,
     errors: { 404: 'App not found: `{error}`' },
     async handler(ctx, { query, auth: orgId }) {
-      const app = appOf(query.appId, orgId);
+      const app = await appOf(query.appId, orgId);
       await usage.flush();
       ctx.body = { tokens: await store.ofApp(app.id) };
     },
@@ -68,7 +68,7 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     success: { status: 201, schema: z.object({ token: z.string() }) },
     errors: { 404: 'App not found: `{error}`' },
     async handler(ctx, { body, auth: orgId }) {
-      const app = appOf(body.appId, orgId);
+      const app = await appOf(body.appId, orgId);
       const token = newToken();
       await store.insert({
         id: randomUUID(),
@@ -93,7 +93,7 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     errors: { 404: 'Token not found: `{error}`' },
     async handler(ctx, { body, auth: orgId }) {
       const token = await store.byId(body.tokenId);
-      if (!token || !storage.getAppInOrg(token.appId, orgId)) throw new WharfError('not_found', 'Token not found');
+      if (!token || !(await storage.getAppInOrg(token.appId, orgId))) throw new WharfError('not_found', 'Token not found');
       await store.delete(token.id);
       ctx.body = { success: true };
     },
@@ -110,7 +110,7 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     async handler(ctx, { body }) {
       const found = body.token.startsWith(TOKEN_PREFIX) ? await store.byHash(sha256Hex(body.token)) : undefined;
       if (!found) throw new WharfError('unauthorized', 'Invalid API token');
-      const app = storage.getApp(found.appId);
+      const app = await storage.getApp(found.appId);
       if (!app) throw new WharfError('not_found', 'App not found');
       await usage.touch(found.id);
       ctx.body = { valid: true, appId: app.id, bucketName: app.bucketName, storage: storage.connectionFor(app) };

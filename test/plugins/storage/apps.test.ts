@@ -210,10 +210,10 @@ describe('DELETE /api/apps', () => {
     expect(await bucketExists(doomed.bucketName)).toBe(false);
     expect((await app.request('GET', `/api/apps?appId=${doomed.id}`, { headers: owner.headers })).status).toBe(404);
     expect((await app.request('POST', '/api/tokens/validate', { body: { token: doomedToken } })).status).toBe(401);
-    const db = app.running.db;
-    expect(db.prepare('SELECT count(*) AS n FROM storage_files WHERE app_id = ?').get(doomed.id)).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM storage_uploads WHERE app_id = ?').get(doomed.id)).toEqual({ n: 0 });
-    expect(db.prepare('SELECT count(*) AS n FROM tokens_app_tokens WHERE app_id = ?').get(doomed.id)).toEqual({ n: 0 });
+    const db = app.running.data;
+    expect(await db.value('SELECT count(*) FROM storage_files WHERE app_id = ?', [doomed.id])).toBe(0);
+    expect(await db.value('SELECT count(*) FROM storage_uploads WHERE app_id = ?', [doomed.id])).toBe(0);
+    expect(await db.value('SELECT count(*) FROM tokens_app_tokens WHERE app_id = ?', [doomed.id])).toBe(0);
     expect((await app.request('GET', `/api/files/download?fileId=${recorded[0].id}`, { headers: owner.headers })).status).toBe(404);
     // Deleting again: the app is gone.
     expect((await app.request('DELETE', '/api/apps', { headers: owner.headers, body: { appId: doomed.id } })).status).toBe(404);
@@ -239,7 +239,7 @@ describe('provisioning that fails leaves nothing behind', () => {
       expect(res.body).toStrictEqual({ error: expect.stringMatching(/^Storage is unreachable; the app was not created \(request id [\w-]+\)$/) });
       expect(res.headers.get('retry-after')).toBe('5');
       expect((await down.request('GET', '/api/apps', { headers: who.headers })).body).toStrictEqual({ apps: [] });
-      expect(down.running.db.prepare('SELECT count(*) AS n FROM storage_apps').get()).toEqual({ n: 0 });
+      expect(await down.running.data.value('SELECT count(*) FROM storage_apps')).toBe(0);
       expect(await bucketsWithPrefix(s3, tag)).toEqual([]);
       expect((await down.fetch('/readyz')).status).toBe(503);
     } finally {
@@ -257,7 +257,7 @@ describe('provisioning that fails leaves nothing behind', () => {
       const res = await denied.request('POST', '/api/apps', { headers: who.headers, body: { name: 'never' } });
       expect(res.status).toBe(503);
       expect(res.body.error).toMatch(/^Storage refused the server's credentials; the app was not created/);
-      expect(denied.running.db.prepare('SELECT count(*) AS n FROM storage_apps').get()).toEqual({ n: 0 });
+      expect(await denied.running.data.value('SELECT count(*) FROM storage_apps')).toBe(0);
       expect(await bucketsWithPrefix(s3, tag)).toEqual([]);
       const ready = await denied.fetch('/readyz');
       expect(ready.status).toBe(503);
@@ -282,7 +282,7 @@ describe('no store configured', () => {
       const res = await bare.request('POST', '/api/apps', { headers: who.headers, body: { name: 'x' } });
       expect(res.status).toBe(503);
       expect(res.body.error).toMatch(/^Storage is not configured: set endpoint, access_key and secret_key in \[plugins\.storage\.s3\]/);
-      expect(bare.running.db.prepare('SELECT count(*) AS n FROM storage_apps').get()).toEqual({ n: 0 });
+      expect(await bare.running.data.value('SELECT count(*) FROM storage_apps')).toBe(0);
     } finally {
       await bare.close();
     }

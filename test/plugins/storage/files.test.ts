@@ -54,8 +54,8 @@ function tamper(url: string): string {
   return u.toString();
 }
 
-function countFiles(appId: string): number {
-  return (app.running.db.prepare('SELECT count(*) AS n FROM storage_files WHERE app_id = ?').get(appId) as { n: number }).n;
+async function countFiles(appId: string): Promise<number> {
+  return (await app.running.data.value<number>('SELECT count(*) FROM storage_files WHERE app_id = ?', [appId]))!;
 }
 
 beforeAll(async () => {
@@ -371,15 +371,15 @@ describe('complete checks every object before recording anything', () => {
     const files = [localFile('up.bin', 10), localFile('never.bin', 10)];
     const uploads = await issue(files);
     await putTo(uploads[0]!.presignedUrl, files[0]!);
-    const before = countFiles(mine.id);
+    const before = await countFiles(mine.id);
     const res = await complete(inputs(uploads));
     expect(res.status).toBe(400);
     expect(res.body).toStrictEqual({ error: `Object "${uploads[1]!.key}" does not exist in the app's bucket; nothing was recorded` });
-    expect(countFiles(mine.id)).toBe(before);
+    expect(await countFiles(mine.id)).toBe(before);
     // Once it is there, the same complete succeeds, and a second one finds nothing to complete.
     await putTo(uploads[1]!.presignedUrl, files[1]!);
     expect((await complete(inputs(uploads))).status).toBe(200);
-    expect(countFiles(mine.id)).toBe(before + 2);
+    expect(await countFiles(mine.id)).toBe(before + 2);
     const again = await complete(inputs(uploads));
     expect(again.status).toBe(400);
     expect(again.body.error).toMatch(/is not an unfinished upload of this app/);
@@ -424,7 +424,7 @@ describe('POST /api/files registers objects already in the bucket', () => {
   it('records them after checking each with the store; a missing one or a size mismatch is 400 and nothing is recorded', async () => {
     await s3.send(new PutObjectCommand({ Bucket: mine.bucketName, Key: 'sdk/one.txt', Body: 'one' }));
     await s3.send(new PutObjectCommand({ Bucket: mine.bucketName, Key: 'sdk/two.txt', Body: 'two!' }));
-    const before = countFiles(mine.id);
+    const before = await countFiles(mine.id);
     const missing = await app.request('POST', '/api/files', {
       body: {
         token,
@@ -439,7 +439,7 @@ describe('POST /api/files registers objects already in the bucket', () => {
     const wrong = await app.request('POST', '/api/files', { body: { token, files: [{ key: 'sdk/two.txt', name: 'two.txt', size: 3, type: 'text/plain' }] } });
     expect(wrong.status).toBe(400);
     expect(wrong.body.error).toBe('Object "sdk/two.txt" has 4 bytes, not 3; nothing was recorded');
-    expect(countFiles(mine.id)).toBe(before);
+    expect(await countFiles(mine.id)).toBe(before);
 
     const ok = await app.request('POST', '/api/files', {
       body: {
@@ -455,13 +455,13 @@ describe('POST /api/files registers objects already in the bucket', () => {
       ['sdk/one.txt', mine.id],
       ['sdk/two.txt', mine.id],
     ]);
-    expect(countFiles(mine.id)).toBe(before + 2);
+    expect(await countFiles(mine.id)).toBe(before + 2);
     // Registering a key again updates its record (one record per key).
     await s3.send(new PutObjectCommand({ Bucket: mine.bucketName, Key: 'sdk/one.txt', Body: 'uno!!' }));
     const again = await app.request('POST', '/api/files', { body: { token, files: [{ key: 'sdk/one.txt', name: 'uno.txt', size: 5, type: 'text/plain' }] } });
     expect(again.status).toBe(200);
     expect(again.body.files[0]).toMatchObject({ id: ok.body.files[0].id, name: 'uno.txt', size: 5 });
-    expect(countFiles(mine.id)).toBe(before + 2);
+    expect(await countFiles(mine.id)).toBe(before + 2);
   });
 });
 
@@ -490,12 +490,12 @@ describe('DELETE /api/files removes objects, then their records', () => {
 
   it('with a Bearer token: keys (unknown keys are no error)', async () => {
     const recorded = await uploadFiles(app, owner, mine.id, [localFile('k1.bin'), localFile('k2.bin')]);
-    const before = countFiles(mine.id);
+    const before = await countFiles(mine.id);
     const res = await app.request('DELETE', '/api/files', { headers: bearer(token), body: { keys: [recorded[0].key, recorded[1].key, 'no/such/key'] } });
     expect(res.status, res.text).toBe(200);
     expect(res.body).toStrictEqual({ success: true });
     for (const f of recorded) expect(await objectSize(mine.bucketName, f.key)).toBeUndefined();
-    expect(countFiles(mine.id)).toBe(before - 2);
+    expect(await countFiles(mine.id)).toBe(before - 2);
   });
 });
 
@@ -533,7 +533,7 @@ describe('reservations expire', () => {
     const deadline = Date.now() + 10_000;
     while ((await objectSize(shortApp.bucketName, abandonedUpload.key)) !== undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
     expect(await objectSize(shortApp.bucketName, abandonedUpload.key)).toBeUndefined();
-    expect(short.running.db.prepare('SELECT count(*) AS n FROM storage_uploads').get()).toEqual({ n: 0 });
+    expect(await short.running.data.value('SELECT count(*) FROM storage_uploads')).toBe(0);
     // Completing an expired upload is refused; the freed bytes can be reserved again.
     const done = await short.request('POST', '/api/files/upload', {
       headers: who.headers,

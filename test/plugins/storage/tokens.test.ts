@@ -60,7 +60,7 @@ describe('creating, listing and revoking', () => {
       lastUsedAt: null,
       createdAt: expect.any(String),
     });
-    const rows = app.running.db.prepare('SELECT * FROM tokens_app_tokens WHERE app_id = ?').all(mine.id) as Record<string, unknown>[];
+    const rows = await app.running.data.all('SELECT * FROM tokens_app_tokens WHERE app_id = ?', [mine.id]);
     const hash = createHash('sha256').update(first.body.token).digest('hex');
     expect(rows.some((r) => r.token_hash === hash)).toBe(true);
     expect(JSON.stringify(rows)).not.toContain(first.body.token);
@@ -162,7 +162,7 @@ describe('validation', () => {
     const deadline = Date.now() + 1000;
     let stored = '';
     while (Date.now() < deadline) {
-      stored = (app.running.db.prepare("SELECT last_used_at FROM tokens_app_tokens WHERE name = 'usage'").get() as { last_used_at: string }).last_used_at;
+      stored = (await app.running.data.value<string>("SELECT last_used_at FROM tokens_app_tokens WHERE name = 'usage'"))!;
       if (stored >= t1) break;
       await new Promise((r) => setTimeout(r, 25));
     }
@@ -171,9 +171,10 @@ describe('validation', () => {
 
   it('a token whose app no longer exists: 404', async () => {
     const token = 'svc_live_orphanorphanorphanorphanorphanorphanorp';
-    app.running.db
-      .prepare("INSERT INTO tokens_app_tokens (id, app_id, name, token_hash, token_prefix, created_at) VALUES (?, ?, 'orphan', ?, 'svc_live_orphan', ?)")
-      .run(crypto.randomUUID(), OTHER, createHash('sha256').update(token).digest('hex'), new Date().toISOString());
+    await app.running.data.run(
+      "INSERT INTO tokens_app_tokens (id, app_id, name, token_hash, token_prefix, created_at) VALUES (?, ?, 'orphan', ?, 'svc_live_orphan', ?)",
+      [crypto.randomUUID(), OTHER, createHash('sha256').update(token).digest('hex'), new Date().toISOString()],
+    );
     const res = await validate(token);
     expect(res.status).toBe(404);
     expect(res.body).toStrictEqual({ error: 'App not found' });

@@ -36,7 +36,7 @@ let token: string;
 let recorded: any[];
 let pending: any;
 
-const count = (table: string) => (down.running.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+const count = (table: string) => down.running.data.value<number>(`SELECT count(*) FROM ${table}`);
 
 beforeAll(async () => {
   target = await ensureS3();
@@ -135,6 +135,6 @@ describe('store unreachable', () => {
     expect(done.status, done.text).toBe(200);
     const del = await down.request('DELETE', '/api/apps', { headers, body: { appId: mine.id } });
     expect(del.status, del.text).toBe(200);
-    expect(count('storage_files')).toBe(0);
+    expect(await count('storage_files')).toBe(0);
   });
 });

@@ -287,7 +287,7 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
           const keys = store.keysAfter(bucket, '', 1000);
           if (!keys.length) return;
           await store.deleteMany(bucket, keys);
-          onDeleted(keys);
+          await onDeleted(keys);
         }
       }),
 
@@ -310,7 +310,7 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
         store.requireBucket(bucket);
         for (let after = ''; ; ) {
           const page = store.objectsAfter(bucket, after, 1000);
-          if (page.length) onPage(page.map(({ key, size }) => ({ key, size })));
+          if (page.length) await onPage(page.map(({ key, size }) => ({ key, size })));
           if (page.length < 1000) return;
           after = page[page.length - 1]!.key;
           // A page at a time, like a remote listing: requests go on between pages.

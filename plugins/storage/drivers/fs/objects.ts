@@ -163,9 +163,10 @@ export interface ObjectChange {
 export interface ObjectStoreOptions {
   /**
    * Told after objects of a bucket are written or removed, once the index has committed the
-   * change, whoever made it (S3 clients, the server, the root key). Must not throw.
+   * change, whoever made it (S3 clients, the server, the root key); the write or delete ends (and
+   * is answered) once its promise settles. Must not throw or reject.
    */
-  onChange?(bucket: string, changes: readonly ObjectChange[]): void;
+  onChange?(bucket: string, changes: readonly ObjectChange[]): void | Promise<void>;
 }
 
 /**
@@ -445,7 +446,7 @@ export class ObjectStore {
       await fsp.rm(target, { force: true });
       throw err;
     }
-    this.#onChange?.(bucket, [{ key, size: row.size }]);
+    await this.#onChange?.(bucket, [{ key, size: row.size }]);
     if (old) await fsp.rm(this.#blobPath(bucket, old), { force: true });
     return row;
   }
@@ -481,7 +482,7 @@ export class ObjectStore {
       if (prev) this.#db.prepare('DELETE FROM objects WHERE bucket = ? AND key = ?').run(bucket, key);
       return prev?.blob;
     })();
-    if (blob) this.#onChange?.(bucket, [{ key, size: undefined }]);
+    if (blob) await this.#onChange?.(bucket, [{ key, size: undefined }]);
     if (blob) await fsp.rm(this.#blobPath(bucket, blob), { force: true });
     return blob !== undefined;
   }
@@ -504,7 +505,7 @@ export class ObjectStore {
       }
       return out;
     })();
-    if (removed.length) this.#onChange?.(bucket, removed);
+    if (removed.length) await this.#onChange?.(bucket, removed);
     for (let i = 0; i < blobs.length; i += 32) {
       await Promise.all(blobs.slice(i, i + 32).map((blob) => fsp.rm(this.#blobPath(bucket, blob), { force: true })));
     }

@@ -8,10 +8,11 @@
  * + writes in flight: what each adds over what is already counted where it lands
  *
  * Writes in flight are held here, in memory, from admission until their commit (or failure): the
- * check and the hold happen in one synchronous step, so concurrent writers cannot together pass
- * the limit. A hold's size is re-read against the index on every check rather than frozen at
- * admission, so a key deleted or overwritten by a smaller object meanwhile never makes room that
- * the write in flight will take back. The root key is not limited. The fs driver is single-node,
+ * app's limit and reservations are read from the database first, then the check and the hold
+ * happen in one synchronous step, so concurrent writers cannot together pass the limit. A hold's
+ * size is re-read against the index on every check rather than frozen at admission, so a key
+ * deleted or overwritten by a smaller object meanwhile never makes room that the write in flight
+ * will take back. The root key is not limited. The fs driver is single-node,
  * so in-process is the whole truth.
  */
 import type { BucketUsage, QuotaPolicy } from '../types.ts';
@@ -68,7 +69,7 @@ class Hold implements QuotaHold {
     let seen = 0;
     for await (const chunk of body) {
       seen += chunk.length;
-      if (seen > this.bytes) this.quota.grow(this, seen);
+      if (seen > this.bytes) await this.quota.grow(this, seen);
       yield chunk;
     }
   }
@@ -97,10 +98,10 @@ export class BucketQuota {
    * `bucket`, or throws `QuotaExceeded`. The caller releases the hold once the write has
    * committed or failed.
    */
-  admit(principal: Principal, bucket: string, slot: WriteSlot, bytes: number | undefined): QuotaHold {
+  async admit(principal: Principal, bucket: string, slot: WriteSlot, bytes: number | undefined): Promise<QuotaHold> {
     if (!this.#policy || principal.kind === 'root') return UNLIMITED;
     const hold = new Hold(this, bucket, slot);
-    this.#set(hold, bytes ?? 0);
+    this.#set(hold, bytes ?? 0, await this.#policy.limitOf(bucket));
     let holds = this.#holds.get(bucket);
     if (!holds) this.#holds.set(bucket, (holds = new Set()));
     holds.add(hold);
@@ -113,7 +114,7 @@ export class BucketQuota {
    * one call each write path of the endpoint makes; `write` streams its body through `hold.meter`.
    */
   async write<T>(principal: Principal, bucket: string, slot: WriteSlot, bytes: number | undefined, write: (hold: QuotaHold) => Promise<T>): Promise<T> {
-    const hold = this.admit(principal, bucket, slot, bytes);
+    const hold = await this.admit(principal, bucket, slot, bytes);
     try {
       return await write(hold);
     } finally {
@@ -137,12 +138,13 @@ export class BucketQuota {
   }
 
   /** A metered body outgrew its hold: a step ahead if that fits, else exactly what it has sent. */
-  grow(hold: Hold, seen: number): void {
+  async grow(hold: Hold, seen: number): Promise<void> {
+    const limits = await this.#policy?.limitOf(hold.bucket);
     try {
-      this.#set(hold, seen + METER_STEP);
+      this.#set(hold, seen + METER_STEP, limits);
     } catch (err) {
       if (!(err instanceof S3Error) || err.code !== 'QuotaExceeded') throw err;
-      this.#set(hold, seen);
+      this.#set(hold, seen, limits);
     }
   }
 
@@ -152,9 +154,8 @@ export class BucketQuota {
     if (holds?.size === 0) this.#holds.delete(hold.bucket);
   }
 
-  /** Sets a hold's bytes when the bucket has room for what that adds; throws QuotaExceeded otherwise. */
-  #set(hold: Hold, bytes: number): void {
-    const limits = this.#policy?.limitOf(hold.bucket);
+  /** Sets a hold's bytes when the bucket has room for what that adds under `limits` (just read); throws QuotaExceeded otherwise. */
+  #set(hold: Hold, bytes: number, limits: Awaited<ReturnType<QuotaPolicy['limitOf']>>): void {
     if (limits) {
       const adds = this.#adds(hold.bucket, hold.slot, bytes, limits.reservations);
       if (adds > 0) {
