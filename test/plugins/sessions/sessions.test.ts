@@ -131,7 +131,7 @@ describe('CRUD', () => {
       total: 1,
       data: [{ whatsapp_session_id: generated.id, event_type: 'status_change', status: 'connected' }],
     });
-    expect(eventsOf(app, generated.id).map((e) => e.payload)).toEqual([
+    expect((await eventsOf(app, generated.id)).map((e) => e.payload)).toEqual([
       { event: 'session.status', sessionId: generated.id, timestamp: expect.any(Number), data: { status: 'connected', reason: 'sandbox session created' } },
     ]);
   });

@@ -78,7 +78,7 @@ describe.each(networks)('the subscription filter, on $name sessions', (net) => {
     expect(received.json.timestamp).toBeLessThanOrEqual(Date.now());
     // The body is the recorded payload, byte for byte.
     const svc = app.running.services.sessions as Sessions;
-    const recorded = svc.events(s.id).find((e) => e.event === 'messages.received')!;
+    const recorded = (await svc.events(s.id)).find((e) => e.event === 'messages.received')!;
     expect(received.body.toString('utf8')).toBe(JSON.stringify(recorded.payload));
     // The view carries the same data, as a separate delivery with its own webhook-id.
     const view = got.find((r) => r.json.event === 'messages-personal')!;
@@ -145,19 +145,19 @@ describe('the outbox', () => {
   it('is written in the transaction that records the event: a rollback leaves neither', async () => {
     const s = await hookedSession(app, t.pat, receiver.url('/rollback'), []);
     const svc = app.running.services.sessions as Sessions;
-    const eventsBefore = svc.events(s.id).length;
+    const eventsBefore = (await svc.events(s.id)).length;
     const dispatchesBefore = count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id);
-    expect(() =>
-      svc.transaction(() => {
-        svc.emit(s.id, 'contacts.update', [{ id: 'x' }]);
+    await expect(
+      svc.transaction(async () => {
+        await svc.emit(s.id, 'contacts.update', [{ id: 'x' }]);
         expect(count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(dispatchesBefore + 1);
         throw new Error('boom');
       }),
-    ).toThrow('boom');
-    expect(svc.events(s.id).length).toBe(eventsBefore);
+    ).rejects.toThrow('boom');
+    expect((await svc.events(s.id)).length).toBe(eventsBefore);
     expect(count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(dispatchesBefore);
     // A committed one is recorded and delivered.
-    svc.emit(s.id, 'contacts.update', [{ id: 'y' }]);
+    await svc.emit(s.id, 'contacts.update', [{ id: 'y' }]);
     const got = await eventually(
       () => receiver.requests.find((r) => r.path === '/rollback' && r.json.event === 'contacts.update'),
       5000,
