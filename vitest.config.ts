@@ -32,7 +32,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'on postgres',
-          include: ['test/core/database.test.ts', 'test/plugins/identity/*.test.ts'],
+          include: ['test/core/database.test.ts', 'test/plugins/identity/*.test.ts', 'test/plugins/sessions/**/*.test.ts', 'test/plugins/webhooks/*.test.ts'],
           env: { WHARF_TEST_DATABASE: 'postgres' },
         },
       },
