@@ -33,6 +33,9 @@ export default defineConfig({
         test: {
           name: 'on postgres',
           include: ['test/core/database.test.ts', 'test/plugins/identity/*.test.ts', 'test/plugins/sessions/**/*.test.ts', 'test/plugins/webhooks/*.test.ts'],
+          // reads.test.ts counts the statements better-sqlite3 runs (by patching its Statement): it
+          // measures the SQLite path and has nothing to count on PostgreSQL.
+          exclude: ['test/plugins/webhooks/reads.test.ts'],
           env: { WHARF_TEST_DATABASE: 'postgres' },
         },
       },

@@ -192,7 +192,7 @@ export class WebhooksStore {
       for (const c of completions) {
         const changed = (
           await tx.run(
-            `UPDATE webhooks_dispatches SET status = ?, attempt_count = ?, last_status_code = CASE ? WHEN 1 THEN ? ELSE last_status_code END, last_error = ?,
+            `UPDATE webhooks_dispatches SET status = ?, attempt_count = ?, last_status_code = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS INTEGER) ELSE last_status_code END, last_error = ?,
                next_attempt_at = ?, url = COALESCE(?, url), updated_at = ?, finished_at = ?, leased_by = NULL, lease_until = NULL
              WHERE id = ? AND status = 'pending' AND (leased_by IS NULL OR leased_by = ?)`,
             [

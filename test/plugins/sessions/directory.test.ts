@@ -227,7 +227,7 @@ describe('upload, send, decrypt-media', () => {
 
     // Expired or unknown ids answer 404 in the messaging envelope.
     const dec = await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: { message } });
-    app.running.db.prepare("UPDATE sessions_media SET expires_at = '2000-01-01T00:00:00.000Z'").run();
+    await app.running.data.run("UPDATE sessions_media SET expires_at = '2000-01-01T00:00:00.000Z'");
     for (const url of [dec.body.publicUrl, up.body.publicUrl, `${app.url}/api/decrypted-media/${'A'.repeat(43)}`, `${app.url}/api/media/nope`]) {
       const res = await app.request('GET', url.slice(app.url.length));
       expect(res.status, url).toBe(404);

@@ -356,8 +356,9 @@ export class Connection {
     // Idle, stopped, or waiting to reconnect: start now. Already opening a socket: join it.
     if (this.#phase !== 'connecting' || this.#timer) {
       this.#qrCount = 0;
-      await this.#readPaired();
-      await this.#deps.store.setResume(this.sessionId, true, new Date().toISOString());
+      // Queued, not awaited: the phase changes in this turn, so a concurrent connect joins this one.
+      const now = new Date().toISOString();
+      this.#queue(() => this.#deps.store.setResume(this.sessionId, true, now));
       this.#begin(reason, true);
     }
     return waiting;

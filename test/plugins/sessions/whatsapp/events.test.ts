@@ -332,13 +332,13 @@ describe('acks and receipts of sends', () => {
     expect(resent.body.data).toMatchObject({ msgId: refused.body.data.msgId, status: 'in_progress' });
     await until(async () => (await call(app, s.apiKey, 'GET', `/api/messages/${refused.body.data.msgId}/info`)).body.data.statusText === 'sent', 'resent');
 
-    const logged = () => (app.running.db.prepare('SELECT COUNT(*) AS n FROM sessions_messages WHERE session_id = ?').get(s.id) as { n: number }).n;
-    const before = logged();
+    const logged = () => app.running.data.value<number>('SELECT COUNT(*) AS n FROM sessions_messages WHERE session_id = ?', [s.id]);
+    const before = await logged();
     network.refuse = 428;
     void socket().end(new Boom('Connection Terminated', { statusCode: 428 }));
     await until(async () => (await statusOf(app, s.id)) === 'connecting', 'reconnecting');
     expect((await call(app, s.apiKey, 'POST', '/api/send-message', { to: '+14155550111', text: 'not now' })).status).toBe(409);
-    expect(logged()).toBe(before);
+    expect(await logged()).toBe(before);
     network.refuse = undefined;
     await until(async () => (await statusOf(app, s.id)) === 'connected', 'connected again');
   });
@@ -408,17 +408,16 @@ describe('media', () => {
 
 describe('bounds', () => {
   it('the message store keeps message_store_limit messages per session (oldest out); the caches stay within cache_size', async () => {
-    const db = app.running.db;
-    const count = () => (db.prepare('SELECT COUNT(*) AS n FROM sessions_whatsapp_messages WHERE session_id = ?').get(s.id) as { n: number }).n;
+    const count = () => app.running.data.value<number>('SELECT COUNT(*) AS n FROM sessions_whatsapp_messages WHERE session_id = ?', [s.id]);
     const many = Array.from({ length: 120 }, (_, i) => batch.lidText(ada, `n${i}`).messages[0]!);
     socket().replay({ 'messages.upsert': { type: 'append', messages: many } });
     await adapter().idle(s.id);
-    expect(count()).toBeGreaterThanOrEqual(120);
+    expect(await count()).toBeGreaterThanOrEqual(120);
     await adapter().prune(Date.now());
     // The test config keeps the default (5000): nothing pruned yet by count; by age nothing either.
-    expect(count()).toBeGreaterThanOrEqual(120);
+    expect(await count()).toBeGreaterThanOrEqual(120);
     await adapter().store.pruneMessages(100, new Date(0).toISOString());
-    expect(count()).toBe(100);
+    expect(await count()).toBe(100);
     expect(await adapter().findMessage({ id: s.id } as never, many[0]!.key.id!)).toBeNull();
     expect(await adapter().findMessage({ id: s.id } as never, many[119]!.key.id!)).toMatchObject({ message: { conversation: 'n119' } });
     const sizes = adapter().connectionOf(s.id)!.cacheSizes();

@@ -302,10 +302,9 @@ describe('disconnect, restart, delete', () => {
 
   it('delete unlinks the device and deletes credentials, keys and everything else the network kept', async () => {
     const s = await connectedWhatsApp(app, t.pat, network);
-    const db = app.running.db;
-    const rows = (table: string) => (db.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE session_id = ?`).get(s.id) as { n: number }).n;
-    expect(rows('sessions_whatsapp_accounts')).toBe(1);
-    expect(rows('sessions_whatsapp_lids')).toBeGreaterThan(0);
+    const rows = (table: string) => app.running.data.value<number>(`SELECT COUNT(*) AS n FROM ${table} WHERE session_id = ?`, [s.id]);
+    expect(await rows('sessions_whatsapp_accounts')).toBe(1);
+    expect(await rows('sessions_whatsapp_lids')).toBeGreaterThan(0);
     expect((await call(app, t.pat, 'DELETE', `/api/whatsapp-sessions/${s.id}`)).status).toBe(200);
     expect(network.callsOf(s.id, 'logout')).toHaveLength(1);
     for (const table of [
@@ -315,7 +314,7 @@ describe('disconnect, restart, delete', () => {
       'sessions_whatsapp_messages',
       'sessions_whatsapp_contacts',
     ]) {
-      expect(rows(table), table).toBe(0);
+      expect(await rows(table), table).toBe(0);
     }
   });
 });
