@@ -1,5 +1,6 @@
 /** The webhooks plugin's SQL: the outbox (dispatch records), their attempts, previous secrets. */
 import type { Db } from '../../core/db.ts';
+import { PostgresDb } from '../../core/db-postgres.ts';
 
 export type DispatchStatus = 'pending' | 'delivered' | 'abandoned';
 
@@ -75,7 +76,7 @@ export interface ListFilter {
 }
 
 /** The channel an instance announces new deliveries on (PostgreSQL NOTIFY, payload: the session id). */
-/** The first key of the advisory locks a claim takes per session ("whkd"). */
+/** The high bits of the advisory lock a claim takes per session ("whkd"; the session id in the low 21 bits). */
 const LOCK_SPACE = 0x77686b64;
 
 export const WAKE_CHANNEL = 'wharf_webhooks';
@@ -118,9 +119,8 @@ export class WebhooksStore {
 
   /**
    * Takes up to `limit` due deliveries of a session for `owner` until `now + leaseMs`, oldest
-   * first, within what `perSession` leaves beside the live leases of other instances (the
-   * caller's `limit` counts its own), skipping `held` (in flight here, or finished and not
-   * written yet).
+   * first, within what `perSession` leaves beside the live leases of every instance, skipping
+   * `held` (in flight here, or finished and not written yet).
    */
   claim(
     sessionId: number,
@@ -128,16 +128,15 @@ export class WebhooksStore {
     claim: { limit: number; owner: string; leaseMs: number; perSession: number; held: readonly number[] },
   ): Promise<DueRow[]> {
     const { owner, held } = claim;
-    return this.db.transaction(async (tx) => {
+    const take = async (tx: Db) => {
       const pg = tx.engine === 'postgres';
-      if (pg) await tx.run('SELECT pg_advisory_xact_lock(?, ?)', [LOCK_SPACE, sessionId]);
-      const others =
-        (await tx.value<number>("SELECT COUNT(*) FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND lease_until > ? AND leased_by <> ?", [
+      // Live leases of every instance (this one's in flight included; its own limit is the caller's).
+      const busy =
+        (await tx.value<number>("SELECT COUNT(*) FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND lease_until > ?", [
           sessionId,
           now,
-          owner,
         ])) ?? 0;
-      const room = Math.min(claim.limit, claim.perSession - others);
+      const room = Math.min(claim.limit, claim.perSession - busy);
       if (room <= 0) return [];
       const skip = held.length ? ` AND id NOT IN (${held.map(() => '?').join(', ')})` : '';
       const rows = await tx.all<DueRow & { next_attempt_at: number }>(
@@ -149,7 +148,11 @@ export class WebhooksStore {
       );
       rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
       return rows.map(({ next_attempt_at: _at, ...row }) => row);
-    });
+    };
+    // On PostgreSQL one claim per session at a time over all instances: the session's advisory
+    // lock, then READ COMMITTED, so the count sees the leases the claim before committed (a
+    // SERIALIZABLE snapshot taken before the lock was granted would not).
+    return this.db instanceof PostgresDb ? this.db.withAdvisoryLock(LOCK_SPACE * 2 ** 21 + (sessionId % 2 ** 21), take) : this.db.transaction(take);
   }
 
   /** When the session's next delivery not takeable now can be taken (its due time or its lease's end), or null. */
