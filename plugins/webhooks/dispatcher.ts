@@ -251,7 +251,7 @@ export class WebhookDispatcher {
       // The session as it is now, read once for every delivery of it started in this round: its
       // current URL, subscription and signing apply to what is still to be sent.
       let session: Promise<SessionRecord | undefined> | undefined;
-      const claimed = await store.claim(sessionId, now, {
+      const { rows: claimed, atLimit } = await store.claim(sessionId, now, {
         limit: room,
         owner,
         leaseMs,
@@ -264,7 +264,13 @@ export class WebhookDispatcher {
         this.#start(row, session);
         started++;
       }
-      if (claimed.length < room) {
+      if (atLimit) {
+        // At its limit over all instances the session stays due: a slot freed here or elsewhere
+        // (NOTIFY at the commit of an outcome) wakes this dispatcher, and so does the end of the
+        // first live lease (an instance that died frees its slots then).
+        const later = await store.nextDue(sessionId, now);
+        if (later !== null) next = Math.min(next, later);
+      } else if (claimed.length < room) {
         // Nothing else can be taken now: wait for the next retry time (or lease end) of this
         // session, if any. Retry times not yet written are marked again when they are.
         const later = await store.nextDue(sessionId, now);

@@ -126,7 +126,7 @@ export class WebhooksStore {
     sessionId: number,
     now: number,
     claim: { limit: number; owner: string; leaseMs: number; perSession: number; held: readonly number[] },
-  ): Promise<DueRow[]> {
+  ): Promise<{ rows: DueRow[]; atLimit: boolean }> {
     const { owner, held } = claim;
     const take = async (tx: Db) => {
       const pg = tx.engine === 'postgres';
@@ -137,7 +137,9 @@ export class WebhooksStore {
           now,
         ])) ?? 0;
       const room = Math.min(claim.limit, claim.perSession - busy);
-      if (room <= 0) return [];
+      // At the session's limit over all instances: a slot freed wakes the dispatchers (see complete).
+      const atLimit = claim.perSession - busy <= claim.limit;
+      if (room <= 0) return { rows: [], atLimit };
       const skip = held.length ? ` AND id NOT IN (${held.map(() => '?').join(', ')})` : '';
       const rows = await tx.all<DueRow & { next_attempt_at: number }>(
         `UPDATE webhooks_dispatches SET leased_by = ?, lease_until = ? WHERE id IN (
@@ -147,7 +149,7 @@ export class WebhooksStore {
         [owner, now + claim.leaseMs, sessionId, now, now, ...held, room],
       );
       rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
-      return rows.map(({ next_attempt_at: _at, ...row }) => row);
+      return { rows: rows.map(({ next_attempt_at: _at, ...row }) => row), atLimit };
     };
     // On PostgreSQL one claim per session at a time over all instances: the session's advisory
     // lock, then READ COMMITTED, so the count sees the leases the claim before committed (a
@@ -192,6 +194,7 @@ export class WebhooksStore {
   complete(completions: readonly Completion[], now: number, owner: string): Promise<Set<number>> {
     return this.db.transaction(async (tx) => {
       const written = new Set<number>();
+      const sessions = new Set<number>();
       for (const c of completions) {
         const changed = (
           await tx.run(
@@ -215,6 +218,7 @@ export class WebhooksStore {
         ).changes;
         if (!changed) continue;
         written.add(c.dispatchId);
+        sessions.add(c.sessionId);
         if (c.recordAttempt) {
           await tx.run(
             'INSERT INTO webhooks_attempts (dispatch_id, number, started_at, duration_ms, status_code, error, response) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -222,6 +226,8 @@ export class WebhooksStore {
           );
         }
       }
+      // A slot of each of these sessions is free: every instance's dispatcher may take the next (at the commit).
+      if (tx.engine === 'postgres') for (const sessionId of sessions) await tx.run('SELECT pg_notify(?, ?)', [WAKE_CHANNEL, String(sessionId)]);
       return written;
     });
   }
