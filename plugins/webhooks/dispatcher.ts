@@ -4,8 +4,8 @@
  * own slots; records every attempt; reschedules failures with backoff and jitter (Retry-After
  * honoured within the schedule) and abandons a delivery after its last attempt.
  *
- * The outbox in the database is the only truth. A delivery is taken from it with a lease (see
- * `WebhooksStore.claim`): several instances on one PostgreSQL database share the outbox, each
+ * The outbox in the database is the only truth. On PostgreSQL a delivery is taken from it with a
+ * lease (see `WebhooksStore.claim`): several instances on one database share the outbox, each
  * delivery goes out from one of them at a time, the per-session concurrency holds over all of
  * them, and a delivery whose instance died (its lease expired) is taken over. A delivery in
  * flight when its process dies is still pending, and is sent again (at least once). Outcomes are
@@ -116,12 +116,11 @@ export class WebhookDispatcher {
 
   /**
    * Reads the outbox (after a restart: everything pending, including what was in flight) and
-   * starts sending. With one process (SQLite) the leases a previous run left are its own: given
-   * back at once. On PostgreSQL a dead instance's leases are taken over when they expire.
+   * starts sending. On PostgreSQL a dead instance's leases are taken over when they expire (SQLite
+   * writes none: one process holds what it sends in memory).
    */
-  async start(): Promise<void> {
-    if (this.#d.direct) await this.#d.store.releaseAll();
-    await this.resync();
+  start(): Promise<void> {
+    return this.resync();
   }
 
   /** Re-reads every session's earliest due time from the outbox (at start, and now and then as a safety net). */
@@ -318,8 +317,8 @@ export class WebhookDispatcher {
       if (held?.size === 0) this.#held.delete(c.sessionId);
       if (c.status === 'pending' && c.nextAttemptAt !== null) this.markDue(c.sessionId, c.nextAttemptAt);
     }
-    // Leases released: what waited behind them can be taken now.
-    if (this.#due.size) this.#wakeAt(0);
+    // Leases released (PostgreSQL): what waited behind them can be taken now.
+    if (!this.#d.direct && this.#due.size) this.#wakeAt(0);
   }
 
   #completed(completion: Completion): void {

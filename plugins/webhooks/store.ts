@@ -88,7 +88,8 @@ const COLUMNS = `id, org_id, session_id, event_id, webhook_id, event, url, statu
   next_attempt_at, redelivery_of, created_at, updated_at, finished_at`;
 
 /**
- * On the data layer, either engine. A delivery is taken with a lease (`leased_by`, `lease_until`):
+ * On the data layer, either engine. On PostgreSQL (instances may share the outbox) a delivery is
+ * taken with a lease (`leased_by`, `lease_until`):
  * `claim` takes due deliveries of a session that no live lease holds, at most what the session's
  * concurrency leaves over all instances; an expired lease (its instance died) is taken over. On
  * PostgreSQL the claim locks the session (an advisory transaction lock) and skips rows another
@@ -128,8 +129,9 @@ export class WebhooksStore {
     claim: { limit: number; owner: string; leaseMs: number; perSession: number; held: readonly number[] },
   ): Promise<{ rows: DueRow[]; atLimit: boolean }> {
     const { owner, held } = claim;
+    const db = this.db;
+    if (!(db instanceof PostgresDb)) return this.#due(sessionId, now, claim.limit, held);
     const take = async (tx: Db) => {
-      const pg = tx.engine === 'postgres';
       // Live leases of every instance (this one's in flight included; its own limit is the caller's).
       const busy =
         (await tx.value<number>("SELECT COUNT(*) FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND lease_until > ?", [
@@ -140,21 +142,35 @@ export class WebhooksStore {
       // At the session's limit over all instances: a slot freed wakes the dispatchers (see complete).
       const atLimit = claim.perSession - busy <= claim.limit;
       if (room <= 0) return { rows: [], atLimit };
-      const skip = held.length ? ` AND id NOT IN (${held.map(() => '?').join(', ')})` : '';
       const rows = await tx.all<DueRow & { next_attempt_at: number }>(
         `UPDATE webhooks_dispatches SET leased_by = ?, lease_until = ? WHERE id IN (
-           SELECT id FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)${skip}
-           ORDER BY next_attempt_at, id LIMIT ?${pg ? ' FOR UPDATE SKIP LOCKED' : ''})
+           SELECT id FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
+             AND id <> ALL(?::bigint[])
+           ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED)
          RETURNING id, session_id, webhook_id, url, body, attempt_count, next_attempt_at`,
-        [owner, now + claim.leaseMs, sessionId, now, now, ...held, room],
+        [owner, now + claim.leaseMs, sessionId, now, now, held, room],
       );
       rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
       return { rows: rows.map(({ next_attempt_at: _at, ...row }) => row), atLimit };
     };
-    // On PostgreSQL one claim per session at a time over all instances: the session's advisory
-    // lock, then READ COMMITTED, so the count sees the leases the claim before committed (a
-    // SERIALIZABLE snapshot taken before the lock was granted would not).
-    return this.db instanceof PostgresDb ? this.db.withAdvisoryLock(LOCK_SPACE * 2 ** 21 + (sessionId % 2 ** 21), take) : this.db.transaction(take);
+    // One claim per session at a time over all instances: the session's advisory lock, then READ
+    // COMMITTED, so the count sees the leases the claim before committed (a SERIALIZABLE snapshot
+    // taken before the lock was granted would not).
+    return db.withAdvisoryLock(LOCK_SPACE * 2 ** 21 + (sessionId % 2 ** 21), take);
+  }
+
+  /**
+   * SQLite, one process: due deliveries read as they are, no lease written (what is in flight is
+   * held in the dispatcher's memory; the hot path stays one read). The held ones are skipped here.
+   */
+  async #due(sessionId: number, now: number, limit: number, held: readonly number[]): Promise<{ rows: DueRow[]; atLimit: boolean }> {
+    const rows = await this.db.all<DueRow>(
+      `SELECT id, session_id, webhook_id, url, body, attempt_count FROM webhooks_dispatches
+       WHERE session_id = ? AND status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`,
+      [sessionId, now, limit + held.length],
+    );
+    const skip = new Set(held);
+    return { rows: rows.filter((r) => !skip.has(r.id)).slice(0, limit), atLimit: false };
   }
 
   /** When the session's next delivery not takeable now can be taken (its due time or its lease's end), or null. */
@@ -172,12 +188,6 @@ export class WebhooksStore {
     return this.db.all<{ session_id: number; due: number }>(
       `SELECT session_id, MIN(${TAKEABLE_AT}) AS due FROM webhooks_dispatches WHERE status = 'pending' GROUP BY session_id`,
     );
-  }
-
-  /** Gives back every lease: at start on SQLite, where this process is the only one that delivers (a lease left is a dead process's). */
-  async releaseAll(): Promise<number> {
-    return (await this.db.run("UPDATE webhooks_dispatches SET leased_by = NULL, lease_until = NULL WHERE status = 'pending' AND leased_by IS NOT NULL"))
-      .changes;
   }
 
   /** Gives back the leases `owner` holds on deliveries not finished (a shutdown): another instance takes them at once. */
