@@ -70,9 +70,4 @@ export class ScopedDb implements Db {
     if (scope) return fn(scope.tx);
     return this.#root.transaction((tx) => this.#als.run({ tx, state: new Map() }, () => fn(tx)));
   }
-
-  /** Runs `fn` outside any transaction of the current context (work that must not join it). */
-  outside<T>(fn: () => T): T {
-    return this.#als.exit(fn);
-  }
 }

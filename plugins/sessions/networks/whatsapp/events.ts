@@ -89,6 +89,9 @@ export class EventMapper {
     const toRead: WAMessageKey[] = [];
     const toReject: { id: string; from: string }[] = [];
     await this.#host.transaction(async () => {
+      // On PostgreSQL this may run again (a serialization failure): what an attempt collected goes with it.
+      toRead.length = 0;
+      toReject.length = 0;
       const session = await this.#host.session(ctx.sessionId);
       if (!session) return;
       // The LID <-> phone pairs the messages reveal first: the contact updates of the same batch name LIDs.
