@@ -15,6 +15,8 @@ import type { Db, Params } from '../../core/db.ts';
 /** What one outermost transaction carries. */
 export interface Scope {
   readonly tx: Db;
+  /** False once the transaction's attempt ended: work it scheduled (a timer, a promise left running) no longer joins it. */
+  open: boolean;
   /** Per-transaction state of whoever asks (a store's snapshot, a recorder's pending events), by owner. */
   readonly state: Map<object, unknown>;
 }
@@ -33,11 +35,12 @@ export class ScopedDb implements Db {
 
   /** The transaction in progress in this async context, or undefined. */
   get scope(): Scope | undefined {
-    return this.#als.getStore();
+    const scope = this.#als.getStore();
+    return scope?.open ? scope : undefined;
   }
 
   #db(): Db {
-    return this.#als.getStore()?.tx ?? this.#root;
+    return this.scope?.tx ?? this.#root;
   }
 
   one<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T | undefined> {
@@ -66,8 +69,15 @@ export class ScopedDb implements Db {
    * may run again after a serialization failure: no effects outside the database in it.
    */
   transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
-    const scope = this.#als.getStore();
-    if (scope) return fn(scope.tx);
-    return this.#root.transaction((tx) => this.#als.run({ tx, state: new Map() }, () => fn(tx)));
+    const current = this.scope;
+    if (current) return fn(current.tx);
+    return this.#root.transaction(async (tx) => {
+      const scope: Scope = { tx, state: new Map(), open: true };
+      try {
+        return await this.#als.run(scope, () => fn(tx));
+      } finally {
+        scope.open = false;
+      }
+    });
   }
 }
