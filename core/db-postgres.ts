@@ -216,6 +216,23 @@ export class PostgresDb extends PgQueries implements DbHandle {
     }
   }
 
+  /**
+   * LISTENs on `channel` on a dedicated connection (not the pool's: a pooled connection goes back
+   * to the pool between queries) and calls `fn` with each notification's payload. Returns the
+   * function that stops listening. A broken connection is not reopened: `onError` is told, and
+   * callers keep a periodic safety net (the webhooks dispatcher's resync).
+   */
+  async listen(channel: string, fn: (payload: string) => void, onError?: (err: Error) => void): Promise<() => Promise<void>> {
+    const client = new pg.Client(this.pool.options as pg.ClientConfig);
+    client.on('error', (err) => onError?.(err));
+    await client.connect();
+    client.on('notification', (message) => {
+      if (message.channel === channel) fn(message.payload ?? '');
+    });
+    await client.query(`LISTEN ${client.escapeIdentifier(channel)}`);
+    return () => client.end().catch(() => {});
+  }
+
   async ping(): Promise<boolean> {
     return (await this.value<number>('SELECT 1')) === 1;
   }

@@ -144,32 +144,35 @@ export class SqliteDb implements DbHandle {
   }
 
   async one<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T | undefined> {
-    if (this.#busy) await this.#idle();
+    while (this.#busy) await this.#busy;
     return this.#q.one<T>(sql, params);
   }
 
   async all<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T[]> {
-    if (this.#busy) await this.#idle();
+    while (this.#busy) await this.#busy;
     return this.#q.all<T>(sql, params);
   }
 
   async value<T = unknown>(sql: string, params?: Params): Promise<T | undefined> {
-    if (this.#busy) await this.#idle();
+    while (this.#busy) await this.#busy;
     return this.#q.value<T>(sql, params);
   }
 
   async run(sql: string, params?: Params): Promise<{ changes: number }> {
-    if (this.#busy) await this.#idle();
+    while (this.#busy) await this.#busy;
     return this.#q.run(sql, params);
   }
 
   async exec(sql: string): Promise<void> {
-    if (this.#busy) await this.#idle();
+    while (this.#busy) await this.#busy;
     this.#q.exec(sql);
   }
 
   async transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
-    await this.#idle();
+    // The check and the claim in one turn: callers that waited for the same transaction to end
+    // resume one by one, and each finds the connection free or taken (an `await this.#idle()`
+    // here would let two of them through before either claims it).
+    while (this.#busy) await this.#busy;
     let release!: () => void;
     this.#busy = new Promise((resolve) => (release = resolve));
     try {

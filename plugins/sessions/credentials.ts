@@ -64,9 +64,9 @@ export function messagingCredentials(options: {
   auth.register({
     name: 'sessions:session-key',
     source: { bearer: (token) => token.startsWith(SESSION_KEY_PREFIX) },
-    resolve(token): SessionKeyPrincipal | null {
+    async resolve(token): Promise<SessionKeyPrincipal | null> {
       if (!SESSION_KEY_SHAPE.test(token)) return null;
-      const session = store.sessionByKeyHash(sha256Hex(token));
+      const session = await store.sessionByKeyHash(sha256Hex(token));
       if (!session) return null;
       const principal: SessionKeyPrincipal = { kind: 'sessionKey', sessionId: session.id, orgId: session.orgId };
       resolved.set(principal, session);
@@ -83,13 +83,13 @@ export function messagingCredentials(options: {
     source: { bearer: (token) => token.startsWith(PAT_PREFIX) },
     async resolve(token): Promise<PatPrincipal | null> {
       if (!PAT_SHAPE.test(token)) return null;
-      const row = store.patByHash(sha256Hex(token));
+      const row = await store.patByHash(sha256Hex(token));
       if (!row || row.revoked_at) return null;
       const now = new Date();
       if (row.expires_at && Date.parse(row.expires_at) <= now.getTime()) return null;
       // A token acts for its user in its organization: it stops when the user leaves it.
       if (!(await identity.roleOf(row.user_id, row.org_id))) return null;
-      if (!row.last_used_at || now.getTime() - Date.parse(row.last_used_at) >= lastUsedResolutionMs) store.touchPat(row.id, now.toISOString());
+      if (!row.last_used_at || now.getTime() - Date.parse(row.last_used_at) >= lastUsedResolutionMs) await store.touchPat(row.id, now.toISOString());
       return { kind: 'pat', patId: row.id, orgId: row.org_id, userId: row.user_id };
     },
     async describe(principal) {
@@ -110,9 +110,9 @@ export function messagingCredentials(options: {
       kinds: ['sessionKey'],
       needs: 'session API key',
       schemes: ['sessionApiKey'],
-      load: (ctx, principal) => {
+      load: async (ctx, principal) => {
         const key = principal as SessionKeyPrincipal;
-        const session = resolved.get(key) ?? store.session(key.sessionId);
+        const session = resolved.get(key) ?? (await store.session(key.sessionId));
         if (!session) throw new WharfError('unauthorized', 'Invalid or expired credential');
         return { session, network: options.network(session), actor: { kind: 'sessionKey', id: String(session.id), userId: null, address: ctx.ip || null } };
       },

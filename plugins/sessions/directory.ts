@@ -23,24 +23,24 @@ export class Directory {
 
   async saveContact({ session, network, actor }: ConnectedSession, input: { jid: string; fullName: string }): Promise<Contact> {
     const contact = await network.upsertContact(session, input);
-    this.#sessions.audit(session, actor, 'contact.saved', { jid: contact.id });
+    await this.#sessions.audit(session, actor, 'contact.saved', { jid: contact.id });
     return contact;
   }
 
   async setBlocked({ session, network, actor }: ConnectedSession, jid: string, blocked: boolean): Promise<void> {
     await network.setBlocked(session, jid, blocked);
-    this.#sessions.audit(session, actor, blocked ? 'contact.blocked' : 'contact.unblocked', { jid });
+    await this.#sessions.audit(session, actor, blocked ? 'contact.blocked' : 'contact.unblocked', { jid });
   }
 
   async createGroup({ session, network, actor }: ConnectedSession, subject: string, participants: string[]): Promise<GroupMetadata> {
     const group = await network.createGroup(session, subject, participants);
-    this.#sessions.audit(session, actor, 'group.created', { jid: group.id, participants: group.size - 1 });
+    await this.#sessions.audit(session, actor, 'group.created', { jid: group.id, participants: group.size - 1 });
     return group;
   }
 
   async acceptInvite({ session, network, actor }: ConnectedSession, code: string): Promise<string> {
     const jid = await network.acceptGroupInvite(session, code);
-    this.#sessions.audit(session, actor, 'group.invite_accepted', { jid });
+    await this.#sessions.audit(session, actor, 'group.invite_accepted', { jid });
     return jid;
   }
 
@@ -52,7 +52,7 @@ export class Directory {
   ): Promise<ParticipantResult[]> {
     const results = await network.updateParticipants(session, jid, action, participants);
     const done = results.filter((r) => r.status === 200).map((r) => r.id);
-    if (done.length) this.#sessions.audit(session, actor, PARTICIPANT_ACTIONS[action], { jid, participants: done });
+    if (done.length) await this.#sessions.audit(session, actor, PARTICIPANT_ACTIONS[action], { jid, participants: done });
     return results;
   }
 
@@ -62,12 +62,12 @@ export class Directory {
     settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean },
   ): Promise<GroupMetadata> {
     const group = await network.updateGroupSettings(session, jid, settings);
-    this.#sessions.audit(session, actor, 'group.settings_updated', { jid, fields: Object.keys(settings) });
+    await this.#sessions.audit(session, actor, 'group.settings_updated', { jid, fields: Object.keys(settings) });
     return group;
   }
 
   async leaveGroup({ session, network, actor }: ConnectedSession, jid: string): Promise<void> {
     await network.leaveGroup(session, jid);
-    this.#sessions.audit(session, actor, 'group.left', { jid });
+    await this.#sessions.audit(session, actor, 'group.left', { jid });
   }
 }

@@ -38,6 +38,7 @@ import { statusRoutes } from './routes/status.ts';
 import { webhookEventRoutes } from './routes/webhook-events.ts';
 import { whatsappSessionRoutes } from './routes/whatsapp-sessions.ts';
 import { Sessions } from './service.ts';
+import { ScopedDb } from './scoped-db.ts';
 import { SessionsStore } from './store.ts';
 import type { SessionsService } from './types.ts';
 
@@ -47,8 +48,11 @@ export default definePlugin({
   dependsOn: ['identity'],
   config: sessionsConfig,
   migrations,
-  setup({ config, core, db, keys, auth, api, log, metrics, use, every }) {
+  engines: ['sqlite', 'postgres'],
+  setup({ config, core, data, keys, auth, api, log, metrics, use, every }) {
     const identity = use('identity');
+    // One view of the data layer for every store of the plugin: inside a transaction, queries join it.
+    const db = new ScopedDb(data);
     const store = new SessionsStore(db, keys);
     const proxyCheck = { allowPrivate: config.allow_private_networks, resolve: systemResolver, timeoutMs: config.dns_timeout_ms };
     const sessions = new Sessions(store, new EventRecorder(store, log), (self) =>
@@ -111,8 +115,8 @@ export default definePlugin({
 
     const day = 86_400_000;
     const daysAgo = (days: number) => new Date(Date.now() - days * day).toISOString();
-    every('prune-events-and-logs', 3_600_000, () => {
-      const removed = store.prune({
+    every('prune-events-and-logs', 3_600_000, async () => {
+      const removed = await store.prune({
         events: daysAgo(config.event_retention_days),
         messages: daysAgo(config.message_log_retention_days),
         statusLogs: daysAgo(config.session_log_retention_days),

@@ -6,6 +6,7 @@
  * in one transaction.
  */
 import { randomUUID } from 'node:crypto';
+import { ConstraintError } from '../../core/db.ts';
 import { type FieldErrors, WharfError } from '../../core/errors.ts';
 import { newSessionKey, newWebhookSecret } from './credentials.ts';
 import type { ConnectRequest, ConnectResult, PairingQr } from './networks/types.ts';
@@ -29,7 +30,7 @@ function invalid(fields: FieldErrors): WharfError {
 }
 
 function isUniqueViolation(err: unknown): boolean {
-  return (err as { code?: unknown })?.code === 'SQLITE_CONSTRAINT_UNIQUE';
+  return err instanceof ConstraintError && err.kind === 'unique';
 }
 
 const NUMBER_TAKEN = { phone_number: ['phone_number is already used by another session of this organization'] };
@@ -49,13 +50,15 @@ export class SessionAdmin {
   }
 
   /** The organization's sessions with their API keys. */
-  list(account: Account): { session: SessionRecord; apiKey: string }[] {
+  async list(account: Account): Promise<{ session: SessionRecord; apiKey: string }[]> {
     const { store } = this.#sessions;
-    return store.sessionsOfOrg(account.orgId).map((session) => ({ session, apiKey: store.secrets(session.id).apiKey }));
+    const list = [];
+    for (const session of await store.sessionsOfOrg(account.orgId)) list.push({ session, apiKey: (await store.secrets(session.id)).apiKey });
+    return list;
   }
 
-  detail(session: SessionRecord): SessionDetail {
-    return { session, ...this.#sessions.store.secrets(session.id) };
+  async detail(session: SessionRecord): Promise<SessionDetail> {
+    return { session, ...(await this.#sessions.store.secrets(session.id)) };
   }
 
   /** Creates a session (and, for a network without pairing, connects it) in one transaction: all or nothing. */
@@ -67,8 +70,8 @@ export class SessionAdmin {
     const key = newSessionKey();
     const now = new Date().toISOString();
     try {
-      const created = sessions.transaction(() => {
-        const id = store.insertSession(
+      const created = await sessions.transaction(async () => {
+        const id = await store.insertSession(
           {
             ...changesOf(input),
             orgId: account.orgId,
@@ -82,16 +85,16 @@ export class SessionAdmin {
         );
         if (!input.phone_number) {
           let phone = `+1555${String(id).padStart(7, '0')}`;
-          for (let n = 1; store.sessionByPhone(account.orgId, phone); n++) phone = `+1555${String(id).padStart(7, '0')}${n}`;
-          store.updateSession(id, { phone_number: phone }, now);
+          for (let n = 1; await store.sessionByPhone(account.orgId, phone); n++) phone = `+1555${String(id).padStart(7, '0')}${n}`;
+          await store.updateSession(id, { phone_number: phone }, now);
         }
-        if (input.proxy_url) store.setProxyUrl(id, input.proxy_url, now);
-        const session = store.session(id)!;
-        sessions.audit(session, account.actor, 'session.created', { type, fields: Object.keys(input).filter((k) => k !== 'proxy_url') });
+        if (input.proxy_url) await store.setProxyUrl(id, input.proxy_url, now);
+        const session = (await store.session(id))!;
+        await sessions.audit(session, account.actor, 'session.created', { type, fields: Object.keys(input).filter((k) => k !== 'proxy_url') });
         // A network without pairing has its sessions connected from birth, reported like any connection.
         const network = sessions.network(session);
-        if (network && network.capabilities.pairing.length === 0) sessions.host(type)!.setStatus(id, 'connected', `${type} session created`);
-        return store.session(id)!;
+        if (network && network.capabilities.pairing.length === 0) await sessions.host(type)!.setStatus(id, 'connected', `${type} session created`);
+        return (await store.session(id))!;
       });
       return this.detail(created);
     } catch (err) {
@@ -106,37 +109,37 @@ export class SessionAdmin {
     await this.#check(account.orgId, input, session.id);
     const now = new Date().toISOString();
     try {
-      this.#sessions.transaction(() => {
-        store.updateSession(session.id, changesOf(input), now);
-        if (input.proxy_url !== undefined) store.setProxyUrl(session.id, input.proxy_url, now);
-        this.#sessions.audit(session, account.actor, 'session.updated', { fields: Object.keys(input) });
+      await this.#sessions.transaction(async () => {
+        await store.updateSession(session.id, changesOf(input), now);
+        if (input.proxy_url !== undefined) await store.setProxyUrl(session.id, input.proxy_url, now);
+        await this.#sessions.audit(session, account.actor, 'session.updated', { fields: Object.keys(input) });
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw invalid(NUMBER_TAKEN);
       throw err;
     }
-    return this.detail(store.session(session.id)!);
+    return this.detail((await store.session(session.id))!);
   }
 
   /** Sets or clears the proxy (checked like any setting). */
   async setProxy(account: Account, session: SessionRecord, proxyUrl: string | null): Promise<SessionDetail> {
     const { store } = this.#sessions;
     await this.#check(account.orgId, { proxy_url: proxyUrl }, session.id);
-    this.#sessions.transaction(() => {
-      store.setProxyUrl(session.id, proxyUrl, new Date().toISOString());
-      this.#sessions.audit(session, account.actor, 'session.proxy_updated', { proxy: proxyUrl === null ? 'cleared' : 'set' });
+    await this.#sessions.transaction(async () => {
+      await store.setProxyUrl(session.id, proxyUrl, new Date().toISOString());
+      await this.#sessions.audit(session, account.actor, 'session.proxy_updated', { proxy: proxyUrl === null ? 'cleared' : 'set' });
     });
-    return this.detail(store.session(session.id)!);
+    return this.detail((await store.session(session.id))!);
   }
 
   /** Deletes a session: its network forgets it, a last session.status is recorded, its key stops working. */
   async remove(account: Account, session: SessionRecord): Promise<void> {
     const sessions = this.#sessions;
     await sessions.network(session)?.forget(session);
-    sessions.transaction(() => {
-      sessions.emit(session.id, 'session.status', { status: 'disconnected', reason: 'session deleted' });
-      sessions.audit(session, account.actor, 'session.deleted', { name: session.name, phone_number: session.phoneNumber });
-      sessions.store.deleteSession(session.id);
+    await sessions.transaction(async () => {
+      await sessions.emit(session.id, 'session.status', { status: 'disconnected', reason: 'session deleted' });
+      await sessions.audit(session, account.actor, 'session.deleted', { name: session.name, phone_number: session.phoneNumber });
+      await sessions.store.deleteSession(session.id);
     });
   }
 
@@ -147,7 +150,7 @@ export class SessionAdmin {
       throw invalid({ phone_number: [`a ${session.type} session does not pair by phone code`] });
     }
     const result = await network.connect(session, request);
-    this.#sessions.audit(session, account.actor, 'session.connect', { status: result.status });
+    await this.#sessions.audit(session, account.actor, 'session.connect', { status: result.status });
     return result;
   }
 
@@ -170,7 +173,7 @@ export class SessionAdmin {
   async disconnect(account: Account, session: SessionRecord): Promise<ConnectResult> {
     const network = this.#sessions.network(session);
     const result = network ? await network.disconnect(session) : { status: session.status, message: 'Session is not connected' };
-    this.#sessions.audit(session, account.actor, 'session.disconnect', { status: result.status });
+    await this.#sessions.audit(session, account.actor, 'session.disconnect', { status: result.status });
     return result;
   }
 
@@ -179,27 +182,27 @@ export class SessionAdmin {
     const network = sessions.network(session);
     requireConnected(session, network);
     const result = await network.restart(session);
-    sessions.transaction(() => {
-      sessions.sessionLog(session.id, 'session_restarted', result.status);
-      sessions.audit(session, account.actor, 'session.restart', { status: result.status });
+    await sessions.transaction(async () => {
+      await sessions.sessionLog(session.id, 'session_restarted', result.status);
+      await sessions.audit(session, account.actor, 'session.restart', { status: result.status });
     });
     return result;
   }
 
   /** Replaces the API key; the old one fails from the next request on. Returns the new key. */
-  regenerateKey(account: Account, session: SessionRecord): string {
+  async regenerateKey(account: Account, session: SessionRecord): Promise<string> {
     const key = newSessionKey();
-    this.#sessions.transaction(() => {
-      this.#sessions.store.setApiKey(session.id, key.key, key.hash, new Date().toISOString());
-      this.#sessions.audit(session, account.actor, 'session.api_key_regenerated');
+    await this.#sessions.transaction(async () => {
+      await this.#sessions.store.setApiKey(session.id, key.key, key.hash, new Date().toISOString());
+      await this.#sessions.audit(session, account.actor, 'session.api_key_regenerated');
     });
     return key.key;
   }
 
-  setSigning(account: Account, session: SessionRecord, mode: SigningMode): void {
-    this.#sessions.transaction(() => {
-      this.#sessions.store.updateSession(session.id, { webhook_signing: mode }, new Date().toISOString());
-      this.#sessions.audit(session, account.actor, 'session.webhook_signing_updated', { mode });
+  async setSigning(account: Account, session: SessionRecord, mode: SigningMode): Promise<void> {
+    await this.#sessions.transaction(async () => {
+      await this.#sessions.store.updateSession(session.id, { webhook_signing: mode }, new Date().toISOString());
+      await this.#sessions.audit(session, account.actor, 'session.webhook_signing_updated', { mode });
     });
   }
 
@@ -207,28 +210,28 @@ export class SessionAdmin {
    * Replaces the webhook secret in one transaction with the rotation hooks and the audit row;
    * returns the new secret and until when the old one still signs deliveries (null: not kept).
    */
-  rotateWebhookSecret(account: Account, session: SessionRecord): { secret: string; previousValidUntil: Date | null } {
+  rotateWebhookSecret(account: Account, session: SessionRecord): Promise<{ secret: string; previousValidUntil: Date | null }> {
     const sessions = this.#sessions;
     const secret = newWebhookSecret();
-    return sessions.transaction(() => {
+    return sessions.transaction(async () => {
       const rotatedAt = new Date();
-      const previousSecret = sessions.store.secrets(session.id).webhookSecret;
-      sessions.store.setWebhookSecret(session.id, secret, rotatedAt.toISOString());
-      const previousValidUntil = sessions.secretRotated({ sessionId: session.id, orgId: session.orgId, previousSecret, rotatedAt });
-      sessions.audit(session, account.actor, 'session.webhook_secret_rotated', { previous_valid_until: previousValidUntil?.toISOString() ?? null });
+      const previousSecret = (await sessions.store.secrets(session.id)).webhookSecret;
+      await sessions.store.setWebhookSecret(session.id, secret, rotatedAt.toISOString());
+      const previousValidUntil = await sessions.secretRotated({ sessionId: session.id, orgId: session.orgId, previousSecret, rotatedAt });
+      await sessions.audit(session, account.actor, 'session.webhook_secret_rotated', { previous_valid_until: previousValidUntil?.toISOString() ?? null });
       return { secret, previousValidUntil };
     });
   }
 
-  messageLogs(session: SessionRecord, options: { status?: MessageStatus; page: number; perPage: number }): Page<MessageRow> {
+  messageLogs(session: SessionRecord, options: { status?: MessageStatus; page: number; perPage: number }): Promise<Page<MessageRow>> {
     return this.#sessions.store.messageLogs(session.id, options);
   }
 
-  statusLogs(session: SessionRecord, page: number, perPage: number): Page<StatusLogRow> {
+  statusLogs(session: SessionRecord, page: number, perPage: number): Promise<Page<StatusLogRow>> {
     return this.#sessions.store.statusLogs(session.id, page, perPage);
   }
 
-  auditLogs(session: SessionRecord, page: number, perPage: number): Page<AuditRow> {
+  auditLogs(session: SessionRecord, page: number, perPage: number): Promise<Page<AuditRow>> {
     return this.#sessions.store.auditLogs(session.id, session.orgId, page, perPage);
   }
 
@@ -244,7 +247,7 @@ export class SessionAdmin {
       if (problem) fields.webhook_url = [problem];
     }
     if (input.phone_number) {
-      const other = this.#sessions.store.sessionByPhone(orgId, input.phone_number);
+      const other = await this.#sessions.store.sessionByPhone(orgId, input.phone_number);
       if (other && other.id !== sessionId) fields.phone_number = [`phone_number is already used by session ${other.id} of this organization`];
     }
     if (Object.keys(fields).length) throw invalid(fields);

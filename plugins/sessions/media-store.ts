@@ -4,7 +4,7 @@
  * (`GET /api/decrypted-media/{id}`, plaintext kept here). The id is the URL's only credential,
  * so it is always unguessable.
  */
-import type { Database } from '../../core/db.ts';
+import type { Db } from '../../core/db.ts';
 
 export type MediaKind = 'upload' | 'decrypted';
 
@@ -22,30 +22,27 @@ export interface MediaRow {
 }
 
 export class MediaStore {
-  readonly #s;
+  readonly #db: Db;
 
-  constructor(db: Database) {
-    this.#s = {
-      insert: db.prepare(
-        `INSERT INTO sessions_media (id, kind, org_id, session_id, mimetype, file_name, size, bytes, expires_at, created_at)
-         VALUES (@id, @kind, @org_id, @session_id, @mimetype, @file_name, @size, @bytes, @expires_at, @created_at)`,
-      ),
-      live: db.prepare('SELECT * FROM sessions_media WHERE id = ? AND kind = ? AND expires_at > ?'),
-      prune: db.prepare('DELETE FROM sessions_media WHERE expires_at <= ?'),
-    };
+  constructor(db: Db) {
+    this.#db = db;
   }
 
-  insert(row: MediaRow): void {
-    this.#s.insert.run(row);
+  async insert(row: MediaRow): Promise<void> {
+    await this.#db.run(
+      `INSERT INTO sessions_media (id, kind, org_id, session_id, mimetype, file_name, size, bytes, expires_at, created_at)
+       VALUES (@id, @kind, @org_id, @session_id, @mimetype, @file_name, @size, @bytes, @expires_at, @created_at)`,
+      row as unknown as Record<string, unknown>,
+    );
   }
 
   /** The row of a URL that has not expired at `now` (ISO 8601); undefined otherwise. */
-  live(id: string, kind: MediaKind, now: string): MediaRow | undefined {
-    return this.#s.live.get(id, kind, now) as MediaRow | undefined;
+  live(id: string, kind: MediaKind, now: string): Promise<MediaRow | undefined> {
+    return this.#db.one<MediaRow>('SELECT * FROM sessions_media WHERE id = ? AND kind = ? AND expires_at > ?', [id, kind, now]);
   }
 
   /** Deletes expired rows; returns how many. */
-  prune(now: string): number {
-    return this.#s.prune.run(now).changes;
+  async prune(now: string): Promise<number> {
+    return (await this.#db.run('DELETE FROM sessions_media WHERE expires_at <= ?', [now])).changes;
   }
 }

@@ -77,8 +77,8 @@ export class MediaUrls {
   /** The uploaded file a public URL names (its last segment); 404 when unknown or expired. */
   async uploaded(fileParam: string | undefined): Promise<ServedMedia> {
     const id = MEDIA_FILE.exec(fileParam ?? '')?.[1];
-    const row = id ? this.#store.live(id, 'upload', new Date().toISOString()) : undefined;
-    const session = row && this.#sessions.get(row.session_id);
+    const row = id ? await this.#store.live(id, 'upload', new Date().toISOString()) : undefined;
+    const session = row && (await this.#sessions.get(row.session_id));
     const network = session && this.#sessions.network(session);
     const stored = network && (await network.uploadedMedia(session, row.id));
     if (!row || !stored) throw new WharfError('not_found', 'Media not found or expired');
@@ -93,10 +93,10 @@ export class MediaUrls {
   }
 
   /** Makes a media URL live for its kind's lifetime; the plaintext of decrypted media is kept with it. */
-  #record(kind: MediaKind, id: string, session: { id: number; orgId: string }, file: StoredMedia, path: string): MediaUrl {
+  async #record(kind: MediaKind, id: string, session: { id: number; orgId: string }, file: StoredMedia, path: string): Promise<MediaUrl> {
     const now = new Date();
     const expiresAt = new Date(now.getTime() + (kind === 'upload' ? this.#uploadTtlMs : this.#decryptedTtlMs)).toISOString();
-    this.#store.insert({
+    await this.#store.insert({
       id,
       kind,
       org_id: session.orgId,
@@ -112,9 +112,9 @@ export class MediaUrls {
   }
 
   /** The plaintext a decrypted-media URL names; 404 when unknown or expired. */
-  decrypted(idParam: string | undefined): ServedMedia {
+  async decrypted(idParam: string | undefined): Promise<ServedMedia> {
     const id = MEDIA_FILE.exec(idParam ?? '')?.[1];
-    const row = id ? this.#store.live(id, 'decrypted', new Date().toISOString()) : undefined;
+    const row = id ? await this.#store.live(id, 'decrypted', new Date().toISOString()) : undefined;
     if (!row?.bytes) throw new WharfError('not_found', 'Media not found or expired');
     return { file: { bytes: row.bytes, mimetype: row.mimetype, fileName: row.file_name }, expiresAt: row.expires_at };
   }

@@ -78,7 +78,7 @@ export class Messages {
     await this.#protect(session);
     const target = recipientOf(request.to)!;
     const keyId = newMessageId();
-    const msgId = store.insertMessage(
+    const msgId = await store.insertMessage(
       {
         sessionId: session.id,
         keyId,
@@ -91,13 +91,13 @@ export class Messages {
       new Date().toISOString(),
     );
     await this.#dispatch({ session, network }, { msgId, keyId, jid: target.jid }, request, quoted, true);
-    return { msgId, jid: request.to, status: store.message(session.id, msgId)!.status };
+    return { msgId, jid: request.to, status: (await store.message(session.id, msgId))!.status };
   }
 
   /** Sends a failed message again (its content was logged). */
   async resend({ session, network }: ConnectedSession, msgParam: string | undefined): Promise<SendOutcome> {
     const { store } = this.#sessions;
-    const row = this.#row(session, msgParam);
+    const row = await this.#row(session, msgParam);
     if (row.status !== 'failed') throw invalid('msgId', `only failed messages can be resent (message ${row.id} is ${row.status})`);
     if (row.request === null) throw invalid('msgId', `message ${row.id} cannot be resent: its content was not logged (log_messages is off)`);
     // Logged from a validated request by send().
@@ -105,14 +105,14 @@ export class Messages {
     const quoted = await this.#quoted({ session, network }, request.replyTo);
     await this.#protect(session);
     const keyId = newMessageId();
-    store.messageRetry(row.id, keyId, { id: keyId, remoteJid: row.jid, fromMe: true }, new Date().toISOString());
+    await store.messageRetry(row.id, keyId, { id: keyId, remoteJid: row.jid, fromMe: true }, new Date().toISOString());
     await this.#dispatch({ session, network }, { msgId: row.id, keyId, jid: row.jid }, request, quoted, false);
-    return { msgId: row.id, jid: row.recipient, status: store.message(session.id, row.id)!.status };
+    return { msgId: row.id, jid: row.recipient, status: (await store.message(session.id, row.id))!.status };
   }
 
   /** What the log knows of a message this session sent. */
-  info(session: SessionRecord, msgParam: string | undefined) {
-    const row = this.#row(session, msgParam);
+  async info(session: SessionRecord, msgParam: string | undefined) {
+    const row = await this.#row(session, msgParam);
     return {
       msgId: row.id,
       key: JSON.parse(row.remote_key) as MessageKey,
@@ -126,18 +126,18 @@ export class Messages {
   }
 
   async edit({ session, network }: ConnectedSession, msgParam: string | undefined, text: string): Promise<SendOutcome> {
-    const row = this.#row(session, msgParam);
+    const row = await this.#row(session, msgParam);
     if (row.status === 'failed' || row.status === 'in_progress') throw invalid('msgId', `message ${row.id} was not sent (status: ${row.status})`);
     const node = await network.editMessage(session, JSON.parse(row.remote_key) as MessageKey, text);
-    this.#sessions.store.messageEdited(row.id, session.logMessages ? node : null, new Date().toISOString());
+    await this.#sessions.store.messageEdited(row.id, session.logMessages ? node : null, new Date().toISOString());
     return { msgId: row.id, jid: row.recipient, status: row.status };
   }
 
   /** Deletes a message for everyone (one never sent only leaves the log). */
   async remove({ session, network }: ConnectedSession, msgParam: string | undefined): Promise<number> {
-    const row = this.#row(session, msgParam);
+    const row = await this.#row(session, msgParam);
     if (row.status !== 'failed' && row.status !== 'in_progress') await network.deleteMessage(session, JSON.parse(row.remote_key) as MessageKey);
-    this.#sessions.store.messageDeleted(row.id, new Date().toISOString());
+    await this.#sessions.store.messageDeleted(row.id, new Date().toISOString());
     return row.id;
   }
 
@@ -154,7 +154,7 @@ export class Messages {
   ): Promise<{ key: MessageKey; target: MessageKey }> {
     let key: MessageKey;
     if (target.msgId !== undefined) {
-      const row = this.#row(session, String(target.msgId));
+      const row = await this.#row(session, String(target.msgId));
       if (STATUS_RANK[row.status] < STATUS_RANK.sent) throw invalid('msgId', `message ${row.id} was not sent (status: ${row.status})`);
       key = JSON.parse(row.remote_key) as MessageKey;
     } else {
@@ -167,7 +167,7 @@ export class Messages {
    * Makes the session's network deliver an inbound text to it (a network with the `receive`
    * capability: the sandbox), audited in the same transaction. Answers the key the session sees.
    */
-  receive({ session, network, actor }: ActingSession, input: SimulatedInbound): MessageKey {
+  receive({ session, network, actor }: ActingSession, input: SimulatedInbound): Promise<MessageKey> {
     if (!network?.capabilities.receive || !network.receive) {
       throw new WharfError('validation_failed', 'Sandbox receive works only on sandbox sessions.', {
         fields: {
@@ -176,9 +176,9 @@ export class Messages {
       });
     }
     const receive = network.receive.bind(network);
-    return this.#sessions.transaction(() => {
-      const key = receive(session, input);
-      this.#sessions.audit(session, actor, 'sandbox.receive', { chat: input.chat, from: input.from });
+    return this.#sessions.transaction(async () => {
+      const key = await receive(session, input);
+      await this.#sessions.audit(session, actor, 'sandbox.receive', { chat: input.chat, from: input.from });
       return key;
     });
   }
@@ -196,9 +196,9 @@ export class Messages {
   }
 
   /** A message of this session's log by path id; 404 for a missing or deleted one. */
-  #row(session: SessionRecord, param: string | undefined): MessageRow {
+  async #row(session: SessionRecord, param: string | undefined): Promise<MessageRow> {
     const id = /^[1-9]\d{0,15}$/.test(param ?? '') ? Number(param) : 0;
-    const row = id ? this.#sessions.store.message(session.id, id) : undefined;
+    const row = id ? await this.#sessions.store.message(session.id, id) : undefined;
     if (!row || row.deleted_at) throw new WharfError('not_found', 'Message not found');
     return row;
   }
@@ -206,7 +206,7 @@ export class Messages {
   /** The message a send replies to (by msgId, a message of this session not deleted), with its node when known; 422 otherwise. */
   async #quoted({ session, network }: Omit<ConnectedSession, 'actor'>, replyTo: number | undefined): Promise<Quoted | undefined> {
     if (replyTo === undefined) return undefined;
-    const original = this.#sessions.store.message(session.id, replyTo);
+    const original = await this.#sessions.store.message(session.id, replyTo);
     if (!original || original.deleted_at) throw invalid('replyTo', `no message ${replyTo} in this session`);
     const key = JSON.parse(original.remote_key) as MessageKey;
     return { key, message: original.message ? (JSON.parse(original.message) as MessageNode) : ((await network.findMessage(session, key.id))?.message ?? null) };
@@ -232,8 +232,8 @@ export class Messages {
       });
     } catch (thrown) {
       const err = toWharfError(thrown);
-      if (err.status < 500 && fresh) store.dropMessage(row.msgId);
-      else store.messageFailed(session.id, row.msgId, err.message, new Date().toISOString());
+      if (err.status < 500 && fresh) await store.dropMessage(row.msgId);
+      else await store.messageFailed(session.id, row.msgId, err.message, new Date().toISOString());
       throw thrown;
     }
   }

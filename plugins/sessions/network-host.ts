@@ -2,78 +2,78 @@
  * The {@link NetworkHost} a network adapter reports through: status changes with the session
  * log, the message log's acks, inbound messages with the session's filters, and every event.
  * One host per network: its lookups see that network's sessions only. Every call joins the
- * current transaction, in which the session row is read once.
+ * current transaction (of the async context), in which the session row is read once.
  */
 import { VIEW_OF_CHAT } from './events.ts';
 import type { MessageKey, NetworkHost, ReceiptStatus } from './networks/types.ts';
 import type { EventRecorder } from './recorder.ts';
 import { STATUS_RANK, type SessionsStore } from './store.ts';
-import type { SessionType } from './types.ts';
+import type { SessionRecord, SessionType } from './types.ts';
 
 export function networkHost(type: SessionType, store: SessionsStore, recorder: EventRecorder): NetworkHost {
   const now = () => new Date().toISOString();
-  const transaction = <T>(fn: () => T): T => recorder.transaction(fn);
-  const ofType = (session: ReturnType<SessionsStore['session']>) => (session?.type === type ? session : undefined);
+  const transaction = <T>(fn: () => Promise<T>): Promise<T> => recorder.transaction(fn);
+  const ofType = (session: SessionRecord | undefined) => (session?.type === type ? session : undefined);
   return {
     transaction,
-    session: (id) => ofType(store.session(id)),
+    session: async (id) => ofType(await store.session(id)),
     sessionByPhone: (orgId, phoneNumber) => store.sessionByPhone(orgId, phoneNumber, type),
-    proxyUrl: (sessionId) => (ofType(store.session(sessionId)) ? store.secrets(sessionId).proxyUrl : null),
-    emit: (sessionId, event, data) => {
-      recorder.emit(sessionId, event, data);
+    proxyUrl: async (sessionId) => (ofType(await store.session(sessionId)) ? (await store.secrets(sessionId)).proxyUrl : null),
+    emit: async (sessionId, event, data) => {
+      await recorder.emit(sessionId, event, data);
     },
     setStatus: (sessionId, status, reason, options) =>
-      transaction(() => {
-        const session = store.session(sessionId);
+      transaction(async () => {
+        const session = await store.session(sessionId);
         if (!session) return;
         const changed = session.status !== status;
         // The same status again is news only when the adapter says so (a reconnect attempt that failed).
         if (!changed && !(options?.repeat && reason && reason !== session.statusReason)) return;
         const at = now();
-        store.setStatus(sessionId, status, reason ?? null, at);
-        store.statusLog(sessionId, changed ? 'status_change' : 'status_update', status, reason ?? null, at);
-        recorder.emit(sessionId, 'session.status', reason ? { status, reason } : { status });
+        await store.setStatus(sessionId, status, reason ?? null, at);
+        await store.statusLog(sessionId, changed ? 'status_change' : 'status_update', status, reason ?? null, at);
+        await recorder.emit(sessionId, 'session.status', reason ? { status, reason } : { status });
       }),
-    qrUpdated: (sessionId, qr) => {
-      recorder.emit(sessionId, 'qrcode.updated', { qr });
+    qrUpdated: async (sessionId, qr) => {
+      await recorder.emit(sessionId, 'qrcode.updated', { qr });
     },
     sent: (sessionId, msgId, key, message, timestamp) =>
-      transaction(() => {
-        const session = store.session(sessionId);
+      transaction(async () => {
+        const session = await store.session(sessionId);
         if (!session) return;
-        store.messageSent(sessionId, msgId, key, session.logMessages ? message : null, timestamp, now());
-        recorder.emit(sessionId, 'messages.upsert', { key, message, pushName: session.name, messageTimestamp: timestamp });
-        recorder.emit(sessionId, 'message.sent', { key, message, status: 'sent', msgId });
+        await store.messageSent(sessionId, msgId, key, session.logMessages ? message : null, timestamp, now());
+        await recorder.emit(sessionId, 'messages.upsert', { key, message, pushName: session.name, messageTimestamp: timestamp });
+        await recorder.emit(sessionId, 'message.sent', { key, message, status: 'sent', msgId });
       }),
     failed: (sessionId, msgId, error) =>
-      transaction(() => {
-        const row = store.message(sessionId, msgId);
+      transaction(async () => {
+        const row = await store.message(sessionId, msgId);
         if (!row) return;
-        store.messageFailed(sessionId, msgId, error, now());
-        recorder.emit(sessionId, 'messages.update', [{ key: JSON.parse(row.remote_key) as MessageKey, update: { status: 'error' }, msgId }]);
+        await store.messageFailed(sessionId, msgId, error, now());
+        await recorder.emit(sessionId, 'messages.update', [{ key: JSON.parse(row.remote_key) as MessageKey, update: { status: 'error' }, msgId }]);
       }),
     receipt: (sessionId, key, status: ReceiptStatus, userJid) =>
-      transaction(() => {
-        const row = store.messageByKey(sessionId, key.id);
+      transaction(async () => {
+        const row = await store.messageByKey(sessionId, key.id);
         if (row && STATUS_RANK[status] > STATUS_RANK[row.status] && row.status !== 'failed') {
-          store.messageStatus(row.id, status, now());
-          recorder.emit(sessionId, 'messages.update', [{ key, update: { status }, msgId: row.id }]);
+          await store.messageStatus(row.id, status, now());
+          await recorder.emit(sessionId, 'messages.update', [{ key, update: { status }, msgId: row.id }]);
         }
-        recorder.emit(sessionId, 'message-receipt.update', [
+        await recorder.emit(sessionId, 'message-receipt.update', [
           { key, receipt: { userJid, status, t: Math.floor(Date.now() / 1000) }, ...(row ? { msgId: row.id } : {}) },
         ]);
       }),
     inbound: (sessionId, message) =>
-      transaction(() => {
-        const session = store.session(sessionId);
+      transaction(async () => {
+        const session = await store.session(sessionId);
         if (!session) return false;
         if (message.chat === 'group' && session.ignoreGroups) return false;
         if (message.chat === 'newsletter' && session.ignoreChannels) return false;
         if (message.chat === 'broadcast' && session.ignoreBroadcasts) return false;
         const data = { key: message.key, message: message.message, pushName: message.pushName, messageTimestamp: message.messageTimestamp };
-        recorder.emit(sessionId, 'messages.upsert', data);
-        recorder.emit(sessionId, 'messages.received', data);
-        if (message.chat !== 'broadcast') recorder.emit(sessionId, VIEW_OF_CHAT[message.chat], data);
+        await recorder.emit(sessionId, 'messages.upsert', data);
+        await recorder.emit(sessionId, 'messages.received', data);
+        if (message.chat !== 'broadcast') await recorder.emit(sessionId, VIEW_OF_CHAT[message.chat], data);
         return true;
       }),
   };

@@ -21,11 +21,11 @@ export class PersonalAccessTokens {
   /** The tokens the caller may see: all of the organization's for owners and admins, else the caller's own. */
   async list(account: Account): Promise<PatRow[]> {
     const all = await this.#manages(account);
-    return this.#store.patsOfOrg(account.orgId).filter((t) => all || t.user_id === account.userId);
+    return (await this.#store.patsOfOrg(account.orgId)).filter((t) => all || t.user_id === account.userId);
   }
 
   /** Mints a token for the caller in its organization; the token itself is in the answer only. */
-  mint(account: Account, input: { name: string; expiresAt?: string | null }): { row: PatRow; token: string } {
+  async mint(account: Account, input: { name: string; expiresAt?: string | null }): Promise<{ row: PatRow; token: string }> {
     const now = new Date();
     let expiresAt: string | null = null;
     if (input.expiresAt) {
@@ -37,7 +37,7 @@ export class PersonalAccessTokens {
     }
     const pat = newPat();
     const createdBy = account.actor.kind === 'pat' ? `pat:${account.actor.id}` : account.actor.kind;
-    const row = this.#store.insertPat(
+    const row = await this.#store.insertPat(
       { orgId: account.orgId, userId: account.userId, name: input.name, hash: pat.hash, hint: pat.hint, createdBy, expiresAt },
       now.toISOString(),
     );
@@ -47,9 +47,9 @@ export class PersonalAccessTokens {
   /** Revokes a token by path id; 404 alike for a missing, revoked, foreign or not-yours one. */
   async revoke(account: Account, idParam: string | undefined): Promise<PatRow> {
     const id = /^[1-9]\d{0,15}$/.test(String(idParam)) ? Number(idParam) : 0;
-    const row = id ? this.#store.pat(id, account.orgId) : undefined;
+    const row = id ? await this.#store.pat(id, account.orgId) : undefined;
     if (!row || row.revoked_at || (row.user_id !== account.userId && !(await this.#manages(account)))) throw new WharfError('not_found', 'Token not found');
-    this.#store.revokePat(row.id, new Date().toISOString());
+    await this.#store.revokePat(row.id, new Date().toISOString());
     return row;
   }
 

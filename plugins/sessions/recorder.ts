@@ -1,11 +1,15 @@
 /**
  * The event recorder: transactions, and each event as a `sessions_events` row plus the
- * subscribers run inside the recording transaction (the webhooks outbox) and the listeners run
- * after the outermost transaction commits. An event carries the session row the transaction read
- * (once, see `SessionsStore.transaction`), so no subscriber reads it again.
+ * subscribers run inside the recording transaction (the webhooks outbox, writing with the
+ * transaction's `tx`) and the listeners run after the outermost transaction commits. An event
+ * carries the session row the transaction read (once, see `SessionsStore.session`), so no
+ * subscriber reads it again. On PostgreSQL a transaction may run again after a serialization
+ * failure: the events of a failed attempt are dropped with its scope, only the committed
+ * attempt's are announced.
  */
 import type { Logger } from '../../core/logger.ts';
 import type { EventName } from './events.ts';
+import type { Scope } from './scoped-db.ts';
 import type { SessionsStore } from './store.ts';
 import type { EmittedEvent, EventListener, EventSubscriber } from './types.ts';
 
@@ -14,44 +18,46 @@ export class EventRecorder {
   readonly #log: Logger;
   readonly #subscribers: EventSubscriber[] = [];
   readonly #listeners: EventListener[] = [];
-  #depth = 0;
-  /** Events recorded in the current outermost transaction, announced once it commits. */
-  #pending: EmittedEvent[] = [];
 
   constructor(store: SessionsStore, log: Logger) {
     this.#store = store;
     this.#log = log;
   }
 
-  /** Runs `fn` in one transaction (nesting allowed); events recorded inside are announced after the commit. */
-  transaction<T>(fn: () => T): T {
-    const mark = this.#pending.length;
-    this.#depth++;
-    let result: T;
-    try {
-      result = this.#store.transaction(fn);
-    } catch (err) {
-      this.#pending.length = mark;
-      throw err;
-    } finally {
-      this.#depth--;
-    }
-    if (this.#depth === 0 && !this.#store.db.inTransaction) this.#flush();
+  /** Events recorded in a transaction, announced once it commits. */
+  #pending(scope: Scope): EmittedEvent[] {
+    let pending = scope.state.get(this) as EmittedEvent[] | undefined;
+    if (!pending) scope.state.set(this, (pending = []));
+    return pending;
+  }
+
+  /** Runs `fn` in one transaction (nesting joins it); events recorded inside are announced after the commit. */
+  async transaction<T>(fn: () => Promise<T>): Promise<T> {
+    const { db } = this.#store;
+    if (db.scope) return fn();
+    let committed: Scope | undefined;
+    const result = await this.#store.transaction(() => {
+      committed = db.scope;
+      return fn();
+    });
+    const events = committed?.state.get(this) as EmittedEvent[] | undefined;
+    if (events) this.#flush(events);
     return result;
   }
 
   /** Records an event of a session, in the current transaction or a new one. */
-  emit(sessionId: number, event: EventName, data: unknown): EmittedEvent {
-    return this.transaction(() => {
-      const session = this.#store.session(sessionId);
+  emit(sessionId: number, event: EventName, data: unknown): Promise<EmittedEvent> {
+    return this.transaction(async () => {
+      const scope = this.#store.db.scope!;
+      const session = await this.#store.session(sessionId);
       if (!session) throw new Error(`event ${event} for unknown session ${sessionId}`);
       const now = new Date();
       const raw = JSON.stringify({ event, sessionId, timestamp: now.getTime(), data: data ?? null });
       const createdAt = now.toISOString();
-      const id = this.#store.insertEvent(sessionId, session.orgId, event, raw, createdAt);
+      const id = await this.#store.insertEvent(sessionId, session.orgId, event, raw, createdAt);
       const recorded: EmittedEvent = { id, sessionId, orgId: session.orgId, event, payload: JSON.parse(raw), createdAt, session };
-      for (const subscriber of this.#subscribers) subscriber(recorded);
-      this.#pending.push(recorded);
+      for (const subscriber of this.#subscribers) await subscriber(recorded, scope.tx);
+      this.#pending(scope).push(recorded);
       return recorded;
     });
   }
@@ -66,9 +72,7 @@ export class EventRecorder {
     return () => remove(this.#listeners, fn);
   }
 
-  #flush(): void {
-    const events = this.#pending;
-    this.#pending = [];
+  #flush(events: EmittedEvent[]): void {
     for (const event of events) {
       for (const listener of this.#listeners) {
         try {

@@ -69,19 +69,19 @@ export class Sessions implements SessionsService {
 
   // SessionsService
 
-  get(id: number): SessionRecord | undefined {
+  get(id: number): Promise<SessionRecord | undefined> {
     return this.store.session(id);
   }
 
-  webhookSecret(id: number): string | undefined {
+  webhookSecret(id: number): Promise<string | undefined> {
     return this.store.webhookSecret(id);
   }
 
-  transaction<T>(fn: () => T): T {
+  transaction<T>(fn: () => Promise<T>): Promise<T> {
     return this.#recorder.transaction(fn);
   }
 
-  emit(sessionId: number, event: EventName, data: unknown): EmittedEvent {
+  emit(sessionId: number, event: EventName, data: unknown): Promise<EmittedEvent> {
     return this.#recorder.emit(sessionId, event, data);
   }
 
@@ -93,7 +93,7 @@ export class Sessions implements SessionsService {
     return this.#recorder.afterEvent(fn);
   }
 
-  events(sessionId: number, options?: { afterId?: number; limit?: number; event?: EventName }): SessionEvent[] {
+  events(sessionId: number, options?: { afterId?: number; limit?: number; event?: EventName }): Promise<SessionEvent[]> {
     return this.store.events(sessionId, options);
   }
 
@@ -126,19 +126,19 @@ export class Sessions implements SessionsService {
   }
 
   /** Runs the rotation hooks (inside the rotating transaction); until when the previous secret still signs, or null. */
-  secretRotated(rotation: WebhookSecretRotation): Date | null {
+  async secretRotated(rotation: WebhookSecretRotation): Promise<Date | null> {
     let previousValidUntil: Date | null = null;
     for (const hook of this.#rotationHooks) {
-      const until = hook(rotation)?.previousValidUntil;
+      const until = (await hook(rotation, this.store.db.scope?.tx ?? this.store.db))?.previousValidUntil;
       if (until && (!previousValidUntil || until > previousValidUntil)) previousValidUntil = until;
     }
     return previousValidUntil;
   }
 
   /** A session of the caller's organization by path id; 404 alike for a missing and a foreign one. */
-  sessionOf(account: Account, idParam: string | undefined): SessionRecord {
+  async sessionOf(account: Account, idParam: string | undefined): Promise<SessionRecord> {
     const id = /^[1-9]\d{0,15}$/.test(idParam ?? '') ? Number(idParam) : Number.NaN;
-    const session = Number.isSafeInteger(id) ? this.store.sessionInOrg(id, account.orgId) : undefined;
+    const session = Number.isSafeInteger(id) ? await this.store.sessionInOrg(id, account.orgId) : undefined;
     if (!session) throw new WharfError('not_found', 'Session not found');
     return session;
   }
@@ -150,13 +150,13 @@ export class Sessions implements SessionsService {
     return { session, network, actor };
   }
 
-  audit(session: { id: number; orgId: string }, actor: Actor, action: string, details: Record<string, unknown> | null = null): void {
-    this.store.audit(session.id, session.orgId, action, actor, details, new Date().toISOString());
+  audit(session: { id: number; orgId: string }, actor: Actor, action: string, details: Record<string, unknown> | null = null): Promise<void> {
+    return this.store.audit(session.id, session.orgId, action, actor, details, new Date().toISOString());
   }
 
   /** A session log row without a status change (restarts, say). */
-  sessionLog(sessionId: number, eventType: string, status: SessionStatus, reason: string | null = null): void {
-    this.store.statusLog(sessionId, eventType, status, reason, new Date().toISOString());
+  sessionLog(sessionId: number, eventType: string, status: SessionStatus, reason: string | null = null): Promise<void> {
+    return this.store.statusLog(sessionId, eventType, status, reason, new Date().toISOString());
   }
 }
 

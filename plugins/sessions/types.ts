@@ -5,6 +5,7 @@
  * adapter contract, which this file refers to, is `networks/types.ts`.
  */
 import type { Credential } from '../../core/api.ts';
+import type { Db } from '../../core/db.ts';
 import type { EventName } from './events.ts';
 import type { NetworkAdapter, NetworkSession } from './networks/types.ts';
 
@@ -95,11 +96,11 @@ export interface EmittedEvent extends SessionEvent {
 
 /**
  * Called inside the transaction that records the event; a throw rolls the event (and the
- * operation that emitted it) back. A subscriber writes through its own store: every plugin's
- * store works on the app's one database connection, so those writes join the recording
- * transaction and commit with the event, or not at all.
+ * operation that emitted it) back. A subscriber writes with `tx`, the recording transaction, so
+ * its writes commit with the event, or not at all. On PostgreSQL the transaction may run again
+ * after a serialization failure (and the subscriber with it): no effects outside the database.
  */
-export type EventSubscriber = (event: EmittedEvent) => void;
+export type EventSubscriber = (event: EmittedEvent, tx: Db) => Promise<void> | void;
 /** Called after the transaction that recorded the event has committed. */
 export type EventListener = (event: EmittedEvent) => void;
 /** Checks a webhook URL being saved: a message (answered as a 422 on `webhook_url`) or null when fine. */
@@ -118,7 +119,7 @@ export interface WebhookSecretRotation {
  * through the hook's own store join it). Returns until when the previous secret still signs
  * deliveries, if the hook keeps it for a grace period.
  */
-export type WebhookSecretRotationHook = (rotation: WebhookSecretRotation) => { previousValidUntil?: Date } | undefined;
+export type WebhookSecretRotationHook = (rotation: WebhookSecretRotation, tx: Db) => Promise<{ previousValidUntil?: Date } | undefined>;
 
 /** The caller of an account-level operation: a personal access token or a signed-in user, in one organization. */
 export interface Account {
@@ -138,22 +139,25 @@ export interface ActingSession {
 
 export interface SessionsService {
   /** A session by id, whatever its organization (callers scope by `orgId` themselves). */
-  get(id: number): SessionRecord | undefined;
+  get(id: number): Promise<SessionRecord | undefined>;
   /** A session's webhook secret, decrypted; undefined when the session is gone. */
-  webhookSecret(id: number): string | undefined;
+  webhookSecret(id: number): Promise<string | undefined>;
   /**
    * Records an event of a session and runs the subscribers in the same transaction; the
    * post-commit listeners run once the outermost transaction commits.
    */
-  emit(sessionId: number, event: EventName, data: unknown): EmittedEvent;
-  /** Runs `fn` in one SQLite transaction (nesting allowed); events emitted inside are announced after the commit. */
-  transaction<T>(fn: () => T): T;
+  emit(sessionId: number, event: EventName, data: unknown): Promise<EmittedEvent>;
+  /**
+   * Runs `fn` in one transaction (nesting joins it); events emitted inside are announced after
+   * the commit. On PostgreSQL `fn` may run again after a serialization failure.
+   */
+  transaction<T>(fn: () => Promise<T>): Promise<T>;
   /** Subscribes inside the recording transaction (the webhooks outbox). Returns an unsubscribe function. */
   onEvent(fn: EventSubscriber): () => void;
   /** Subscribes after commit (wake a dispatcher, say). Returns an unsubscribe function. */
   afterEvent(fn: EventListener): () => void;
   /** Recorded events of a session after `afterId`, oldest first. */
-  events(sessionId: number, options?: { afterId?: number; limit?: number; event?: EventName }): SessionEvent[];
+  events(sessionId: number, options?: { afterId?: number; limit?: number; event?: EventName }): Promise<SessionEvent[]>;
   /** The canonical name of an event name or WasenderAPI alias; undefined when it is neither. */
   canonicalEvent(name: string): EventName | undefined;
   /** Adds a check run on every webhook URL saved through the session routes. */

@@ -119,6 +119,14 @@ export const webhooksConfig = z.strictObject({
     .max(60_000)
     .default(2000)
     .describe('On shutdown, how long deliveries in flight may finish, in milliseconds; the rest are cut and sent again after the restart (at least once).'),
+  lease_seconds: z
+    .int()
+    .min(1)
+    .max(3600)
+    .default(60)
+    .describe(
+      'How long an instance holds a delivery it took from the outbox, in seconds (renewed by nothing: keep it above timeout_ms). Another instance takes over a delivery whose lease expired (its instance died).',
+    ),
 });
 
 export type WebhooksConfig = z.output<typeof webhooksConfig>;

@@ -4,15 +4,19 @@
  * own slots; records every attempt; reschedules failures with backoff and jitter (Retry-After
  * honoured within the schedule) and abandons a delivery after its last attempt.
  *
- * The outbox in SQLite is the only truth: what is in flight is remembered in memory only, so a
- * delivery in flight when the process dies is still pending (and due) in the database, and is
- * sent again after the restart (at least once). Outcomes are written in batches (every few
- * milliseconds, in one transaction); until then their deliveries stay held in memory, so the
- * queue never hands one out twice.
+ * The outbox in the database is the only truth. On PostgreSQL a delivery is taken from it with a
+ * lease (see `WebhooksStore.claim`): several instances on one database share the outbox, each
+ * delivery goes out from one of them at a time, the per-session concurrency holds over all of
+ * them, and a delivery whose instance died (its lease expired) is taken over. A delivery in
+ * flight when its process dies is still pending, and is sent again (at least once). Outcomes are
+ * written in batches (every few milliseconds, in one transaction) and release their leases; until
+ * then their deliveries stay held in memory, so the queue never hands one out twice.
  *
- * A new delivery starts in the turn its event's transaction commits, from the row just written,
- * when its session has nothing due before it and a slot is free; otherwise, and after a restart,
- * it is read from the outbox in its turn.
+ * On SQLite (one process) a new delivery starts in the turn its event's transaction commits,
+ * from the row just written, when its session has nothing due before it and a slot is free;
+ * otherwise, and after a restart, it is taken from the outbox in its turn. On PostgreSQL every
+ * delivery is taken from the outbox: the recording transaction NOTIFYs, and every instance's
+ * dispatcher (this one included) wakes at the commit and tries to claim it.
  */
 import type { Keys } from '../../core/keys.ts';
 import type { HttpClient } from './network.ts';
@@ -48,6 +52,10 @@ export interface DispatcherDeps {
   http: HttpClient;
   /** Called after each attempt, for metrics. */
   observe?(outcome: 'delivered' | 'failed' | 'abandoned', durationMs: number): void;
+  /** This instance, as the outbox's leases name it. */
+  owner: string;
+  /** Start a new delivery from the row just written, at the commit (one process: SQLite); else claim it from the outbox. */
+  direct: boolean;
 }
 
 interface Outcome {
@@ -76,7 +84,7 @@ export class WebhookDispatcher {
   /** Session id -> its decrypted secrets, valid while the session's updated_at is `stamp`. */
   readonly #secrets = new Map<number, CachedSecrets>();
   /** Session id -> the session as read after the commit being announced now (kept until the next microtask). */
-  readonly #fresh = new Map<number, SessionRecord | null>();
+  readonly #fresh = new Map<number, Promise<SessionRecord | undefined>>();
   #completions: Completion[] = [];
   #active = 0;
   #pumpQueued = false;
@@ -85,6 +93,10 @@ export class WebhookDispatcher {
   #timerAt = Number.POSITIVE_INFINITY;
   #closing = false;
   #closed = false;
+  /** A round of #fill is under way; `#refill`: another was asked for meanwhile. */
+  #filling = false;
+  #refill = false;
+  #flushing: Promise<void> = Promise.resolve();
   #idle: (() => void) | undefined;
 
   constructor(deps: DispatcherDeps) {
@@ -102,15 +114,19 @@ export class WebhookDispatcher {
     return this.#held.get(sessionId)?.has(dispatchId) ?? false;
   }
 
-  /** Reads the outbox (after a restart: everything pending, including what was in flight) and starts sending. */
-  start(): void {
-    this.resync();
+  /**
+   * Reads the outbox (after a restart: everything pending, including what was in flight) and
+   * starts sending. On PostgreSQL a dead instance's leases are taken over when they expire (SQLite
+   * writes none: one process holds what it sends in memory).
+   */
+  start(): Promise<void> {
+    return this.resync();
   }
 
   /** Re-reads every session's earliest due time from the outbox (at start, and now and then as a safety net). */
-  resync(): void {
+  async resync(): Promise<void> {
     if (this.#closing) return;
-    for (const { session_id, due } of this.#d.store.dueBySession()) this.markDue(session_id, due);
+    for (const { session_id, due } of await this.#d.store.dueBySession()) this.markDue(session_id, due);
   }
 
   /** A dispatch row was written for this event inside its transaction (`row`: the delivery, as the outbox holds it). */
@@ -135,23 +151,22 @@ export class WebhookDispatcher {
     const now = Date.now();
     const { config } = this.#d;
     const queued = this.#due.get(sessionId);
-    if ((queued === undefined || queued > now) && this.#active < config.concurrency && (this.#running.get(sessionId) ?? 0) < config.concurrency_per_session) {
-      let session: SessionRecord | null | undefined = this.#fresh.get(sessionId);
-      try {
-        // The session as it is now, after the commit (the read the queue makes once per round),
-        // read once for every event the transaction recorded: they are announced together.
-        if (session === undefined) {
-          session = this.#d.sessions.get(sessionId) ?? null;
-          if (this.#fresh.size === 0) queueMicrotask(() => this.#fresh.clear());
-          this.#fresh.set(sessionId, session);
-        }
-      } catch (err) {
-        this.#d.log.error({ err }, 'webhook dispatcher failed to read the session; the delivery waits its turn in the queue');
+    if (
+      this.#d.direct &&
+      (queued === undefined || queued > now) &&
+      this.#active < config.concurrency &&
+      (this.#running.get(sessionId) ?? 0) < config.concurrency_per_session
+    ) {
+      // The session as it is now, after the commit (the read the queue makes once per round),
+      // read once for every event the transaction recorded: they are announced together.
+      let session = this.#fresh.get(sessionId);
+      if (session === undefined) {
+        session = this.#d.sessions.get(sessionId);
+        if (this.#fresh.size === 0) queueMicrotask(() => this.#fresh.clear());
+        this.#fresh.set(sessionId, session);
       }
-      if (session !== undefined) {
-        this.#start(row, session ?? undefined);
-        return;
-      }
+      this.#start(row, session);
+      return;
     }
     this.markDue(sessionId, now);
   }
@@ -193,17 +208,32 @@ export class WebhookDispatcher {
   #pump(): void {
     this.#pumpQueued = false;
     if (this.#closing) return;
-    try {
-      if (this.#completions.length >= FLUSH_BATCH) this.#flush();
-      this.#fill();
-    } catch (err) {
-      this.#d.log.error({ err }, 'webhook dispatcher failed to read or write the outbox; retrying in a second');
-      this.#wakeAt(Date.now() + 1000);
+    if (this.#filling) {
+      this.#refill = true;
+      return;
     }
+    this.#filling = true;
+    const round = async () => {
+      if (this.#completions.length >= FLUSH_BATCH) await this.#flush();
+      await this.#fill();
+    };
+    round()
+      .catch((err: unknown) => {
+        this.#d.log.error({ err }, 'webhook dispatcher failed to read or write the outbox; retrying in a second');
+        this.#wakeAt(Date.now() + 1000);
+      })
+      .finally(() => {
+        this.#filling = false;
+        if (this.#refill) {
+          this.#refill = false;
+          this.#wakeAt(0);
+        }
+      });
   }
 
-  #fill(): void {
-    const { config, store } = this.#d;
+  async #fill(): Promise<void> {
+    const { config, store, owner } = this.#d;
+    const leaseMs = config.lease_seconds * 1000;
     const now = Date.now();
     let next = Number.POSITIVE_INFINITY;
     const served: number[] = [];
@@ -219,18 +249,30 @@ export class WebhookDispatcher {
       let started = 0;
       // The session as it is now, read once for every delivery of it started in this round: its
       // current URL, subscription and signing apply to what is still to be sent.
-      let session: SessionRecord | null | undefined;
-      for (const row of store.due(sessionId, now, room + (held?.size ?? 0))) {
-        if (started >= room) break;
-        if (held?.has(row.id)) continue;
-        session ??= this.#d.sessions.get(sessionId) ?? null;
-        this.#start(row, session ?? undefined);
+      let session: Promise<SessionRecord | undefined> | undefined;
+      const { rows: claimed, atLimit } = await store.claim(sessionId, now, {
+        limit: room,
+        owner,
+        leaseMs,
+        perSession: config.concurrency_per_session,
+        held: [...(held ?? [])],
+      });
+      if (this.#closing) return;
+      for (const row of claimed) {
+        session ??= this.#d.sessions.get(sessionId);
+        this.#start(row, session);
         started++;
       }
-      if (started < room) {
-        // Nothing else is due now: wait for the next retry time of this session, if any. Retry
-        // times not yet written are marked again when they are.
-        const later = store.nextDue(sessionId, now);
+      if (atLimit) {
+        // At its limit over all instances the session stays due: a slot freed here or elsewhere
+        // (NOTIFY at the commit of an outcome) wakes this dispatcher, and so does the end of the
+        // first live lease (an instance that died frees its slots then).
+        const later = await store.nextDue(sessionId, now);
+        if (later !== null) next = Math.min(next, later);
+      } else if (claimed.length < room) {
+        // Nothing else can be taken now: wait for the next retry time (or lease end) of this
+        // session, if any. Retry times not yet written are marked again when they are.
+        const later = await store.nextDue(sessionId, now);
         if (later === null) this.#due.delete(sessionId);
         else {
           this.#due.set(sessionId, later);
@@ -250,19 +292,33 @@ export class WebhookDispatcher {
   }
 
   /** Writes finished attempts in one transaction, then releases their ids and marks their retry times. */
-  #flush(): void {
+  #flush(): Promise<void> {
     clearTimeout(this.#flushTimer);
     this.#flushTimer = undefined;
-    if (this.#completions.length === 0) return;
+    if (this.#completions.length === 0) return this.#flushing;
     const batch = this.#completions;
     this.#completions = [];
-    this.#d.store.complete(batch, Date.now());
+    // One write at a time, in order; a failed write puts its outcomes back for the next one.
+    const write = this.#flushing.then(() => this.#write(batch));
+    this.#flushing = write.catch(() => {});
+    return write;
+  }
+
+  async #write(batch: Completion[]): Promise<void> {
+    try {
+      await this.#d.store.complete(batch, Date.now(), this.#d.owner);
+    } catch (err) {
+      this.#completions.unshift(...batch);
+      throw err;
+    }
     for (const c of batch) {
       const held = this.#held.get(c.sessionId);
       held?.delete(c.dispatchId);
       if (held?.size === 0) this.#held.delete(c.sessionId);
       if (c.status === 'pending' && c.nextAttemptAt !== null) this.markDue(c.sessionId, c.nextAttemptAt);
     }
+    // Leases released (PostgreSQL): what waited behind them can be taken now.
+    if (!this.#d.direct && this.#due.size) this.#wakeAt(0);
   }
 
   #completed(completion: Completion): void {
@@ -273,19 +329,17 @@ export class WebhookDispatcher {
       this.#flushTimer ??= setTimeout(() => {
         this.#flushTimer = undefined;
         if (this.#closing) return;
-        try {
-          this.#flush();
-        } catch (err) {
+        this.#flush().catch((err: unknown) => {
           this.#d.log.error({ err }, 'writing webhook outcomes failed; retrying in a second');
           this.#flushTimer = setTimeout(() => this.#wakeAt(0), 1000);
-        }
+        });
       }, FLUSH_DELAY_MS);
     }
     // The slot is free now: start the next delivery without waiting for the write.
     this.#wakeAt(0);
   }
 
-  #start(row: DueRow, session: SessionRecord | undefined): void {
+  #start(row: DueRow, session: Promise<SessionRecord | undefined>): void {
     this.#active++;
     this.#running.set(row.session_id, (this.#running.get(row.session_id) ?? 0) + 1);
     let held = this.#held.get(row.session_id);
@@ -375,12 +429,12 @@ export class WebhookDispatcher {
   }
 
   /** The session's secret and, during a rotation's grace period, its previous one; decrypted once per change of the session. */
-  #secretsOf(sessionId: number, stamp: string, now: number): { secret: string; previous: string | undefined } | undefined {
+  async #secretsOf(sessionId: number, stamp: string, now: number): Promise<{ secret: string; previous: string | undefined } | undefined> {
     let cached = this.#secrets.get(sessionId);
     if (!cached || cached.stamp !== stamp) {
-      const secret = this.#d.sessions.webhookSecret(sessionId);
+      const secret = await this.#d.sessions.webhookSecret(sessionId);
       if (secret === undefined) return undefined;
-      const previous = this.#d.store.previousSecret(sessionId, now);
+      const previous = await this.#d.store.previousSecret(sessionId, now);
       cached = {
         stamp,
         secret,
@@ -392,12 +446,13 @@ export class WebhookDispatcher {
     return { secret: cached.secret, previous: cached.previousUntil > now ? cached.previous : undefined };
   }
 
-  async #attempt(row: DueRow, session: SessionRecord | undefined, signal: AbortSignal): Promise<AttemptResult> {
+  async #attempt(row: DueRow, pending: Promise<SessionRecord | undefined>, signal: AbortSignal): Promise<AttemptResult> {
     const { config } = this.#d;
+    const session = await pending;
     if (!session) return { kind: 'dropped', reason: 'session deleted: not delivered' };
     if (!session.webhookEnabled) return { kind: 'dropped', reason: 'webhook disabled: not delivered' };
     if (!session.webhookUrl) return { kind: 'dropped', reason: 'webhook URL removed: not delivered' };
-    const secrets = this.#secretsOf(row.session_id, session.updatedAt, Date.now());
+    const secrets = await this.#secretsOf(row.session_id, session.updatedAt, Date.now());
     if (!secrets) return { kind: 'dropped', reason: 'session deleted: not delivered' };
     // The session's current URL: a receiver moved meanwhile gets what is still to be sent.
     const url = new URL(session.webhookUrl);
@@ -500,8 +555,12 @@ export class WebhookDispatcher {
     // Let the cut attempts settle, so none records anything after the database is closed.
     while (this.#active > 0) await new Promise((r) => setImmediate(r));
     this.#closed = true;
+    while (this.#filling) await new Promise((r) => setImmediate(r));
     try {
-      this.#flush();
+      await this.#flushing;
+      await this.#flush();
+      // What this instance still holds (cut short, or claimed and not started) is free at once for another instance.
+      await this.#d.store.release(this.#d.owner);
     } catch (err) {
       this.#d.log.error({ err }, 'writing the last webhook outcomes failed; those deliveries will be sent again');
     }

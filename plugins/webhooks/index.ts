@@ -1,10 +1,14 @@
 /**
  * The webhooks plugin: every recorded session event that matches the session's subscription
- * (webhook_enabled, webhook_events) gets a dispatch row in a durable SQLite outbox, written in the
- * transaction that records the event; a dispatcher POSTs them, signed, retried with backoff, at
- * least once across crashes; dispatch records and redelivery are served under /api/dispatches.
+ * (webhook_enabled, webhook_events) gets a dispatch row in a durable outbox (SQLite or PostgreSQL),
+ * written in the transaction that records the event; a dispatcher POSTs them, signed, retried with
+ * backoff, at least once across crashes; dispatch records and redelivery are served under
+ * /api/dispatches. On PostgreSQL several instances share the outbox: deliveries are taken with
+ * leases, and a new one wakes every instance at once (NOTIFY at the commit, LISTEN here).
  */
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { PostgresDb } from '../../core/db-postgres.ts';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { definePlugin } from '../../core/plugin.ts';
 import type { EventName, SessionRecord } from '../sessions/types.ts';
@@ -14,7 +18,7 @@ import { migrations } from './migrations.ts';
 import { systemResolver } from '../../core/net.ts';
 import { addressPolicy, checkWebhookUrl, lazyGuardedAgent } from './network.ts';
 import { dispatchRoutes } from './routes/dispatches.ts';
-import { WebhooksStore } from './store.ts';
+import { WAKE_CHANNEL, WebhooksStore } from './store.ts';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -33,9 +37,10 @@ export default definePlugin({
   dependsOn: ['sessions'],
   config: webhooksConfig,
   migrations,
-  setup({ config, db, keys, log, api, metrics, use, every }) {
+  engines: ['sqlite', 'postgres'],
+  async setup({ config, data, keys, log, api, metrics, use, every }) {
     const sessions = use('sessions');
-    const store = new WebhooksStore(db);
+    const store = new WebhooksStore(data);
     const policy = addressPolicy({ allowPrivateNetworks: config.allow_private_networks, allowedNetworks: config.allowed_networks });
     const http = lazyGuardedAgent({ policy, resolve: systemResolver, connectTimeoutMs: Math.min(config.timeout_ms, 10_000) });
 
@@ -58,6 +63,8 @@ export default definePlugin({
       log: log.child({ plugin: 'webhooks' }),
       config,
       http,
+      owner: `${hostname()}:${process.pid}:${randomUUID()}`,
+      direct: data.engine === 'sqlite',
       observe(outcome, durationMs) {
         attempts.inc({ outcome });
         if (outcome !== 'abandoned' || durationMs > 0) durations.observe(durationMs / 1000);
@@ -74,10 +81,11 @@ export default definePlugin({
 
     sessions.addWebhookUrlCheck((url) => checkWebhookUrl(url, { policy, resolve: systemResolver, timeoutMs: config.dns_timeout_ms }));
 
-    // Inside the transaction that records the event: the outbox row, written through this
-    // plugin's store on the app's one connection, commits with it, or neither does. The event
-    // carries the session as that transaction read it: its subscription is not read again.
-    const unsubscribe = sessions.onEvent((event) => {
+    // Inside the transaction that records the event: the outbox row, written with its `tx`,
+    // commits with it, or neither does. The event carries the session as that transaction read
+    // it: its subscription is not read again. On PostgreSQL the transaction may run again: the
+    // dispatcher only remembers the row (by event id) until the commit is announced.
+    const unsubscribe = sessions.onEvent(async (event, tx) => {
       const { session } = event;
       if (!subscribed(session, event.event)) return;
       const row = {
@@ -87,37 +95,51 @@ export default definePlugin({
         body: JSON.stringify(event.payload),
         attempt_count: 0,
       };
-      const id = store.enqueue(
+      const id = await store.enqueue(
         { orgId: event.orgId, sessionId: row.session_id, eventId: event.id, webhookId: row.webhook_id, event: event.event, url: row.url, body: row.body },
         Date.now(),
+        tx,
       );
       dispatcher.enqueued(event.id, { id, ...row });
     });
     const unlisten = sessions.afterEvent((event) => dispatcher.committed(event.id, event.sessionId));
-    const unrotate = sessions.onWebhookSecretRotated((rotation) => {
+    const unrotate = sessions.onWebhookSecretRotated(async (rotation, tx) => {
       const until = rotation.rotatedAt.getTime() + config.secret_rotation_grace_seconds * 1000;
-      store.setPreviousSecret(rotation.sessionId, keys.encrypt(rotation.previousSecret, previousSecretContext(rotation.sessionId)), until);
+      await store.setPreviousSecret(rotation.sessionId, keys.encrypt(rotation.previousSecret, previousSecretContext(rotation.sessionId)), until, tx);
       dispatcher.forgetSecrets(rotation.sessionId);
       return config.secret_rotation_grace_seconds > 0 ? { previousValidUntil: new Date(until) } : undefined;
     });
 
-    const prune = () => {
+    const prune = async () => {
       try {
         const now = Date.now();
-        const removed = store.prune(now - config.retention_days * DAY, now);
+        const removed = await store.prune(now - config.retention_days * DAY, now);
         if (removed) log.info({ removed }, 'pruned old webhook dispatch records');
       } catch (err) {
         log.error({ err }, 'pruning webhook dispatch records failed');
       }
     };
-    prune();
+    await prune();
     every('prune-dispatch-records', HOUR, prune);
     every('resync-outbox', RESYNC_MS, () => dispatcher.resync());
-    dispatcher.start();
+    // Other instances' new deliveries (PostgreSQL): their NOTIFY, delivered at their commit, wakes this dispatcher.
+    const unlistenWake =
+      data instanceof PostgresDb
+        ? await data.listen(
+            WAKE_CHANNEL,
+            (payload) => {
+              const sessionId = Number(payload);
+              if (Number.isSafeInteger(sessionId)) dispatcher.markDue(sessionId, Date.now());
+            },
+            (err) => log.warn({ err }, 'the webhook wake-up connection broke; new deliveries of other instances are found by the periodic resync'),
+          )
+        : async () => {};
+    await dispatcher.start();
 
     return {
       routes: [dispatchRoutes({ api, sessions, store, dispatcher, maxAttempts: config.max_attempts })],
       async close() {
+        await unlistenWake();
         unsubscribe();
         unlisten();
         unrotate();

@@ -1,11 +1,9 @@
 /** The webhooks plugin's tables. Shipped migrations are never edited; add new ones. */
 import type { Migration } from '../../core/plugin.ts';
+import { onPostgres } from '../sessions/migrations.ts';
 
-export const migrations: Migration[] = [
-  {
-    id: '001-webhooks',
-    up(db) {
-      db.exec(`
+/** 001-webhooks */
+const S001 = `
         -- The outbox: one row per event per matching subscription, written in the transaction that
         -- records the event, and the dispatch record the API shows. body holds the exact bytes
         -- sent (and signed) on every attempt. Times are Unix milliseconds. No foreign key to the
@@ -55,7 +53,24 @@ export const migrations: Migration[] = [
           secret_enc TEXT NOT NULL,
           expires_at INTEGER NOT NULL
         );
-      `);
-    },
+      `;
+
+const LEASES = `
+  ALTER TABLE webhooks_dispatches ADD COLUMN leased_by TEXT;
+  ALTER TABLE webhooks_dispatches ADD COLUMN lease_until INTEGER;
+`;
+
+export const migrations: Migration[] = [
+  {
+    id: '001-webhooks',
+    sqlite: S001,
+    postgres: onPostgres(S001),
+  },
+  {
+    // Leases: the instance delivering a pending dispatch (leased_by) and until when (lease_until,
+    // Unix ms); an expired lease is taken over by another instance (see WebhooksStore.claim).
+    id: '002-leases',
+    sqlite: LEASES,
+    postgres: onPostgres(LEASES),
   },
 ];

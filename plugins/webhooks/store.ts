@@ -1,5 +1,6 @@
 /** The webhooks plugin's SQL: the outbox (dispatch records), their attempts, previous secrets. */
-import type { Database } from '../../core/db.ts';
+import type { Db } from '../../core/db.ts';
+import { PostgresDb } from '../../core/db-postgres.ts';
 
 export type DispatchStatus = 'pending' | 'delivered' | 'abandoned';
 
@@ -42,7 +43,7 @@ export interface AttemptRow {
   response: string | null;
 }
 
-/** The outcome of one attempt, written with the dispatch's new state in one statement pair. */
+/** The outcome of one attempt, written with the dispatch's new state (and its lease released) in one statement pair. */
 export interface Completion {
   dispatchId: number;
   sessionId: number;
@@ -74,123 +75,197 @@ export interface ListFilter {
   to?: number;
 }
 
+/** The channel an instance announces new deliveries on (PostgreSQL NOTIFY, payload: the session id). */
+/** The high bits of the advisory lock a claim takes per session ("whkd"; the session id in the low 21 bits). */
+const LOCK_SPACE = 0x77686b64;
+
+export const WAKE_CHANNEL = 'wharf_webhooks';
+
+/** When a pending delivery can next be taken: its due time, or its lease's end if that is later. */
+const TAKEABLE_AT = 'CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at THEN lease_until ELSE next_attempt_at END';
+
 const COLUMNS = `id, org_id, session_id, event_id, webhook_id, event, url, status, attempt_count, last_status_code, last_error,
   next_attempt_at, redelivery_of, created_at, updated_at, finished_at`;
 
+/**
+ * On the data layer, either engine. On PostgreSQL (instances may share the outbox) a delivery is
+ * taken with a lease (`leased_by`, `lease_until`):
+ * `claim` takes due deliveries of a session that no live lease holds, at most what the session's
+ * concurrency leaves over all instances; an expired lease (its instance died) is taken over. On
+ * PostgreSQL the claim locks the session (an advisory transaction lock) and skips rows another
+ * transaction holds (`FOR UPDATE SKIP LOCKED`), so two instances never take one delivery at once.
+ */
 export class WebhooksStore {
-  readonly db: Database;
-  readonly #s;
+  readonly db: Db;
 
-  constructor(db: Database) {
+  constructor(db: Db) {
     this.db = db;
-    this.#s = {
-      insert: db.prepare(
-        `INSERT INTO webhooks_dispatches (org_id, session_id, event_id, webhook_id, event, url, body, status, next_attempt_at, redelivery_of, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
-      ),
-      due: db.prepare(
-        `SELECT id, session_id, webhook_id, url, body, attempt_count FROM webhooks_dispatches
-         WHERE session_id = ? AND status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`,
-      ),
-      nextDue: db.prepare("SELECT MIN(next_attempt_at) AS due FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND next_attempt_at > ?"),
-      dueBySession: db.prepare("SELECT session_id, MIN(next_attempt_at) AS due FROM webhooks_dispatches WHERE status = 'pending' GROUP BY session_id"),
-      attempt: db.prepare(
-        'INSERT INTO webhooks_attempts (dispatch_id, number, started_at, duration_ms, status_code, error, response) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      ),
-      complete: db.prepare(
-        `UPDATE webhooks_dispatches SET status = ?, attempt_count = ?, last_status_code = CASE ? WHEN 1 THEN ? ELSE last_status_code END, last_error = ?,
-           next_attempt_at = ?, url = COALESCE(?, url), updated_at = ?, finished_at = ? WHERE id = ? AND status = 'pending'`,
-      ),
-      abandonSession: db.prepare(
-        `UPDATE webhooks_dispatches SET status = 'abandoned', last_error = ?, next_attempt_at = NULL, updated_at = ?, finished_at = ?
-         WHERE session_id = ? AND status = 'pending'`,
-      ),
-      get: db.prepare(`SELECT ${COLUMNS} FROM webhooks_dispatches WHERE id = ? AND org_id = ?`),
-      body: db.prepare('SELECT body FROM webhooks_dispatches WHERE id = ?'),
-      attempts: db.prepare('SELECT * FROM webhooks_attempts WHERE dispatch_id = ? ORDER BY number'),
-      prune: db.prepare("DELETE FROM webhooks_dispatches WHERE status != 'pending' AND created_at < ?"),
-      setPrevious: db.prepare(
-        'INSERT INTO webhooks_previous_secrets (session_id, secret_enc, expires_at) VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET secret_enc = excluded.secret_enc, expires_at = excluded.expires_at',
-      ),
-      previous: db.prepare('SELECT secret_enc, expires_at FROM webhooks_previous_secrets WHERE session_id = ? AND expires_at > ?'),
-      prunePrevious: db.prepare('DELETE FROM webhooks_previous_secrets WHERE expires_at <= ?'),
-    };
   }
 
-  enqueue(
+  /** Writes a delivery into the outbox with `db`: the recording transaction's, for an event. */
+  async enqueue(
     input: { orgId: string; sessionId: number; eventId: number; webhookId: string; event: string; url: string; body: string; redeliveryOf?: number },
     now: number,
-  ): number {
-    const info = this.#s.insert.run(
-      input.orgId,
-      input.sessionId,
-      input.eventId,
-      input.webhookId,
-      input.event,
-      input.url,
-      input.body,
-      now,
-      input.redeliveryOf ?? null,
-      now,
-      now,
-    );
-    return Number(info.lastInsertRowid);
+    db: Db = this.db,
+  ): Promise<number> {
+    const id = (await db.value<number>(
+      `INSERT INTO webhooks_dispatches (org_id, session_id, event_id, webhook_id, event, url, body, status, next_attempt_at, redelivery_of, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id`,
+      [input.orgId, input.sessionId, input.eventId, input.webhookId, input.event, input.url, input.body, now, input.redeliveryOf ?? null, now, now],
+    ))!;
+    // Other instances' dispatchers wake at the commit (a notification is delivered then, or never).
+    if (db.engine === 'postgres') await db.run('SELECT pg_notify(?, ?)', [WAKE_CHANNEL, String(input.sessionId)]);
+    return id;
   }
 
-  /** Due deliveries of a session, oldest first (including those in flight, which the caller skips). */
-  due(sessionId: number, now: number, limit: number): DueRow[] {
-    return this.#s.due.all(sessionId, now, limit) as DueRow[];
-  }
-
-  /** When the session's next not-yet-due delivery is due, or null. */
-  nextDue(sessionId: number, now: number): number | null {
-    return (this.#s.nextDue.get(sessionId, now) as { due: number | null }).due;
-  }
-
-  /** Every session with pending deliveries and the earliest due time of each. */
-  dueBySession(): { session_id: number; due: number }[] {
-    return this.#s.dueBySession.all() as { session_id: number; due: number }[];
-  }
-
-  /** Writes the outcomes of finished attempts, all in one transaction. */
-  complete(completions: readonly Completion[], now: number): void {
-    this.db.transaction(() => {
-      for (const c of completions) {
-        const changed = this.#s.complete.run(
-          c.status,
-          c.number,
-          c.recordAttempt ? 1 : 0,
-          c.statusCode,
-          c.status === 'delivered' ? null : c.error,
-          c.status === 'pending' ? c.nextAttemptAt : null,
-          c.url,
+  /**
+   * Takes up to `limit` due deliveries of a session for `owner` until `now + leaseMs`, oldest
+   * first, within what `perSession` leaves beside the live leases of every instance, skipping
+   * `held` (in flight here, or finished and not written yet).
+   */
+  claim(
+    sessionId: number,
+    now: number,
+    claim: { limit: number; owner: string; leaseMs: number; perSession: number; held: readonly number[] },
+  ): Promise<{ rows: DueRow[]; atLimit: boolean }> {
+    const { owner, held } = claim;
+    const db = this.db;
+    if (!(db instanceof PostgresDb)) return this.#due(sessionId, now, claim.limit, held);
+    const take = async (tx: Db) => {
+      // Live leases of every instance (this one's in flight included; its own limit is the caller's).
+      const busy =
+        (await tx.value<number>("SELECT COUNT(*) FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND lease_until > ?", [
+          sessionId,
           now,
-          c.status === 'pending' ? null : now,
-          c.dispatchId,
+        ])) ?? 0;
+      const room = Math.min(claim.limit, claim.perSession - busy);
+      // At the session's limit over all instances: a slot freed wakes the dispatchers (see complete).
+      const atLimit = claim.perSession - busy <= claim.limit;
+      if (room <= 0) return { rows: [], atLimit };
+      const rows = await tx.all<DueRow & { next_attempt_at: number }>(
+        `UPDATE webhooks_dispatches SET leased_by = ?, lease_until = ? WHERE id IN (
+           SELECT id FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
+             AND id <> ALL(?::bigint[])
+           ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED)
+         RETURNING id, session_id, webhook_id, url, body, attempt_count, next_attempt_at`,
+        [owner, now + claim.leaseMs, sessionId, now, now, held, room],
+      );
+      rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
+      return { rows: rows.map(({ next_attempt_at: _at, ...row }) => row), atLimit };
+    };
+    // One claim per session at a time over all instances: the session's advisory lock, then READ
+    // COMMITTED, so the count sees the leases the claim before committed (a SERIALIZABLE snapshot
+    // taken before the lock was granted would not).
+    return db.withAdvisoryLock(LOCK_SPACE * 2 ** 21 + (sessionId % 2 ** 21), take);
+  }
+
+  /**
+   * SQLite, one process: due deliveries read as they are, no lease written (what is in flight is
+   * held in the dispatcher's memory; the hot path stays one read). The held ones are skipped here.
+   */
+  async #due(sessionId: number, now: number, limit: number, held: readonly number[]): Promise<{ rows: DueRow[]; atLimit: boolean }> {
+    const rows = await this.db.all<DueRow>(
+      `SELECT id, session_id, webhook_id, url, body, attempt_count FROM webhooks_dispatches
+       WHERE session_id = ? AND status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`,
+      [sessionId, now, limit + held.length],
+    );
+    const skip = new Set(held);
+    return { rows: rows.filter((r) => !skip.has(r.id)).slice(0, limit), atLimit: false };
+  }
+
+  /** When the session's next delivery not takeable now can be taken (its due time or its lease's end), or null. */
+  async nextDue(sessionId: number, now: number): Promise<number | null> {
+    return (
+      (await this.db.value<number | null>(
+        `SELECT MIN(${TAKEABLE_AT}) FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND ${TAKEABLE_AT} > ?`,
+        [sessionId, now],
+      )) ?? null
+    );
+  }
+
+  /** Every session with pending deliveries and the earliest time one of them can be taken. */
+  dueBySession(): Promise<{ session_id: number; due: number }[]> {
+    return this.db.all<{ session_id: number; due: number }>(
+      `SELECT session_id, MIN(${TAKEABLE_AT}) AS due FROM webhooks_dispatches WHERE status = 'pending' GROUP BY session_id`,
+    );
+  }
+
+  /** Gives back the leases `owner` holds on deliveries not finished (a shutdown): another instance takes them at once. */
+  async release(owner: string): Promise<number> {
+    return (await this.db.run("UPDATE webhooks_dispatches SET leased_by = NULL, lease_until = NULL WHERE leased_by = ? AND status = 'pending'", [owner]))
+      .changes;
+  }
+
+  /**
+   * Writes the outcomes of finished attempts, all in one transaction, and releases their leases.
+   * An outcome whose lease another instance took over meanwhile (this one outlived it) is not
+   * written: that instance delivers again. Returns the ids written.
+   */
+  complete(completions: readonly Completion[], now: number, owner: string): Promise<Set<number>> {
+    return this.db.transaction(async (tx) => {
+      const written = new Set<number>();
+      const sessions = new Set<number>();
+      for (const c of completions) {
+        const changed = (
+          await tx.run(
+            `UPDATE webhooks_dispatches SET status = ?, attempt_count = ?, last_status_code = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS INTEGER) ELSE last_status_code END, last_error = ?,
+               next_attempt_at = ?, url = COALESCE(?, url), updated_at = ?, finished_at = ?, leased_by = NULL, lease_until = NULL
+             WHERE id = ? AND status = 'pending' AND (leased_by IS NULL OR leased_by = ?)`,
+            [
+              c.status,
+              c.number,
+              c.recordAttempt ? 1 : 0,
+              c.statusCode,
+              c.status === 'delivered' ? null : c.error,
+              c.status === 'pending' ? c.nextAttemptAt : null,
+              c.url,
+              now,
+              c.status === 'pending' ? null : now,
+              c.dispatchId,
+              owner,
+            ],
+          )
         ).changes;
-        if (changed && c.recordAttempt) this.#s.attempt.run(c.dispatchId, c.number, c.startedAt, c.durationMs, c.statusCode, c.error, c.response);
+        if (!changed) continue;
+        written.add(c.dispatchId);
+        sessions.add(c.sessionId);
+        if (c.recordAttempt) {
+          await tx.run(
+            'INSERT INTO webhooks_attempts (dispatch_id, number, started_at, duration_ms, status_code, error, response) VALUES (?, ?, ?, ?, ?, ?, ?)',
+            [c.dispatchId, c.number, c.startedAt, c.durationMs, c.statusCode, c.error, c.response],
+          );
+        }
       }
-    })();
+      // A slot of each of these sessions is free: every instance's dispatcher may take the next (at the commit).
+      if (tx.engine === 'postgres') for (const sessionId of sessions) await tx.run('SELECT pg_notify(?, ?)', [WAKE_CHANNEL, String(sessionId)]);
+      return written;
+    });
   }
 
   /** Abandons every pending delivery of a session (it was deleted). */
-  abandonSession(sessionId: number, reason: string, now: number): number {
-    return this.#s.abandonSession.run(reason, now, now, sessionId).changes;
+  async abandonSession(sessionId: number, reason: string, now: number): Promise<number> {
+    return (
+      await this.db.run(
+        `UPDATE webhooks_dispatches SET status = 'abandoned', last_error = ?, next_attempt_at = NULL, updated_at = ?, finished_at = ?, leased_by = NULL, lease_until = NULL
+         WHERE session_id = ? AND status = 'pending'`,
+        [reason, now, now, sessionId],
+      )
+    ).changes;
   }
 
-  get(id: number, orgId: string): DispatchRow | undefined {
-    return this.#s.get.get(id, orgId) as DispatchRow | undefined;
+  get(id: number, orgId: string): Promise<DispatchRow | undefined> {
+    return this.db.one<DispatchRow>(`SELECT ${COLUMNS} FROM webhooks_dispatches WHERE id = ? AND org_id = ?`, [id, orgId]);
   }
 
-  body(id: number): string | undefined {
-    return (this.#s.body.get(id) as { body: string } | undefined)?.body;
+  body(id: number): Promise<string | undefined> {
+    return this.db.value<string>('SELECT body FROM webhooks_dispatches WHERE id = ?', [id]);
   }
 
-  attempts(dispatchId: number): AttemptRow[] {
-    return this.#s.attempts.all(dispatchId) as AttemptRow[];
+  attempts(dispatchId: number): Promise<AttemptRow[]> {
+    return this.db.all<AttemptRow>('SELECT * FROM webhooks_attempts WHERE dispatch_id = ? ORDER BY number', [dispatchId]);
   }
 
-  list(filter: ListFilter, page: number, perPage: number): { rows: DispatchRow[]; total: number } {
+  async list(filter: ListFilter, page: number, perPage: number): Promise<{ rows: DispatchRow[]; total: number }> {
     const where = ['org_id = ?'];
     const args: unknown[] = [filter.orgId];
     if (filter.sessionId !== undefined) {
@@ -214,26 +289,35 @@ export class WebhooksStore {
       args.push(filter.to);
     }
     const clause = where.join(' AND ');
-    const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE ${clause}`).get(...args) as { n: number }).n;
-    const rows = this.db
-      .prepare(`SELECT ${COLUMNS} FROM webhooks_dispatches WHERE ${clause} ORDER BY id DESC LIMIT ? OFFSET ?`)
-      .all(...args, perPage, (page - 1) * perPage) as DispatchRow[];
+    const total = (await this.db.value<number>(`SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE ${clause}`, args)) ?? 0;
+    const rows = await this.db.all<DispatchRow>(`SELECT ${COLUMNS} FROM webhooks_dispatches WHERE ${clause} ORDER BY id DESC LIMIT ? OFFSET ?`, [
+      ...args,
+      perPage,
+      (page - 1) * perPage,
+    ]);
     return { rows, total };
   }
 
   /** Deletes finished dispatch records created before `before` (with their attempts) and expired previous secrets. */
-  prune(before: number, now: number): number {
-    const n = this.#s.prune.run(before).changes;
-    this.#s.prunePrevious.run(now);
+  async prune(before: number, now: number): Promise<number> {
+    const n = (await this.db.run("DELETE FROM webhooks_dispatches WHERE status != 'pending' AND created_at < ?", [before])).changes;
+    await this.db.run('DELETE FROM webhooks_previous_secrets WHERE expires_at <= ?', [now]);
     return n;
   }
 
-  setPreviousSecret(sessionId: number, secretEnc: string, expiresAt: number): void {
-    this.#s.setPrevious.run(sessionId, secretEnc, expiresAt);
+  /** Keeps a rotated-out secret (encrypted) until `expiresAt`, with `db`: the rotating transaction's. */
+  async setPreviousSecret(sessionId: number, secretEnc: string, expiresAt: number, db: Db = this.db): Promise<void> {
+    await db.run(
+      'INSERT INTO webhooks_previous_secrets (session_id, secret_enc, expires_at) VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET secret_enc = excluded.secret_enc, expires_at = excluded.expires_at',
+      [sessionId, secretEnc, expiresAt],
+    );
   }
 
   /** The previous webhook secret of a session (encrypted) and until when it signs, while it does. */
-  previousSecret(sessionId: number, now: number): { secret_enc: string; expires_at: number } | undefined {
-    return this.#s.previous.get(sessionId, now) as { secret_enc: string; expires_at: number } | undefined;
+  previousSecret(sessionId: number, now: number): Promise<{ secret_enc: string; expires_at: number } | undefined> {
+    return this.db.one<{ secret_enc: string; expires_at: number }>(
+      'SELECT secret_enc, expires_at FROM webhooks_previous_secrets WHERE session_id = ? AND expires_at > ?',
+      [sessionId, now],
+    );
   }
 }

@@ -157,7 +157,7 @@ describe('wharf sessions', () => {
 describe('wharf sandbox receive', () => {
   it("makes a sandbox session receive a message, with the session's key read for the user", async () => {
     const created = await json(['sessions', 'create', '--sandbox', '--name', 'Inbox']);
-    const from = lastEventId(app, created.id);
+    const from = await lastEventId(app, created.id);
     const r = await wharf([
       'sandbox',
       'receive',
@@ -172,7 +172,7 @@ describe('wharf sandbox receive', () => {
     ]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(new RegExp(`^Session ${created.id} received message 3EB0[0-9A-F]{32} from \\+14155550123 in a personal chat \\(\\d+@lid\\)\\n$`));
-    const got = eventsOf(app, created.id, from).find((e) => e.event === 'messages.received')!;
+    const got = (await eventsOf(app, created.id, from)).find((e) => e.event === 'messages.received')!;
     expect(got.payload.data).toMatchObject({
       message: { conversation: 'hello from the CLI' },
       pushName: 'Zed',
@@ -181,7 +181,7 @@ describe('wharf sandbox receive', () => {
 
     const group = await json(['sandbox', 'receive', '--session', String(created.id), '--from', '+14155550123', '--text', 'to the group', '--chat', 'group']);
     expect(group).toMatchObject({ session: created.id, key: { remoteJid: expect.stringMatching(/@g\.us$/), participantAlt: '14155550123@s.whatsapp.net' } });
-    expect(eventsOf(app, created.id).at(-1)!.event).toBe('messages-group');
+    expect((await eventsOf(app, created.id)).at(-1)!.event).toBe('messages-group');
 
     const wa = await json(['sessions', 'create', '--name', 'Real', '--phone', '+14155550143']);
     const notSandbox = await wharf(['sandbox', 'receive', '--session', String(wa.id), '--from', '+14155550123', '--text', 'x']);

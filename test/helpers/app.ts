@@ -41,6 +41,12 @@ export interface StartOptions {
   logLevel?: string;
 }
 
+/** Drops the settings of plugins the app does not have (databaseEnv disables the built-in ones not on PostgreSQL by name). */
+function onlyOf(plugins: readonly AnyPlugin[], env: Record<string, string>): Record<string, string> {
+  const names = new Set(plugins.map((p) => p.name.toUpperCase()));
+  return Object.fromEntries(Object.entries(env).filter(([key]) => !key.startsWith('WHARF_PLUGINS__') || names.has(key.split('__')[1]!)));
+}
+
 export async function startApp(toml = '', options: StartOptions = {}): Promise<TestApp> {
   const dataDir = options.dataDir ?? tempDir();
   // A known port (not 0) so the derived public URL is the one clients really use.
@@ -50,7 +56,7 @@ export async function startApp(toml = '', options: StartOptions = {}): Promise<T
   const config = resolveConfig(plugins, {
     toml: { text: toml, file: 'test.toml' },
     // Under the vitest project "on postgres", a fresh PostgreSQL database (test/helpers/postgres.ts).
-    env: { ...storageEnv, ...(await databaseEnv(dataDir)), ...options.env },
+    env: { ...storageEnv, ...onlyOf(plugins, await databaseEnv(dataDir)), ...options.env },
     flags: { listen: `127.0.0.1:${await freePort()}`, dataDir },
   });
   const logs: Record<string, unknown>[] = [];

@@ -4,7 +4,7 @@
  * and the encrypted copies on the sandbox "CDN"). Session rows are not here: the sandbox reaches
  * them through its host.
  */
-import type { Database } from '../../../core/db.ts';
+import type { Db } from '../../../core/db.ts';
 import type { ChatKind } from './types.ts';
 
 export interface SandboxMessageRow {
@@ -47,178 +47,186 @@ export type MemberRole = 'admin' | 'superadmin' | null;
 export type SandboxMediaKind = 'upload' | 'cdn';
 
 export class SandboxStore {
-  readonly #s;
+  readonly #db: Db;
 
-  constructor(db: Database) {
-    this.#s = {
-      lidByPn: db.prepare('SELECT lid FROM sessions_sandbox_lids WHERE pn = ?').pluck(),
-      pnByLid: db.prepare('SELECT pn FROM sessions_sandbox_lids WHERE lid = ?').pluck(),
-      insertLid: db.prepare('INSERT OR IGNORE INTO sessions_sandbox_lids (pn, lid) VALUES (?, ?)'),
-
-      insertMessage: db.prepare(
-        `INSERT OR REPLACE INTO sessions_sandbox_messages (session_id, key_id, from_me, chat, remote_key, message, origin_session_id, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
-      message: db.prepare('SELECT * FROM sessions_sandbox_messages WHERE session_id = ? AND key_id = ?'),
-      copies: db.prepare('SELECT * FROM sessions_sandbox_messages WHERE key_id = ? AND origin_session_id = ?'),
-      setNode: db.prepare('UPDATE sessions_sandbox_messages SET message = ? WHERE key_id = ? AND (session_id = ? OR origin_session_id = ?)'),
-      deleteMessage: db.prepare('DELETE FROM sessions_sandbox_messages WHERE session_id = ? AND key_id = ?'),
-      markRead: db.prepare('UPDATE sessions_sandbox_messages SET read_at = ? WHERE session_id = ? AND key_id = ? AND read_at IS NULL'),
-
-      contacts: db.prepare('SELECT jid, name, notify, blocked FROM sessions_sandbox_contacts WHERE session_id = ? ORDER BY jid'),
-      contact: db.prepare('SELECT jid, name, notify, blocked FROM sessions_sandbox_contacts WHERE session_id = ? AND jid = ?'),
-      upsertContact: db.prepare(
-        `INSERT INTO sessions_sandbox_contacts (session_id, jid, name, notify, blocked, updated_at) VALUES (@session_id, @jid, @name, @notify, COALESCE(@blocked, 0), @now)
-         ON CONFLICT (session_id, jid) DO UPDATE SET name = COALESCE(@name, name), notify = COALESCE(@notify, notify),
-           blocked = COALESCE(@blocked, blocked), updated_at = @now`,
-      ),
-
-      group: db.prepare('SELECT * FROM sessions_sandbox_groups WHERE jid = ? AND org_id = ?'),
-      groupByCode: db.prepare('SELECT * FROM sessions_sandbox_groups WHERE invite_code = ? AND org_id = ?'),
-      groupsOf: db.prepare(
-        `SELECT g.* FROM sessions_sandbox_groups g JOIN sessions_sandbox_group_members m ON m.group_jid = g.jid
-         WHERE g.org_id = ? AND m.jid = ? ORDER BY g.created_at, g.jid`,
-      ),
-      insertGroup: db.prepare(
-        'INSERT INTO sessions_sandbox_groups (jid, org_id, subject, description, owner_jid, invite_code, created_at) VALUES (?, ?, ?, NULL, ?, ?, ?)',
-      ),
-      updateGroup: db.prepare(
-        `UPDATE sessions_sandbox_groups SET subject = COALESCE(@subject, subject), description = COALESCE(@description, description),
-          announce = COALESCE(@announce, announce), restrict_info = COALESCE(@restrict, restrict_info) WHERE jid = @jid`,
-      ),
-      deleteGroup: db.prepare('DELETE FROM sessions_sandbox_groups WHERE jid = ?'),
-      members: db.prepare('SELECT jid, admin FROM sessions_sandbox_group_members WHERE group_jid = ? ORDER BY rowid'),
-      member: db.prepare('SELECT admin FROM sessions_sandbox_group_members WHERE group_jid = ? AND jid = ?'),
-      addMember: db.prepare('INSERT INTO sessions_sandbox_group_members (group_jid, jid, admin) VALUES (?, ?, ?)'),
-      removeMember: db.prepare('DELETE FROM sessions_sandbox_group_members WHERE group_jid = ? AND jid = ?'),
-      setAdmin: db.prepare('UPDATE sessions_sandbox_group_members SET admin = ? WHERE group_jid = ? AND jid = ?'),
-
-      insertMedia: db.prepare('INSERT INTO sessions_sandbox_media (id, org_id, kind, mimetype, file_name, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
-      media: db.prepare('SELECT mimetype, file_name, bytes FROM sessions_sandbox_media WHERE id = ? AND org_id = ? AND kind = ?'),
-    };
+  constructor(db: Db) {
+    this.#db = db;
   }
 
   // Identities
 
-  lidByPn(digits: string): string | undefined {
-    return this.#s.lidByPn.get(digits) as string | undefined;
+  lidByPn(digits: string): Promise<string | undefined> {
+    return this.#db.value<string>('SELECT lid FROM sessions_sandbox_lids WHERE pn = ?', [digits]);
   }
 
-  pnByLid(lid: string): string | undefined {
-    return this.#s.pnByLid.get(lid) as string | undefined;
+  pnByLid(lid: string): Promise<string | undefined> {
+    return this.#db.value<string>('SELECT pn FROM sessions_sandbox_lids WHERE lid = ?', [lid]);
   }
 
-  insertLid(digits: string, lid: string): void {
-    this.#s.insertLid.run(digits, lid);
+  async insertLid(digits: string, lid: string): Promise<void> {
+    await this.#db.run('INSERT INTO sessions_sandbox_lids (pn, lid) VALUES (?, ?) ON CONFLICT DO NOTHING', [digits, lid]);
   }
 
   // Messages: every session's copy, keyed by (session, key id)
 
-  insertMessage(row: Omit<SandboxMessageRow, 'read_at'>, now: string): void {
-    this.#s.insertMessage.run(row.session_id, row.key_id, row.from_me, row.chat, row.remote_key, row.message, row.origin_session_id, now);
+  /** Stores a copy of a message; one with the same key replaces it (unread again). */
+  async insertMessage(row: Omit<SandboxMessageRow, 'read_at'>, now: string): Promise<void> {
+    await this.#db.run(
+      `INSERT INTO sessions_sandbox_messages (session_id, key_id, from_me, chat, remote_key, message, origin_session_id, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (session_id, key_id) DO UPDATE SET from_me = excluded.from_me, chat = excluded.chat, remote_key = excluded.remote_key,
+         message = excluded.message, origin_session_id = excluded.origin_session_id, read_at = NULL, created_at = excluded.created_at`,
+      [row.session_id, row.key_id, row.from_me, row.chat, row.remote_key, row.message, row.origin_session_id, now],
+    );
   }
 
-  message(sessionId: number, keyId: string): SandboxMessageRow | undefined {
-    return this.#s.message.get(sessionId, keyId) as SandboxMessageRow | undefined;
+  message(sessionId: number, keyId: string): Promise<SandboxMessageRow | undefined> {
+    return this.#db.one<SandboxMessageRow>('SELECT * FROM sessions_sandbox_messages WHERE session_id = ? AND key_id = ?', [sessionId, keyId]);
   }
 
   /** The recipients' copies of a message sent by `originId`. */
-  copies(keyId: string, originId: number): SandboxMessageRow[] {
-    return this.#s.copies.all(keyId, originId) as SandboxMessageRow[];
+  copies(keyId: string, originId: number): Promise<SandboxMessageRow[]> {
+    return this.#db.all<SandboxMessageRow>('SELECT * FROM sessions_sandbox_messages WHERE key_id = ? AND origin_session_id = ? ORDER BY session_id', [
+      keyId,
+      originId,
+    ]);
   }
 
   /** Replaces the node of a message in the sender's copy and every recipient's. */
-  setNode(keyId: string, senderId: number, node: string): void {
-    this.#s.setNode.run(node, keyId, senderId, senderId);
+  async setNode(keyId: string, senderId: number, node: string): Promise<void> {
+    await this.#db.run('UPDATE sessions_sandbox_messages SET message = ? WHERE key_id = ? AND (session_id = ? OR origin_session_id = ?)', [
+      node,
+      keyId,
+      senderId,
+      senderId,
+    ]);
   }
 
-  deleteMessage(sessionId: number, keyId: string): void {
-    this.#s.deleteMessage.run(sessionId, keyId);
+  async deleteMessage(sessionId: number, keyId: string): Promise<void> {
+    await this.#db.run('DELETE FROM sessions_sandbox_messages WHERE session_id = ? AND key_id = ?', [sessionId, keyId]);
   }
 
   /** Marks a received copy read; false when it already was. */
-  markRead(sessionId: number, keyId: string, now: string): boolean {
-    return this.#s.markRead.run(now, sessionId, keyId).changes > 0;
+  async markRead(sessionId: number, keyId: string, now: string): Promise<boolean> {
+    return (
+      (await this.#db.run('UPDATE sessions_sandbox_messages SET read_at = ? WHERE session_id = ? AND key_id = ? AND read_at IS NULL', [now, sessionId, keyId]))
+        .changes > 0
+    );
   }
 
   // Contacts
 
-  contacts(sessionId: number): ContactRow[] {
-    return this.#s.contacts.all(sessionId) as ContactRow[];
+  contacts(sessionId: number): Promise<ContactRow[]> {
+    return this.#db.all<ContactRow>('SELECT jid, name, notify, blocked FROM sessions_sandbox_contacts WHERE session_id = ? ORDER BY jid', [sessionId]);
   }
 
-  contact(sessionId: number, jid: string): ContactRow | undefined {
-    return this.#s.contact.get(sessionId, jid) as ContactRow | undefined;
+  contact(sessionId: number, jid: string): Promise<ContactRow | undefined> {
+    return this.#db.one<ContactRow>('SELECT jid, name, notify, blocked FROM sessions_sandbox_contacts WHERE session_id = ? AND jid = ?', [sessionId, jid]);
   }
 
   /** Creates or changes a contact; a null field keeps what is stored. */
-  upsertContact(sessionId: number, jid: string, fields: { name?: string | null; notify?: string | null; blocked?: boolean | null }, now: string): void {
+  async upsertContact(
+    sessionId: number,
+    jid: string,
+    fields: { name?: string | null; notify?: string | null; blocked?: boolean | null },
+    now: string,
+  ): Promise<void> {
     const blocked = fields.blocked === undefined || fields.blocked === null ? null : fields.blocked ? 1 : 0;
-    this.#s.upsertContact.run({ session_id: sessionId, jid, name: fields.name ?? null, notify: fields.notify ?? null, blocked, now });
+    await this.#db.run(
+      `INSERT INTO sessions_sandbox_contacts (session_id, jid, name, notify, blocked, updated_at) VALUES (@session_id, @jid, @name, @notify, COALESCE(@blocked, 0), @now)
+       ON CONFLICT (session_id, jid) DO UPDATE SET name = COALESCE(@name, sessions_sandbox_contacts.name), notify = COALESCE(@notify, sessions_sandbox_contacts.notify),
+         blocked = COALESCE(@blocked, sessions_sandbox_contacts.blocked), updated_at = @now`,
+      { session_id: sessionId, jid, name: fields.name ?? null, notify: fields.notify ?? null, blocked, now },
+    );
   }
 
   // Groups
 
-  group(jid: string, orgId: string): GroupRow | undefined {
-    return this.#s.group.get(jid, orgId) as GroupRow | undefined;
+  group(jid: string, orgId: string): Promise<GroupRow | undefined> {
+    return this.#db.one<GroupRow>('SELECT * FROM sessions_sandbox_groups WHERE jid = ? AND org_id = ?', [jid, orgId]);
   }
 
-  groupByCode(code: string, orgId: string): GroupRow | undefined {
-    return this.#s.groupByCode.get(code, orgId) as GroupRow | undefined;
+  groupByCode(code: string, orgId: string): Promise<GroupRow | undefined> {
+    return this.#db.one<GroupRow>('SELECT * FROM sessions_sandbox_groups WHERE invite_code = ? AND org_id = ?', [code, orgId]);
   }
 
   /** The groups of an organization a number is a member of, oldest first. */
-  groupsOf(orgId: string, memberJid: string): GroupRow[] {
-    return this.#s.groupsOf.all(orgId, memberJid) as GroupRow[];
+  groupsOf(orgId: string, memberJid: string): Promise<GroupRow[]> {
+    return this.#db.all<GroupRow>(
+      `SELECT g.* FROM sessions_sandbox_groups g JOIN sessions_sandbox_group_members m ON m.group_jid = g.jid
+       WHERE g.org_id = ? AND m.jid = ? ORDER BY g.created_at, g.jid`,
+      [orgId, memberJid],
+    );
   }
 
-  insertGroup(input: { jid: string; orgId: string; subject: string; ownerJid: string; inviteCode: string }, now: string): void {
-    this.#s.insertGroup.run(input.jid, input.orgId, input.subject, input.ownerJid, input.inviteCode, now);
+  async insertGroup(input: { jid: string; orgId: string; subject: string; ownerJid: string; inviteCode: string }, now: string): Promise<void> {
+    await this.#db.run(
+      'INSERT INTO sessions_sandbox_groups (jid, org_id, subject, description, owner_jid, invite_code, created_at) VALUES (?, ?, ?, NULL, ?, ?, ?)',
+      [input.jid, input.orgId, input.subject, input.ownerJid, input.inviteCode, now],
+    );
   }
 
   /** Changes the given settings of a group; undefined ones stay. */
-  updateGroup(jid: string, settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean }): void {
+  async updateGroup(jid: string, settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean }): Promise<void> {
     const flag = (v: boolean | undefined) => (v === undefined ? null : v ? 1 : 0);
-    this.#s.updateGroup.run({
-      jid,
-      subject: settings.subject ?? null,
-      description: settings.description ?? null,
-      announce: flag(settings.announce),
-      restrict: flag(settings.restrict),
-    });
+    await this.#db.run(
+      `UPDATE sessions_sandbox_groups SET subject = COALESCE(@subject, subject), description = COALESCE(@description, description),
+        announce = COALESCE(@announce, announce), restrict_info = COALESCE(@restrict, restrict_info) WHERE jid = @jid`,
+      {
+        jid,
+        subject: settings.subject ?? null,
+        description: settings.description ?? null,
+        announce: flag(settings.announce),
+        restrict: flag(settings.restrict),
+      },
+    );
   }
 
-  deleteGroup(jid: string): void {
-    this.#s.deleteGroup.run(jid);
+  async deleteGroup(jid: string): Promise<void> {
+    await this.#db.run('DELETE FROM sessions_sandbox_groups WHERE jid = ?', [jid]);
   }
 
-  members(groupJid: string): { jid: string; admin: MemberRole }[] {
-    return this.#s.members.all(groupJid) as { jid: string; admin: MemberRole }[];
+  /** Members in the order they joined (rowid: SQLite's own, an identity column of that name on PostgreSQL). */
+  members(groupJid: string): Promise<{ jid: string; admin: MemberRole }[]> {
+    return this.#db.all<{ jid: string; admin: MemberRole }>('SELECT jid, admin FROM sessions_sandbox_group_members WHERE group_jid = ? ORDER BY rowid', [
+      groupJid,
+    ]);
   }
 
-  member(groupJid: string, jid: string): { admin: MemberRole } | undefined {
-    return this.#s.member.get(groupJid, jid) as { admin: MemberRole } | undefined;
+  member(groupJid: string, jid: string): Promise<{ admin: MemberRole } | undefined> {
+    return this.#db.one<{ admin: MemberRole }>('SELECT admin FROM sessions_sandbox_group_members WHERE group_jid = ? AND jid = ?', [groupJid, jid]);
   }
 
-  addMember(groupJid: string, jid: string, admin: MemberRole): void {
-    this.#s.addMember.run(groupJid, jid, admin);
+  async addMember(groupJid: string, jid: string, admin: MemberRole): Promise<void> {
+    await this.#db.run('INSERT INTO sessions_sandbox_group_members (group_jid, jid, admin) VALUES (?, ?, ?)', [groupJid, jid, admin]);
   }
 
-  removeMember(groupJid: string, jid: string): void {
-    this.#s.removeMember.run(groupJid, jid);
+  async removeMember(groupJid: string, jid: string): Promise<void> {
+    await this.#db.run('DELETE FROM sessions_sandbox_group_members WHERE group_jid = ? AND jid = ?', [groupJid, jid]);
   }
 
-  setAdmin(groupJid: string, jid: string, admin: MemberRole): void {
-    this.#s.setAdmin.run(admin, groupJid, jid);
+  async setAdmin(groupJid: string, jid: string, admin: MemberRole): Promise<void> {
+    await this.#db.run('UPDATE sessions_sandbox_group_members SET admin = ? WHERE group_jid = ? AND jid = ?', [admin, groupJid, jid]);
   }
 
   // Media
 
-  insertMedia(input: { id: string; orgId: string; kind: SandboxMediaKind; mimetype: string; fileName: string | null; bytes: Buffer }, now: string): void {
-    this.#s.insertMedia.run(input.id, input.orgId, input.kind, input.mimetype, input.fileName, input.bytes, now);
+  async insertMedia(
+    input: { id: string; orgId: string; kind: SandboxMediaKind; mimetype: string; fileName: string | null; bytes: Buffer },
+    now: string,
+  ): Promise<void> {
+    await this.#db.run('INSERT INTO sessions_sandbox_media (id, org_id, kind, mimetype, file_name, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)', [
+      input.id,
+      input.orgId,
+      input.kind,
+      input.mimetype,
+      input.fileName,
+      input.bytes,
+      now,
+    ]);
   }
 
-  media(id: string, orgId: string, kind: SandboxMediaKind): MediaRow | undefined {
-    return this.#s.media.get(id, orgId, kind) as MediaRow | undefined;
+  media(id: string, orgId: string, kind: SandboxMediaKind): Promise<MediaRow | undefined> {
+    return this.#db.one<MediaRow>('SELECT mimetype, file_name, bytes FROM sessions_sandbox_media WHERE id = ? AND org_id = ? AND kind = ?', [id, orgId, kind]);
   }
 }

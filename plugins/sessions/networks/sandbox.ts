@@ -16,7 +16,7 @@
  * can be told to deliver an inbound text (`POST /api/sandbox/receive`).
  */
 import { createHash, randomInt } from 'node:crypto';
-import type { Database } from '../../../core/db.ts';
+import type { Db } from '../../../core/db.ts';
 import { WharfError } from '../../../core/errors.ts';
 import { randomToken } from '../../../core/tokens.ts';
 import { decryptMedia, encryptMedia } from './media-crypto.ts';
@@ -71,7 +71,7 @@ export class SandboxNetwork implements NetworkAdapter {
   readonly #publicUrl: string;
   readonly #store: SandboxStore;
 
-  constructor(db: Database, host: NetworkHost, options: { publicUrl: string }) {
+  constructor(db: Db, host: NetworkHost, options: { publicUrl: string }) {
     this.#host = host;
     this.#publicUrl = options.publicUrl.replace(/\/+$/, '');
     this.#store = new SandboxStore(db);
@@ -80,28 +80,28 @@ export class SandboxNetwork implements NetworkAdapter {
   // Identities
 
   /** The LID of a phone number (digits): stable, minted on first sight. */
-  #lidOf(digits: string): string {
-    const known = this.#store.lidByPn(digits);
+  async #lidOf(digits: string): Promise<string> {
+    const known = await this.#store.lidByPn(digits);
     if (known) return known;
     for (let i = 0; ; i++) {
       const lid = `1${stableDigits(`wharf-sandbox-lid:${digits}:${i}`, 14)}`;
-      if (!this.#store.pnByLid(lid)) {
-        this.#store.insertLid(digits, lid);
+      if (!(await this.#store.pnByLid(lid))) {
+        await this.#store.insertLid(digits, lid);
         return lid;
       }
     }
   }
 
   /** Phone digits of a phone number, a phone JID or a known LID JID; null otherwise. */
-  #digitsOfJid(value: string): string | null {
+  async #digitsOfJid(value: string): Promise<string | null> {
     const trimmed = value.trim();
     const lid = /^(\d{6,20})@lid$/.exec(trimmed);
-    if (lid) return this.#store.pnByLid(lid[1]!) ?? null;
+    if (lid) return (await this.#store.pnByLid(lid[1]!)) ?? null;
     const jid = participantJid(trimmed);
     return jid ? digitsOf(jid) : null;
   }
 
-  #sessionByDigits(orgId: string, digits: string): NetworkSession | undefined {
+  async #sessionByDigits(orgId: string, digits: string): Promise<NetworkSession | undefined> {
     return this.#host.sessionByPhone(orgId, `+${digits}`);
   }
 
@@ -112,7 +112,7 @@ export class SandboxNetwork implements NetworkAdapter {
   // Connection
 
   async connect(session: NetworkSession, _request: ConnectRequest): Promise<ConnectResult> {
-    this.#host.setStatus(session.id, 'connected');
+    await this.#host.setStatus(session.id, 'connected');
     return { status: 'connected', message: 'Sandbox sessions are always connected' };
   }
 
@@ -121,16 +121,16 @@ export class SandboxNetwork implements NetworkAdapter {
   }
 
   async restart(session: NetworkSession): Promise<ConnectResult> {
-    this.#host.transaction(() => {
-      this.#host.setStatus(session.id, 'connecting', 'restart');
-      this.#host.setStatus(session.id, 'connected', 'restart');
+    await this.#host.transaction(async () => {
+      await this.#host.setStatus(session.id, 'connecting', 'restart');
+      await this.#host.setStatus(session.id, 'connected', 'restart');
     });
     return { status: 'connected', message: 'Sandbox session restarted' };
   }
 
   async user(session: NetworkSession) {
     const digits = digitsOf(session.phoneNumber);
-    return { id: phoneJid(digits), lid: lidJid(this.#lidOf(digits)), name: session.name, phone_number: session.phoneNumber };
+    return { id: phoneJid(digits), lid: lidJid(await this.#lidOf(digits)), name: session.name, phone_number: session.phoneNumber };
   }
 
   async forget(_session: NetworkSession): Promise<void> {
@@ -144,29 +144,31 @@ export class SandboxNetwork implements NetworkAdapter {
   async send(session: NetworkSession, out: OutgoingMessage): Promise<void> {
     const target = recipientOf(out.jid);
     if (!target) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { to: [`to is not a phone number or JID: ${out.jid}`] } });
-    const targetDigits = target.chat === 'personal' ? this.#digitsOfJid(out.jid) : null;
+    const targetDigits = target.chat === 'personal' ? await this.#digitsOfJid(out.jid) : null;
     if (targetDigits?.startsWith('998')) {
       throw new WharfError('unavailable', 'The sandbox network is briefly unavailable (+998 numbers simulate an outage); nothing was sent', { retryAfter: 1 });
     }
     // A group the sandbox knows takes messages from its members only (from admins only when announce is on);
     // a group it does not know is a virtual one (as POST /api/sandbox/receive makes), which takes anything.
-    if (target.chat === 'group' && this.#store.group(target.jid, session.orgId)) {
-      const { group, admin } = this.#memberGroup(session, target.jid);
+    if (target.chat === 'group' && (await this.#store.group(target.jid, session.orgId))) {
+      const { group, admin } = await this.#memberGroup(session, target.jid);
       if (group.announce === 1 && !admin) {
         throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { to: ['only admins can send to this group (announce is on)'] } });
       }
     }
-    this.#host.transaction(() => {
+    await this.#host.transaction(async () => {
       if (targetDigits?.startsWith('999')) {
-        this.#host.failed(session.id, out.msgId, 'Recipient unreachable (+999 numbers are unreachable on the sandbox network)');
+        await this.#host.failed(session.id, out.msgId, 'Recipient unreachable (+999 numbers are unreachable on the sandbox network)');
         return;
       }
       const media =
-        out.content.type in MEDIA_FIELD && 'url' in out.content ? this.#mediaFields(session.orgId, out.content.url, out.content.type as MediaType) : undefined;
+        out.content.type in MEDIA_FIELD && 'url' in out.content
+          ? await this.#mediaFields(session.orgId, out.content.url, out.content.type as MediaType)
+          : undefined;
       const node = messageNode(out.content, { mentions: out.mentions, quoted: out.quoted, media });
       const ts = seconds();
       const key: MessageKey = { id: out.id, remoteJid: target.jid, fromMe: true };
-      this.#store.insertMessage(
+      await this.#store.insertMessage(
         {
           session_id: session.id,
           key_id: out.id,
@@ -178,21 +180,21 @@ export class SandboxNetwork implements NetworkAdapter {
         },
         now(),
       );
-      this.#host.sent(session.id, out.msgId, key, node, ts);
+      await this.#host.sent(session.id, out.msgId, key, node, ts);
       if (target.chat === 'personal' && targetDigits) {
-        const recipient = this.#sessionByDigits(session.orgId, targetDigits);
-        if (recipient && recipient.id !== session.id) this.#deliver(session, recipient, key, node, ts, 'personal');
+        const recipient = await this.#sessionByDigits(session.orgId, targetDigits);
+        if (recipient && recipient.id !== session.id) await this.#deliver(session, recipient, key, node, ts, 'personal');
       } else if (target.chat === 'group') {
-        const group = this.#store.group(target.jid, session.orgId);
+        const group = await this.#store.group(target.jid, session.orgId);
         if (group) {
-          for (const member of this.#memberSessions(group, session.id)) this.#deliver(session, member, key, node, ts, 'group');
+          for (const member of await this.#memberSessions(group, session.id)) await this.#deliver(session, member, key, node, ts, 'group');
         }
       }
     });
   }
 
   /** An uploaded file named by the URL's last path segment: encrypted onto the sandbox CDN, its node fields returned. */
-  #mediaFields(orgId: string, url: string, type: MediaType): Record<string, unknown> | undefined {
+  async #mediaFields(orgId: string, url: string, type: MediaType): Promise<Record<string, unknown> | undefined> {
     let segment: string;
     try {
       segment =
@@ -203,11 +205,11 @@ export class SandboxNetwork implements NetworkAdapter {
     } catch {
       return undefined;
     }
-    const upload = this.#store.media(segment, orgId, 'upload');
+    const upload = await this.#store.media(segment, orgId, 'upload');
     if (!upload) return undefined;
     const enc = encryptMedia(upload.bytes, type);
     const cdnId = randomToken(18);
-    this.#store.insertMedia({ id: cdnId, orgId, kind: 'cdn', mimetype: upload.mimetype, fileName: upload.file_name, bytes: enc.file }, now());
+    await this.#store.insertMedia({ id: cdnId, orgId, kind: 'cdn', mimetype: upload.mimetype, fileName: upload.file_name, bytes: enc.file }, now());
     const directPath = `/sandbox-cdn/${cdnId}.enc`;
     return {
       url: `${this.#publicUrl}${directPath}`,
@@ -222,30 +224,37 @@ export class SandboxNetwork implements NetworkAdapter {
     };
   }
 
-  #memberSessions(group: GroupRow, exceptId: number): NetworkSession[] {
+  async #memberSessions(group: GroupRow, exceptId: number): Promise<NetworkSession[]> {
     const out: NetworkSession[] = [];
-    for (const m of this.#store.members(group.jid)) {
-      const s = this.#sessionByDigits(group.org_id, digitsOf(m.jid));
+    for (const m of await this.#store.members(group.jid)) {
+      const s = await this.#sessionByDigits(group.org_id, digitsOf(m.jid));
       if (s && s.id !== exceptId) out.push(s);
     }
     return out;
   }
 
   /** The key of a message from `senderDigits` as a recipient sees it. */
-  #inboundKey(id: string, senderDigits: string, chat: ChatKind, chatJid: string | null): MessageKey {
-    const lid = lidJid(this.#lidOf(senderDigits));
+  async #inboundKey(id: string, senderDigits: string, chat: ChatKind, chatJid: string | null): Promise<MessageKey> {
+    const lid = lidJid(await this.#lidOf(senderDigits));
     const pn = phoneJid(senderDigits);
     if (chat === 'group') return { id, remoteJid: chatJid!, fromMe: false, participant: lid, participantAlt: pn, participantLid: lid, participantPn: pn };
     if (chat === 'newsletter') return { id, remoteJid: chatJid!, fromMe: false };
     return { id, remoteJid: lid, remoteJidAlt: pn, fromMe: false, senderLid: lid, senderPn: pn, cleanedSenderPn: senderDigits };
   }
 
-  #deliver(sender: NetworkSession, recipient: NetworkSession, senderKey: MessageKey, node: MessageNode, ts: number, chat: 'personal' | 'group'): void {
+  async #deliver(
+    sender: NetworkSession,
+    recipient: NetworkSession,
+    senderKey: MessageKey,
+    node: MessageNode,
+    ts: number,
+    chat: 'personal' | 'group',
+  ): Promise<void> {
     const senderDigits = digitsOf(sender.phoneNumber);
-    const blocked = this.#store.contact(recipient.id, phoneJid(senderDigits));
+    const blocked = await this.#store.contact(recipient.id, phoneJid(senderDigits));
     if (blocked?.blocked) return;
-    const key = this.#inboundKey(senderKey.id, senderDigits, chat, chat === 'group' ? senderKey.remoteJid : null);
-    this.#store.insertMessage(
+    const key = await this.#inboundKey(senderKey.id, senderDigits, chat, chat === 'group' ? senderKey.remoteJid : null);
+    await this.#store.insertMessage(
       {
         session_id: recipient.id,
         key_id: key.id,
@@ -257,28 +266,28 @@ export class SandboxNetwork implements NetworkAdapter {
       },
       now(),
     );
-    this.#sawContact(recipient, senderDigits, sender.name);
-    const accepted = this.#host.inbound(recipient.id, { key, message: node, pushName: sender.name, messageTimestamp: ts, chat });
+    await this.#sawContact(recipient, senderDigits, sender.name);
+    const accepted = await this.#host.inbound(recipient.id, { key, message: node, pushName: sender.name, messageTimestamp: ts, chat });
     const recipientJid = this.#selfJid(recipient);
-    this.#host.receipt(sender.id, senderKey, 'delivered', recipientJid);
+    await this.#host.receipt(sender.id, senderKey, 'delivered', recipientJid);
     if (accepted && recipient.readIncomingMessages) {
-      this.#store.markRead(recipient.id, key.id, now());
-      this.#host.receipt(sender.id, senderKey, 'read', recipientJid);
+      await this.#store.markRead(recipient.id, key.id, now());
+      await this.#host.receipt(sender.id, senderKey, 'read', recipientJid);
     }
   }
 
   /** Adds a sender to a recipient's contacts on first sight (contacts.upsert), or refreshes its push name (contacts.update). */
-  #sawContact(session: NetworkSession, digits: string, notify: string | null): void {
+  async #sawContact(session: NetworkSession, digits: string, notify: string | null): Promise<void> {
     const jid = phoneJid(digits);
-    const existing = this.#store.contact(session.id, jid);
+    const existing = await this.#store.contact(session.id, jid);
     if (existing && (existing.notify === notify || notify === null)) return;
-    this.#store.upsertContact(session.id, jid, { notify }, now());
-    const entry = { id: jid, lid: lidJid(this.#lidOf(digits)), phoneNumber: jid, notify };
-    this.#host.emit(session.id, existing ? 'contacts.update' : 'contacts.upsert', [entry]);
+    await this.#store.upsertContact(session.id, jid, { notify }, now());
+    const entry = { id: jid, lid: lidJid(await this.#lidOf(digits)), phoneNumber: jid, notify };
+    await this.#host.emit(session.id, existing ? 'contacts.update' : 'contacts.upsert', [entry]);
   }
 
   /** `POST /api/sandbox/receive`: an inbound text from a number outside the sandbox. Returns the key the session sees. */
-  receive(session: NetworkSession, input: SimulatedInbound): MessageKey {
+  async receive(session: NetworkSession, input: SimulatedInbound): Promise<MessageKey> {
     const phone = normalizePhone(input.from);
     if (!phone) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { from: ['from must be a phone number in E.164 format'] } });
     const digits = digitsOf(phone);
@@ -289,11 +298,11 @@ export class SandboxNetwork implements NetworkAdapter {
           ? `120363${stableDigits(`wharf-sandbox-newsletter:${digits}`, 12)}@newsletter`
           : null;
     const id = newMessageId();
-    const key = this.#inboundKey(id, digits, input.chat, chatJid);
+    const key = await this.#inboundKey(id, digits, input.chat, chatJid);
     const node: MessageNode = { conversation: input.text };
     const pushName = input.pushName ?? (input.chat === 'newsletter' ? null : phone);
-    this.#host.transaction(() => {
-      this.#store.insertMessage(
+    await this.#host.transaction(async () => {
+      await this.#store.insertMessage(
         {
           session_id: session.id,
           key_id: id,
@@ -305,60 +314,60 @@ export class SandboxNetwork implements NetworkAdapter {
         },
         now(),
       );
-      if (input.chat !== 'newsletter') this.#sawContact(session, digits, pushName);
-      const accepted = this.#host.inbound(session.id, { key, message: node, pushName, messageTimestamp: seconds(), chat: input.chat });
-      if (accepted && session.readIncomingMessages) this.#store.markRead(session.id, id, now());
+      if (input.chat !== 'newsletter') await this.#sawContact(session, digits, pushName);
+      const accepted = await this.#host.inbound(session.id, { key, message: node, pushName, messageTimestamp: seconds(), chat: input.chat });
+      if (accepted && session.readIncomingMessages) await this.#store.markRead(session.id, id, now());
     });
     return key;
   }
 
-  #row(session: NetworkSession, id: string): MessageRow {
-    const row = this.#store.message(session.id, id);
+  async #row(session: NetworkSession, id: string): Promise<MessageRow> {
+    const row = await this.#store.message(session.id, id);
     if (!row) throw new WharfError('not_found', 'Message not found');
     return row;
   }
 
   async findMessage(session: NetworkSession, id: string) {
-    const row = this.#store.message(session.id, id);
+    const row = await this.#store.message(session.id, id);
     return row ? { key: JSON.parse(row.remote_key) as MessageKey, message: JSON.parse(row.message) as MessageNode } : null;
   }
 
   async readMessages(session: NetworkSession, keys: MessageKey[]): Promise<void> {
-    this.#host.transaction(() => {
+    await this.#host.transaction(async () => {
       for (const key of keys) {
-        const row = this.#row(session, key.id);
+        const row = await this.#row(session, key.id);
         if (row.from_me) continue;
-        if (!this.#store.markRead(session.id, key.id, now())) continue;
-        const origin = row.origin_session_id === null ? undefined : this.#store.message(row.origin_session_id, key.id);
-        if (origin) this.#host.receipt(origin.session_id, JSON.parse(origin.remote_key) as MessageKey, 'read', this.#selfJid(session));
+        if (!(await this.#store.markRead(session.id, key.id, now()))) continue;
+        const origin = row.origin_session_id === null ? undefined : await this.#store.message(row.origin_session_id, key.id);
+        if (origin) await this.#host.receipt(origin.session_id, JSON.parse(origin.remote_key) as MessageKey, 'read', this.#selfJid(session));
       }
     });
   }
 
   /** Every copy of a message on the network: the sender's and each recipient's. */
-  #copies(row: MessageRow): MessageRow[] {
+  async #copies(row: MessageRow): Promise<MessageRow[]> {
     const originId = row.from_me ? row.session_id : row.origin_session_id;
     if (originId === null) return [row];
-    const origin = this.#store.message(originId, row.key_id);
-    return [...(origin ? [origin] : []), ...this.#store.copies(row.key_id, originId)];
+    const origin = await this.#store.message(originId, row.key_id);
+    return [...(origin ? [origin] : []), ...(await this.#store.copies(row.key_id, originId))];
   }
 
   async react(session: NetworkSession, key: MessageKey, emoji: string): Promise<MessageKey> {
-    const row = this.#row(session, key.id);
+    const row = await this.#row(session, key.id);
     const reactionKey: MessageKey = { id: newMessageId(), remoteJid: (JSON.parse(row.remote_key) as MessageKey).remoteJid, fromMe: true };
     const digits = digitsOf(session.phoneNumber);
-    this.#host.transaction(() => {
-      for (const copy of this.#copies(row)) {
+    await this.#host.transaction(async () => {
+      for (const copy of await this.#copies(row)) {
         const mine = copy.session_id === session.id;
         const seenKey = mine
           ? reactionKey
-          : this.#inboundKey(
+          : await this.#inboundKey(
               reactionKey.id,
               digits,
               copy.chat === 'group' ? 'group' : 'personal',
               copy.chat === 'group' ? (JSON.parse(copy.remote_key) as MessageKey).remoteJid : null,
             );
-        this.#host.emit(copy.session_id, 'messages.reaction', [
+        await this.#host.emit(copy.session_id, 'messages.reaction', [
           { key: JSON.parse(copy.remote_key), reaction: { text: emoji, key: seenKey, senderTimestampMs: String(Date.now()) } },
         ]);
       }
@@ -367,7 +376,7 @@ export class SandboxNetwork implements NetworkAdapter {
   }
 
   async editMessage(session: NetworkSession, key: MessageKey, text: string): Promise<MessageNode> {
-    const row = this.#row(session, key.id);
+    const row = await this.#row(session, key.id);
     if (!row.from_me)
       throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { msgId: ['only messages this session sent can be edited'] } });
     const old = JSON.parse(row.message) as MessageNode;
@@ -376,23 +385,25 @@ export class SandboxNetwork implements NetworkAdapter {
       throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { msgId: ['only text messages can be edited'] } });
     }
     const node: MessageNode = ext ? { extendedTextMessage: { ...ext, text } } : { conversation: text };
-    this.#host.transaction(() => {
-      this.#store.setNode(key.id, session.id, JSON.stringify(node));
-      for (const copy of this.#copies(row)) {
-        this.#host.emit(copy.session_id, 'messages.update', [{ key: JSON.parse(copy.remote_key), update: { message: { editedMessage: { message: node } } } }]);
+    await this.#host.transaction(async () => {
+      await this.#store.setNode(key.id, session.id, JSON.stringify(node));
+      for (const copy of await this.#copies(row)) {
+        await this.#host.emit(copy.session_id, 'messages.update', [
+          { key: JSON.parse(copy.remote_key), update: { message: { editedMessage: { message: node } } } },
+        ]);
       }
     });
     return node;
   }
 
   async deleteMessage(session: NetworkSession, key: MessageKey): Promise<void> {
-    const row = this.#row(session, key.id);
-    this.#host.transaction(() => {
+    const row = await this.#row(session, key.id);
+    await this.#host.transaction(async () => {
       // Own messages are deleted for everyone; received ones only for this session.
-      const copies = row.from_me ? this.#copies(row) : [row];
+      const copies = row.from_me ? await this.#copies(row) : [row];
       for (const copy of copies) {
-        this.#store.deleteMessage(copy.session_id, copy.key_id);
-        this.#host.emit(copy.session_id, 'messages.delete', { keys: [JSON.parse(copy.remote_key)] });
+        await this.#store.deleteMessage(copy.session_id, copy.key_id);
+        await this.#host.emit(copy.session_id, 'messages.delete', { keys: [JSON.parse(copy.remote_key)] });
       }
     });
   }
@@ -403,13 +414,13 @@ export class SandboxNetwork implements NetworkAdapter {
 
   // Contacts and lookups
 
-  #contact(row: ContactRow): Contact {
+  async #contact(row: ContactRow): Promise<Contact> {
     const digits = digitsOf(row.jid);
-    return { id: row.jid, lid: lidJid(this.#lidOf(digits)), name: row.name, notify: row.notify, imgUrl: null, status: null, blocked: row.blocked === 1 };
+    return { id: row.jid, lid: lidJid(await this.#lidOf(digits)), name: row.name, notify: row.notify, imgUrl: null, status: null, blocked: row.blocked === 1 };
   }
 
-  #contactJid(value: string): string {
-    const digits = this.#digitsOfJid(value);
+  async #contactJid(value: string): Promise<string> {
+    const digits = await this.#digitsOfJid(value);
     if (!digits)
       throw new WharfError('validation_failed', 'The given data was invalid.', {
         fields: { jid: ['jid must be a phone number (E.164), a phone JID or a known LID'] },
@@ -418,32 +429,36 @@ export class SandboxNetwork implements NetworkAdapter {
   }
 
   async contacts(session: NetworkSession): Promise<Contact[]> {
-    return this.#store.contacts(session.id).map((r) => this.#contact(r));
+    const contacts: Contact[] = [];
+    for (const row of await this.#store.contacts(session.id)) contacts.push(await this.#contact(row));
+    return contacts;
   }
 
   async contact(session: NetworkSession, jid: string): Promise<Contact | null> {
-    const row = this.#store.contact(session.id, this.#contactJid(jid));
-    return row ? this.#contact(row) : null;
+    const row = await this.#store.contact(session.id, await this.#contactJid(jid));
+    return row ? await this.#contact(row) : null;
   }
 
   async upsertContact(session: NetworkSession, input: { jid: string; fullName: string }): Promise<Contact> {
-    const jid = this.#contactJid(input.jid);
-    return this.#host.transaction(() => {
-      const existed = this.#store.contact(session.id, jid) !== undefined;
-      this.#store.upsertContact(session.id, jid, { name: input.fullName }, now());
-      const contact = this.#contact(this.#store.contact(session.id, jid)!);
-      this.#host.emit(session.id, existed ? 'contacts.update' : 'contacts.upsert', [{ id: jid, lid: contact.lid, phoneNumber: jid, name: input.fullName }]);
+    const jid = await this.#contactJid(input.jid);
+    return this.#host.transaction(async () => {
+      const existed = (await this.#store.contact(session.id, jid)) !== undefined;
+      await this.#store.upsertContact(session.id, jid, { name: input.fullName }, now());
+      const contact = await this.#contact((await this.#store.contact(session.id, jid))!);
+      await this.#host.emit(session.id, existed ? 'contacts.update' : 'contacts.upsert', [
+        { id: jid, lid: contact.lid, phoneNumber: jid, name: input.fullName },
+      ]);
       return contact;
     });
   }
 
   async setBlocked(session: NetworkSession, jid: string, blocked: boolean): Promise<void> {
-    const contactJid = this.#contactJid(jid);
-    this.#store.upsertContact(session.id, contactJid, { blocked }, now());
+    const contactJid = await this.#contactJid(jid);
+    await this.#store.upsertContact(session.id, contactJid, { blocked }, now());
   }
 
   async profilePicture(_session: NetworkSession, jid: string): Promise<string | null> {
-    this.#contactJid(jid);
+    await this.#contactJid(jid);
     return null;
   }
 
@@ -452,24 +467,26 @@ export class SandboxNetwork implements NetworkAdapter {
     if (!normalized) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { phone: ['phone must be in E.164 format'] } });
     const digits = digitsOf(normalized);
     // Every well-formed number exists on the sandbox network; only sandbox sessions answer.
-    return { exists: true, jid: phoneJid(digits), lid: lidJid(this.#lidOf(digits)) };
+    return { exists: true, jid: phoneJid(digits), lid: lidJid(await this.#lidOf(digits)) };
   }
 
   async lidFromPn(_session: NetworkSession, pn: string): Promise<string | null> {
-    const digits = this.#digitsOfJid(pn);
-    return digits ? lidJid(this.#lidOf(digits)) : null;
+    const digits = await this.#digitsOfJid(pn);
+    return digits ? lidJid(await this.#lidOf(digits)) : null;
   }
 
   async pnFromLid(_session: NetworkSession, lid: string): Promise<string | null> {
     const match = /^(\d{6,20})(?:@lid)?$/.exec(lid.trim());
-    const pn = match ? this.#store.pnByLid(match[1]!) : undefined;
+    const pn = match ? await this.#store.pnByLid(match[1]!) : undefined;
     return pn ? phoneJid(pn) : null;
   }
 
   // Groups
 
-  #metadata(group: GroupRow): GroupMetadata {
-    const members = this.#store.members(group.jid);
+  async #metadata(group: GroupRow): Promise<GroupMetadata> {
+    const members = await this.#store.members(group.jid);
+    const participants = [];
+    for (const m of members) participants.push({ id: m.jid, lid: lidJid(await this.#lidOf(digitsOf(m.jid))), admin: m.admin });
     return {
       id: group.jid,
       subject: group.subject,
@@ -479,48 +496,55 @@ export class SandboxNetwork implements NetworkAdapter {
       announce: group.announce === 1,
       restrict: group.restrict_info === 1,
       size: members.length,
-      participants: members.map((m) => ({ id: m.jid, lid: lidJid(this.#lidOf(digitsOf(m.jid))), admin: m.admin })),
+      participants,
     };
   }
 
   /** The group, when this session is a member of it; 404 otherwise (existing or not). */
-  #memberGroup(session: NetworkSession, jid: string): { group: GroupRow; admin: boolean } {
-    const group = this.#store.group(jid, session.orgId);
-    const member = group && this.#store.member(group.jid, this.#selfJid(session));
+  async #memberGroup(session: NetworkSession, jid: string): Promise<{ group: GroupRow; admin: boolean }> {
+    const group = await this.#store.group(jid, session.orgId);
+    const member = group && (await this.#store.member(group.jid, this.#selfJid(session)));
     if (!group || !member) throw new WharfError('not_found', 'Group not found');
     return { group, admin: member.admin !== null };
   }
 
   /** Emits an event to every sandbox session that is a member of the group (and to `also`). */
-  #toMembers(group: GroupRow, event: 'groups.upsert' | 'groups.update' | 'group-participants.update', data: unknown, also: NetworkSession[] = []): void {
+  async #toMembers(
+    group: GroupRow,
+    event: 'groups.upsert' | 'groups.update' | 'group-participants.update',
+    data: unknown,
+    also: NetworkSession[] = [],
+  ): Promise<void> {
     const targets = new Map<number, NetworkSession>();
-    for (const s of [...this.#memberSessions(group, -1), ...also]) targets.set(s.id, s);
-    for (const s of targets.values()) this.#host.emit(s.id, event, data);
+    for (const s of [...(await this.#memberSessions(group, -1)), ...also]) targets.set(s.id, s);
+    for (const s of targets.values()) await this.#host.emit(s.id, event, data);
   }
 
   async groups(session: NetworkSession): Promise<GroupMetadata[]> {
-    return this.#store.groupsOf(session.orgId, this.#selfJid(session)).map((g) => this.#metadata(g));
+    const groups: GroupMetadata[] = [];
+    for (const group of await this.#store.groupsOf(session.orgId, this.#selfJid(session))) groups.push(await this.#metadata(group));
+    return groups;
   }
 
   async createGroup(session: NetworkSession, subject: string, participants: string[]): Promise<GroupMetadata> {
     const members = participantJids(participants);
-    return this.#host.transaction(() => {
+    return this.#host.transaction(async () => {
       let jid: string;
       do jid = `120363${String(randomInt(0, 1e12)).padStart(12, '0')}@g.us`;
-      while (this.#store.group(jid, session.orgId));
+      while (await this.#store.group(jid, session.orgId));
       const self = this.#selfJid(session);
-      this.#store.insertGroup({ jid, orgId: session.orgId, subject, ownerJid: self, inviteCode: randomToken(16) }, now());
-      this.#store.addMember(jid, self, 'superadmin');
-      for (const m of members) if (m !== self) this.#store.addMember(jid, m, null);
-      const group = this.#store.group(jid, session.orgId)!;
-      const metadata = this.#metadata(group);
-      this.#toMembers(group, 'groups.upsert', [metadata]);
+      await this.#store.insertGroup({ jid, orgId: session.orgId, subject, ownerJid: self, inviteCode: randomToken(16) }, now());
+      await this.#store.addMember(jid, self, 'superadmin');
+      for (const m of members) if (m !== self) await this.#store.addMember(jid, m, null);
+      const group = (await this.#store.group(jid, session.orgId))!;
+      const metadata = await this.#metadata(group);
+      await this.#toMembers(group, 'groups.upsert', [metadata]);
       return metadata;
     });
   }
 
   async groupMetadata(session: NetworkSession, jid: string): Promise<GroupMetadata> {
-    return this.#metadata(this.#memberGroup(session, jid).group);
+    return this.#metadata((await this.#memberGroup(session, jid)).group);
   }
 
   async updateParticipants(
@@ -529,37 +553,37 @@ export class SandboxNetwork implements NetworkAdapter {
     action: 'add' | 'remove' | 'promote' | 'demote',
     participants: string[],
   ): Promise<ParticipantResult[]> {
-    const { group, admin } = this.#memberGroup(session, jid);
+    const { group, admin } = await this.#memberGroup(session, jid);
     const list = participantJids(participants);
     if (!admin) return list.map((id) => ({ id, status: 403, message: 'not-authorized' }));
-    return this.#host.transaction(() => {
+    return this.#host.transaction(async () => {
       const results: ParticipantResult[] = [];
       const changed: string[] = [];
       const removed: NetworkSession[] = [];
       for (const id of list) {
-        const member = this.#store.member(group.jid, id);
+        const member = await this.#store.member(group.jid, id);
         if (action === 'add') {
           if (member) results.push({ id, status: 409, message: 'already a participant' });
           else {
-            this.#store.addMember(group.jid, id, null);
+            await this.#store.addMember(group.jid, id, null);
             results.push({ id, status: 200, message: 'added' });
             changed.push(id);
           }
         } else if (!member) {
           results.push({ id, status: 404, message: 'not a participant' });
         } else if (action === 'remove') {
-          this.#store.removeMember(group.jid, id);
-          const s = this.#sessionByDigits(session.orgId, digitsOf(id));
+          await this.#store.removeMember(group.jid, id);
+          const s = await this.#sessionByDigits(session.orgId, digitsOf(id));
           if (s) removed.push(s);
           results.push({ id, status: 200, message: 'removed' });
           changed.push(id);
         } else {
-          this.#store.setAdmin(group.jid, id, action === 'promote' ? 'admin' : null);
+          await this.#store.setAdmin(group.jid, id, action === 'promote' ? 'admin' : null);
           results.push({ id, status: 200, message: action === 'promote' ? 'promoted' : 'demoted' });
           changed.push(id);
         }
       }
-      if (changed.length) this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: changed, action }, removed);
+      if (changed.length) await this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: changed, action }, removed);
       return results;
     });
   }
@@ -569,55 +593,55 @@ export class SandboxNetwork implements NetworkAdapter {
     jid: string,
     settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean },
   ): Promise<GroupMetadata> {
-    const { group, admin } = this.#memberGroup(session, jid);
+    const { group, admin } = await this.#memberGroup(session, jid);
     if (!admin && (group.restrict_info === 1 || settings.announce !== undefined || settings.restrict !== undefined)) {
       throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { settings: ['only group admins can change these settings'] } });
     }
-    return this.#host.transaction(() => {
-      this.#store.updateGroup(group.jid, settings);
-      const updated = this.#store.group(group.jid, session.orgId)!;
-      this.#toMembers(updated, 'groups.update', [{ id: group.jid, ...settings }]);
+    return this.#host.transaction(async () => {
+      await this.#store.updateGroup(group.jid, settings);
+      const updated = (await this.#store.group(group.jid, session.orgId))!;
+      await this.#toMembers(updated, 'groups.update', [{ id: group.jid, ...settings }]);
       return this.#metadata(updated);
     });
   }
 
   async leaveGroup(session: NetworkSession, jid: string): Promise<void> {
-    const { group } = this.#memberGroup(session, jid);
-    this.#host.transaction(() => {
+    const { group } = await this.#memberGroup(session, jid);
+    await this.#host.transaction(async () => {
       const self = this.#selfJid(session);
-      this.#store.removeMember(group.jid, self);
-      this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: [self], action: 'remove' }, [session]);
-      if (this.#store.members(group.jid).length === 0) this.#store.deleteGroup(group.jid);
+      await this.#store.removeMember(group.jid, self);
+      await this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: [self], action: 'remove' }, [session]);
+      if ((await this.#store.members(group.jid)).length === 0) await this.#store.deleteGroup(group.jid);
     });
   }
 
   async groupInviteCode(session: NetworkSession, jid: string): Promise<string> {
-    const { group, admin } = this.#memberGroup(session, jid);
+    const { group, admin } = await this.#memberGroup(session, jid);
     if (!admin)
       throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { groupJid: ['only group admins can read the invite link'] } });
     return group.invite_code;
   }
 
   async groupInviteInfo(session: NetworkSession, code: string): Promise<GroupMetadata> {
-    const group = this.#store.groupByCode(code, session.orgId);
+    const group = await this.#store.groupByCode(code, session.orgId);
     if (!group) throw new WharfError('not_found', 'Invite not found');
     return this.#metadata(group);
   }
 
   async acceptGroupInvite(session: NetworkSession, code: string): Promise<string> {
-    const group = this.#store.groupByCode(code, session.orgId);
+    const group = await this.#store.groupByCode(code, session.orgId);
     if (!group) throw new WharfError('not_found', 'Invite not found');
     const self = this.#selfJid(session);
-    this.#host.transaction(() => {
-      if (this.#store.member(group.jid, self)) return;
-      this.#store.addMember(group.jid, self, null);
-      this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: [self], action: 'add' });
+    await this.#host.transaction(async () => {
+      if (await this.#store.member(group.jid, self)) return;
+      await this.#store.addMember(group.jid, self, null);
+      await this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: [self], action: 'add' });
     });
     return group.jid;
   }
 
   async groupPicture(session: NetworkSession, jid: string): Promise<string | null> {
-    this.#memberGroup(session, jid);
+    await this.#memberGroup(session, jid);
     return null;
   }
 
@@ -625,7 +649,7 @@ export class SandboxNetwork implements NetworkAdapter {
 
   async uploadMedia(session: NetworkSession, media: { bytes: Buffer; mimetype: string; fileName?: string }): Promise<{ id: string }> {
     const id = randomToken(18);
-    this.#store.insertMedia(
+    await this.#store.insertMedia(
       { id, orgId: session.orgId, kind: 'upload', mimetype: media.mimetype, fileName: media.fileName ?? null, bytes: media.bytes },
       now(),
     );
@@ -633,7 +657,7 @@ export class SandboxNetwork implements NetworkAdapter {
   }
 
   async uploadedMedia(session: NetworkSession, id: string): Promise<StoredMedia | null> {
-    const row = this.#store.media(id, session.orgId, 'upload');
+    const row = await this.#store.media(id, session.orgId, 'upload');
     return row ? { bytes: row.bytes, mimetype: row.mimetype, fileName: row.file_name } : null;
   }
 
@@ -646,7 +670,7 @@ export class SandboxNetwork implements NetworkAdapter {
     const { type, media } = found;
     const where = String(media.directPath ?? media.url ?? '');
     const cdnId = CDN_PATH.exec(where.split('?')[0] ?? '')?.[1];
-    const row = cdnId ? this.#store.media(cdnId, session.orgId, 'cdn') : undefined;
+    const row = cdnId ? await this.#store.media(cdnId, session.orgId, 'cdn') : undefined;
     if (!row) throw new WharfError('not_found', 'Media not found on the sandbox network (only media sent as an uploaded file carries bytes)');
     const key = typeof media.mediaKey === 'string' ? Buffer.from(media.mediaKey, 'base64') : Buffer.alloc(0);
     const plain = decryptMedia(row.bytes, key, type);

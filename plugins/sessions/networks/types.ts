@@ -221,41 +221,43 @@ export type PresenceType = 'composing' | 'recording' | 'available' | 'unavailabl
 
 /**
  * What an adapter may ask of the gateway: one host per network, so its lookups see that
- * network's sessions only. All calls are synchronous and join the current transaction; inside
- * one transaction a session row is read once, whatever the number of calls.
+ * network's sessions only. Calls made inside `transaction(fn)` (in its async context) join it;
+ * inside one transaction a session row is read once, whatever the number of calls. On PostgreSQL
+ * a transaction may run again after a serialization failure: `fn` has no effects outside the
+ * database (events are announced after the commit).
  */
 export interface NetworkHost {
   /** Runs `fn` in one transaction; events emitted inside are announced after the commit. */
-  transaction<T>(fn: () => T): T;
+  transaction<T>(fn: () => Promise<T>): Promise<T>;
   /** A session of this network, as it is now. */
-  session(id: number): NetworkSession | undefined;
+  session(id: number): Promise<NetworkSession | undefined>;
   /** The session of this network that owns a number in an organization (`+<digits>`), if any. */
-  sessionByPhone(orgId: string, phoneNumber: string): NetworkSession | undefined;
+  sessionByPhone(orgId: string, phoneNumber: string): Promise<NetworkSession | undefined>;
   /** The proxy a session's traffic to the network goes through (`proxy_url`, credentials included), or null. */
-  proxyUrl(sessionId: number): string | null;
+  proxyUrl(sessionId: number): Promise<string | null>;
   /** Records an event of a session (use the dedicated methods below where one fits). */
-  emit(sessionId: number, event: EventName, data: unknown): void;
+  emit(sessionId: number, event: EventName, data: unknown): Promise<void>;
   /**
    * The connection state changed: stores it with the reason (the session's `status_reason`), writes
    * the session log, emits session.status (with the reason, if any). The same status again does
    * nothing, unless `repeat` is set and the reason is new (a reconnect attempt failed): then the
    * reason is stored, logged (`status_update`) and emitted too.
    */
-  setStatus(sessionId: number, status: SessionStatus, reason?: string, options?: { repeat?: boolean }): void;
+  setStatus(sessionId: number, status: SessionStatus, reason?: string, options?: { repeat?: boolean }): Promise<void>;
   /** A pairing QR code was issued (or rotated): emits qrcode.updated. */
-  qrUpdated(sessionId: number, qr: string): void;
+  qrUpdated(sessionId: number, qr: string): Promise<void>;
   /** The network accepted an outgoing message: the log row becomes `sent`; emits messages.upsert and message.sent. */
-  sent(sessionId: number, msgId: number, key: MessageKey, message: MessageNode, timestamp: number): void;
+  sent(sessionId: number, msgId: number, key: MessageKey, message: MessageNode, timestamp: number): Promise<void>;
   /** The network refused an outgoing message for good: the log row becomes `failed`; emits messages.update. */
-  failed(sessionId: number, msgId: number, error: string): void;
+  failed(sessionId: number, msgId: number, error: string): Promise<void>;
   /** A receipt for an outgoing message: moves the log row forward (never back); emits messages.update and message-receipt.update. */
-  receipt(sessionId: number, key: MessageKey, status: ReceiptStatus, userJid: string): void;
+  receipt(sessionId: number, key: MessageKey, status: ReceiptStatus, userJid: string): Promise<void>;
   /**
    * A message arrived for a session: applies its filters (ignore_groups, ignore_channels,
    * ignore_broadcasts) and emits messages.upsert, messages.received and the chat's view.
    * Returns false when a filter dropped it. Adapters honour read_incoming_messages themselves.
    */
-  inbound(sessionId: number, message: InboundMessage): boolean;
+  inbound(sessionId: number, message: InboundMessage): Promise<boolean>;
 }
 
 /**
@@ -304,7 +306,7 @@ export interface NetworkAdapter {
    * Delivers an inbound text to the session as if it came from the network, in the caller's
    * transaction; returns the key the session sees (capabilities.receive).
    */
-  receive?(session: NetworkSession, input: SimulatedInbound): MessageKey;
+  receive?(session: NetworkSession, input: SimulatedInbound): Promise<MessageKey>;
 
   // Contacts and lookups
   contacts(session: NetworkSession): Promise<Contact[]>;

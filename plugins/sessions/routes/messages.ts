@@ -42,8 +42,8 @@ export function messageRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     errors: { 404: 'No such message in this session: `{success: false, error, message}`' },
-    handler(ctx, { auth, params }) {
-      ctx.body = { success: true, data: messages.info(auth.session, params.msgId) };
+    async handler(ctx, { auth, params }) {
+      ctx.body = { success: true, data: await messages.info(auth.session, params.msgId) };
     },
   });
 

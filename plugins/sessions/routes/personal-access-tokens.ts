@@ -65,8 +65,8 @@ export function personalAccessTokenRoutes(deps: RouteDeps): RouteGroup {
     auth,
     body: createBody,
     success: { status: 201, schema: success(tokenSchema.extend({ token: z.string() })) },
-    handler(ctx, { auth, body }) {
-      const { row, token } = pats.mint(auth, { name: body.name, expiresAt: body.expires_at });
+    async handler(ctx, { auth, body }) {
+      const { row, token } = await pats.mint(auth, { name: body.name, expiresAt: body.expires_at });
       ctx.status = 201;
       ctx.body = { success: true, data: { ...view(row), token } };
     },

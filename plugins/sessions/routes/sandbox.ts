@@ -58,8 +58,8 @@ export function sandboxRoutes(deps: RouteDeps): RouteGroup[] {
     body: receiveBody,
     success: { schema: success(z.object({ key: z.record(z.string(), z.unknown()) })) },
     errors: { 422: "Invalid body, or the key is not a sandbox session's: `{success: false, message, errors}`" },
-    handler(ctx, { auth, body }) {
-      ctx.body = { success: true, data: { key: messages.receive(auth, body) } };
+    async handler(ctx, { auth, body }) {
+      ctx.body = { success: true, data: { key: await messages.receive(auth, body) } };
     },
   });
 

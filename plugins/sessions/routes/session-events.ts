@@ -67,8 +67,8 @@ export function sessionEventRoutes(deps: RouteDeps, options: SessionEventOptions
     query: streamQuery,
     success: { contentType: 'text/event-stream', description: 'A stream of `id`, `event`, `data` (the webhook payload) records and heartbeat comments' },
     errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
-    handler(ctx, { auth, query }) {
-      const only = query.session_id === undefined ? undefined : sessions.sessionOf(auth, String(query.session_id)).id;
+    async handler(ctx, { auth, query }) {
+      const only = query.session_id === undefined ? undefined : (await sessions.sessionOf(auth, String(query.session_id))).id;
       const wanted: ReadonlySet<EventName> | undefined = query.events;
       const stream = new PassThrough();
       const server = (ctx.req.socket as Socket & { server?: Server }).server;

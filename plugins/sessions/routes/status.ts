@@ -18,7 +18,7 @@ export function statusRoutes(deps: RouteDeps): RouteGroup[] {
     tag: 'Session',
     auth,
     success: { schema: z.object({ status: z.string() }) },
-    handler(ctx, { auth }) {
+    async handler(ctx, { auth }) {
       ctx.body = { status: auth.session.status };
     },
   });

@@ -13,7 +13,7 @@ export function webhookEventRoutes(deps: RouteDeps): RouteGroup {
     tag: 'Webhooks',
     auth: PUBLIC,
     success: { schema: success(z.array(z.string())).extend({ aliases: z.record(z.string(), z.string()) }) },
-    handler(ctx) {
+    async handler(ctx) {
       ctx.body = { success: true, data: EVENT_NAMES, aliases: Object.fromEntries(EVENT_ALIASES) };
     },
   });

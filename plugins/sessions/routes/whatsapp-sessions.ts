@@ -62,8 +62,8 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     tag,
     auth,
     success: { schema: success(z.array(sessionSchema)) },
-    handler(ctx, { auth }) {
-      ctx.body = { success: true, data: admin.list(auth).map(({ session, apiKey }) => sessionView(session, { apiKey })) };
+    async handler(ctx, { auth }) {
+      ctx.body = { success: true, data: (await admin.list(auth)).map(({ session, apiKey }) => sessionView(session, { apiKey })) };
     },
   });
 
@@ -90,8 +90,8 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     auth,
     success: { schema: success(sessionSchema) },
     errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
-    handler(ctx, { auth, params }) {
-      ctx.body = { success: true, data: detailView(admin.detail(sessions.sessionOf(auth, params.id))) };
+    async handler(ctx, { auth, params }) {
+      ctx.body = { success: true, data: detailView(await admin.detail(await sessions.sessionOf(auth, params.id))) };
     },
   });
 
@@ -105,7 +105,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     success: { schema: success(sessionSchema) },
     errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
     async handler(ctx, { auth, params, body }) {
-      ctx.body = { success: true, data: detailView(await admin.update(auth, sessions.sessionOf(auth, params.id), body)) };
+      ctx.body = { success: true, data: detailView(await admin.update(auth, await sessions.sessionOf(auth, params.id), body)) };
     },
   });
 
@@ -118,7 +118,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     success: { schema: success(z.null()) },
     errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
     async handler(ctx, { auth, params }) {
-      await admin.remove(auth, sessions.sessionOf(auth, params.id));
+      await admin.remove(auth, await sessions.sessionOf(auth, params.id));
       ctx.body = { success: true, data: null };
     },
   });
@@ -133,7 +133,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     errors: { 404: NO_SESSION, 409: 'No network adapter for this session type: `{success: false, error, message}`' },
     async handler(ctx, { auth, params, body }) {
       const request = body.phone_number ? { phoneNumber: body.phone_number } : {};
-      ctx.body = { success: true, data: await admin.connect(auth, sessions.sessionOf(auth, params.id), request) };
+      ctx.body = { success: true, data: await admin.connect(auth, await sessions.sessionOf(auth, params.id), request) };
     },
   });
 
@@ -147,7 +147,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
       success: { schema: success(z.object({ qrCode: z.string(), qrImage: z.string() })) },
       errors: { 404: NO_SESSION, 409: 'No QR code to give (not pairing, connected, sandbox, or no adapter): `{success: false, error, message}`' },
       async handler(ctx, { auth, params }) {
-        ctx.body = { success: true, data: await admin.qrCode(sessions.sessionOf(auth, params.id)) };
+        ctx.body = { success: true, data: await admin.qrCode(await sessions.sessionOf(auth, params.id)) };
       },
     });
   }
@@ -161,7 +161,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     body: emptyBody,
     errors: { 404: NO_SESSION },
     async handler(ctx, { auth, params }) {
-      ctx.body = { success: true, data: await admin.disconnect(auth, sessions.sessionOf(auth, params.id)) };
+      ctx.body = { success: true, data: await admin.disconnect(auth, await sessions.sessionOf(auth, params.id)) };
     },
   });
 
@@ -174,7 +174,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     body: emptyBody,
     errors: { 404: NO_SESSION, 409: 'The session is not connected: `{success: false, error, message}`' },
     async handler(ctx, { auth, params }) {
-      ctx.body = { success: true, data: await admin.restart(auth, sessions.sessionOf(auth, params.id)) };
+      ctx.body = { success: true, data: await admin.restart(auth, await sessions.sessionOf(auth, params.id)) };
     },
   });
 
@@ -188,8 +188,8 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
       body: emptyBody,
       success: { schema: z.object({ success: z.literal(true), api_key: z.string() }) },
       errors: { 404: NO_SESSION },
-      handler(ctx, { auth, params }) {
-        ctx.body = { success: true, api_key: admin.regenerateKey(auth, sessions.sessionOf(auth, params.id)) };
+      async handler(ctx, { auth, params }) {
+        ctx.body = { success: true, api_key: await admin.regenerateKey(auth, await sessions.sessionOf(auth, params.id)) };
       },
     });
   }
@@ -202,9 +202,9 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     auth,
     query: messageLogQuery,
     errors: { 404: NO_SESSION },
-    handler(ctx, { auth, params, query }) {
-      const session = sessions.sessionOf(auth, params.id);
-      ctx.body = page(query, admin.messageLogs(session, { status: query.status, page: query.page, perPage: query.per_page }), (r) => ({
+    async handler(ctx, { auth, params, query }) {
+      const session = await sessions.sessionOf(auth, params.id);
+      ctx.body = page(query, await admin.messageLogs(session, { status: query.status, page: query.page, perPage: query.per_page }), (r) => ({
         id: r.id,
         whatsapp_session_id: r.session_id,
         to: r.recipient,
@@ -231,8 +231,8 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     auth,
     query: pageOnly,
     errors: { 404: NO_SESSION },
-    handler(ctx, { auth, params, query }) {
-      const logs = admin.statusLogs(sessions.sessionOf(auth, params.id), query.page, query.per_page);
+    async handler(ctx, { auth, params, query }) {
+      const logs = await admin.statusLogs(await sessions.sessionOf(auth, params.id), query.page, query.per_page);
       ctx.body = page(query, logs, (r) => ({
         id: r.id,
         whatsapp_session_id: r.session_id,
@@ -252,8 +252,8 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     auth,
     query: pageOnly,
     errors: { 404: NO_SESSION },
-    handler(ctx, { auth, params, query }) {
-      ctx.body = page(query, admin.auditLogs(sessions.sessionOf(auth, params.id), query.page, query.per_page), (r) => ({
+    async handler(ctx, { auth, params, query }) {
+      ctx.body = page(query, await admin.auditLogs(await sessions.sessionOf(auth, params.id), query.page, query.per_page), (r) => ({
         id: r.id,
         whatsapp_session_id: r.session_id,
         action: r.action,
@@ -275,7 +275,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     success: { schema: success(sessionSchema) },
     errors: { 404: NO_SESSION },
     async handler(ctx, { auth, params, body }) {
-      ctx.body = { success: true, data: detailView(await admin.setProxy(auth, sessions.sessionOf(auth, params.id), body.proxy_url)) };
+      ctx.body = { success: true, data: detailView(await admin.setProxy(auth, await sessions.sessionOf(auth, params.id), body.proxy_url)) };
     },
   });
 
@@ -287,8 +287,8 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     auth,
     success: { schema: success(signingMode) },
     errors: { 404: NO_SESSION },
-    handler(ctx, { auth, params }) {
-      ctx.body = { success: true, data: { mode: sessions.sessionOf(auth, params.id).webhookSigning } };
+    async handler(ctx, { auth, params }) {
+      ctx.body = { success: true, data: { mode: (await sessions.sessionOf(auth, params.id)).webhookSigning } };
     },
   });
 
@@ -301,8 +301,8 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     body: signingBody,
     success: { schema: success(signingMode) },
     errors: { 404: NO_SESSION },
-    handler(ctx, { auth, params, body }) {
-      admin.setSigning(auth, sessions.sessionOf(auth, params.id), body.mode);
+    async handler(ctx, { auth, params, body }) {
+      await admin.setSigning(auth, await sessions.sessionOf(auth, params.id), body.mode);
       ctx.body = { success: true, data: { mode: body.mode } };
     },
   });
@@ -326,8 +326,8 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
       ),
     },
     errors: { 404: NO_SESSION },
-    handler(ctx, { auth, params }) {
-      const rotated = admin.rotateWebhookSecret(auth, sessions.sessionOf(auth, params.id));
+    async handler(ctx, { auth, params }) {
+      const rotated = await admin.rotateWebhookSecret(auth, await sessions.sessionOf(auth, params.id));
       ctx.body = { success: true, data: { webhook_secret: rotated.secret, previous_secret_valid_until: rotated.previousValidUntil?.toISOString() ?? null } };
     },
   });

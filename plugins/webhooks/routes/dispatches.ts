@@ -132,9 +132,9 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
     error: a.error,
     response: a.response,
   });
-  const dispatchOf = (ctx: Context, { orgId }: Org): DispatchRow => {
+  const dispatchOf = async (ctx: Context, { orgId }: Org): Promise<DispatchRow> => {
     const idText = String(ctx.params.id ?? '');
-    const row = /^[1-9]\d{0,15}$/.test(idText) ? store.get(Number(idText), orgId) : undefined;
+    const row = /^[1-9]\d{0,15}$/.test(idText) ? await store.get(Number(idText), orgId) : undefined;
     if (!row) throw new WharfError('not_found', 'Dispatch not found');
     return row;
   };
@@ -147,9 +147,9 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
     summary: "Webhook dispatch records of the organization's sessions, newest first: status, attempts, last answer, next attempt (Laravel paginator)",
     query: listQuery((name) => sessions.canonicalEvent(name)),
     success: { schema: z.object({ success: z.literal(true), data: paginatedSchema }) },
-    handler(ctx, { query, auth }) {
+    async handler(ctx, { query, auth }) {
       const { page, per_page: perPage } = query;
-      const { rows, total } = store.list(
+      const { rows, total } = await store.list(
         { orgId: auth.orgId, sessionId: query.session_id, status: query.status, event: query.event, from: query.from, to: query.to },
         page,
         perPage,
@@ -180,12 +180,12 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
       schema: z.object({ success: z.literal(true), data: dispatchSchema.extend({ attempts: z.array(attemptSchema), payload: z.unknown() }) }),
     },
     errors: notFound,
-    handler(ctx, { auth }) {
-      const row = dispatchOf(ctx, auth);
-      const body = store.body(row.id);
+    async handler(ctx, { auth }) {
+      const row = await dispatchOf(ctx, auth);
+      const body = await store.body(row.id);
       ctx.body = {
         success: true,
-        data: { ...view(row), attempts: store.attempts(row.id).map(attemptView), payload: body === undefined ? null : JSON.parse(body) },
+        data: { ...view(row), attempts: (await store.attempts(row.id)).map(attemptView), payload: body === undefined ? null : JSON.parse(body) },
       };
     },
   });
@@ -203,19 +203,19 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
       ...notFound,
       409: 'The dispatch is still pending, or its session was deleted or has no enabled webhook: `{success: false, error, message}`',
     },
-    handler(ctx, { auth }) {
-      const row = dispatchOf(ctx, auth);
+    async handler(ctx, { auth }) {
+      const row = await dispatchOf(ctx, auth);
       if (row.status === 'pending')
         throw new WharfError(
           'conflict',
           `Dispatch ${row.id} is still pending (attempt ${row.attempt_count} of ${maxAttempts} made); redeliver it once it is delivered or abandoned`,
         );
-      const session = sessions.get(row.session_id);
+      const session = await sessions.get(row.session_id);
       if (!session || session.orgId !== row.org_id) throw new WharfError('conflict', `Session ${row.session_id} was deleted: nothing to deliver to`);
       if (!session.webhookUrl) throw new WharfError('conflict', `Session ${session.id} has no webhook_url`);
       if (!session.webhookEnabled) throw new WharfError('conflict', `Session ${session.id} has its webhook disabled (webhook_enabled is false)`);
-      const body = store.body(row.id)!;
-      const id = store.enqueue(
+      const body = (await store.body(row.id))!;
+      const id = await store.enqueue(
         {
           orgId: row.org_id,
           sessionId: row.session_id,
@@ -230,7 +230,7 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
       );
       dispatcher.markDue(row.session_id, Date.now());
       ctx.status = 202;
-      ctx.body = { success: true, data: view(store.get(id, row.org_id)!) };
+      ctx.body = { success: true, data: view((await store.get(id, row.org_id))!) };
     },
   });
 

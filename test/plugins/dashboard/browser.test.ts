@@ -468,12 +468,12 @@ describe('the dashboard, pairing a WhatsApp session', () => {
         name: 'whatsapp',
         capabilities: { pairing: ['qr'], receive: false },
         async connect(session) {
-          host.setStatus(session.id, 'need_scan');
+          await host.setStatus(session.id, 'need_scan');
           return { status: 'need_scan', qrCode: pairingQr };
         },
         qrCode: async () => ({ qrCode: pairingQr, qrImage: `data:image/gif;base64,${Buffer.from(encodeQR(pairingQr, 'gif')).toString('base64')}` }),
         async disconnect(session) {
-          host.setStatus(session.id, 'disconnected');
+          await host.setStatus(session.id, 'disconnected');
           return { status: 'disconnected' };
         },
         forget: async () => {},
@@ -509,12 +509,12 @@ describe('the dashboard, pairing a WhatsApp session', () => {
 
     // The network rotates the code: the page follows (qrcode.updated over the live stream).
     pairingQr = 'wharf-pairing-2';
-    host.qrUpdated(sessionId, pairingQr);
+    await host.qrUpdated(sessionId, pairingQr);
     await expect.poll(() => page.locator('canvas.qr').getAttribute('data-qr')).toBe('wharf-pairing-2');
     expect(await decodeQr()).toBe('wharf-pairing-2');
 
     // Scanned: connected, and the code goes away.
-    host.setStatus(sessionId, 'connected', 'paired');
+    await host.setStatus(sessionId, 'connected', 'paired');
     await expect.poll(() => text(page, '[data-testid=session-status]')).toBe('Connected');
     await expect.poll(() => page.locator('canvas.qr').count()).toBe(0);
   }, 120_000);

@@ -69,7 +69,7 @@ describe('personal access tokens', () => {
       expires_at: fromPat.body.data.expires_at,
     });
     // Only the hash is stored.
-    const row = app.running.db.prepare('SELECT * FROM sessions_pats WHERE id = ?').get(fromCookie.body.data.id) as Record<string, unknown>;
+    const row = (await app.running.data.one<Record<string, unknown>>('SELECT * FROM sessions_pats WHERE id = ?', [fromCookie.body.data.id]))!;
     expect(row.token_hash).toBe(sha256Hex(fromCookie.body.data.token));
     expect(JSON.stringify(row)).not.toContain(fromCookie.body.data.token);
   });
@@ -104,7 +104,7 @@ describe('personal access tokens', () => {
       await call(app, alice.pat, 'POST', '/api/personal-access-tokens', { name: 'expiring', expires_at: new Date(Date.now() + 60_000).toISOString() })
     ).body.data;
     expect((await call(app, minted.token, 'GET', '/api/personal-access-tokens')).status).toBe(200);
-    app.running.db.prepare('UPDATE sessions_pats SET expires_at = ? WHERE id = ?').run(new Date(Date.now() - 1000).toISOString(), minted.id);
+    await app.running.data.run('UPDATE sessions_pats SET expires_at = ? WHERE id = ?', [new Date(Date.now() - 1000).toISOString(), minted.id]);
     expect((await call(app, minted.token, 'GET', '/api/personal-access-tokens')).status).toBe(401);
   });
 
@@ -187,10 +187,10 @@ describe('session API keys', () => {
 
   it('are stored encrypted and looked up by hash', async () => {
     const s = await sandboxSession(app, alice.pat);
-    const row = app.running.db.prepare('SELECT api_key_enc, api_key_hash, webhook_secret_enc FROM sessions_sessions WHERE id = ?').get(s.id) as Record<
-      string,
-      string
-    >;
+    const row = (await app.running.data.one<Record<string, string>>(
+      'SELECT api_key_enc, api_key_hash, webhook_secret_enc FROM sessions_sessions WHERE id = ?',
+      [s.id],
+    ))!;
     expect(row.api_key_hash).toBe(sha256Hex(s.apiKey));
     expect(row.api_key_enc).toMatch(/^v1\./);
     expect(row.webhook_secret_enc).toMatch(/^v1\./);

@@ -42,8 +42,8 @@ async function download(url: string) {
   return { status: res.status, headers: res.headers, bytes: Buffer.from(await res.arrayBuffer()) };
 }
 
-function received(session: SessionInfo, after: number) {
-  return eventsOf(app, session.id, after).filter((e) => e.event === 'messages.received');
+async function received(session: SessionInfo, after: number) {
+  return (await eventsOf(app, session.id, after)).filter((e) => e.event === 'messages.received');
 }
 
 // A small PNG: the signature, then filler. The sandbox keeps bytes as they are.
@@ -81,10 +81,10 @@ describe('upload, send, decrypt-media', () => {
     expect(got.headers.get('x-content-type-options')).toBe('nosniff');
     expect(got.headers.get('content-security-policy')).toBe("default-src 'none'; sandbox");
 
-    const bFrom = lastEventId(app, b.id);
+    const bFrom = await lastEventId(app, b.id);
     const sent = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, documentUrl: up.body.publicUrl, text: 'the contract' });
     expect(sent.body.data.status).toBe('delivered');
-    const [event] = received(b, bFrom);
+    const [event] = await received(b, bFrom);
     const data = event!.payload.data as { key: Record<string, unknown>; message: { documentMessage: Record<string, unknown> }; pushName: string };
     expect(data.message.documentMessage).toMatchObject({
       mimetype: 'application/pdf',
@@ -124,9 +124,9 @@ describe('upload, send, decrypt-media', () => {
     expect(up.status, up.text).toBe(200);
     expect(up.body.publicUrl).toMatch(/\.png$/);
     expect(up.body.data).toMatchObject({ mimetype: 'image/png', size: PNG.length, fileName: null });
-    const bFrom = lastEventId(app, b.id);
+    const bFrom = await lastEventId(app, b.id);
     await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, imageUrl: up.body.publicUrl, text: 'look' });
-    const message = (received(b, bFrom)[0]!.payload.data as { message: Record<string, unknown> }).message;
+    const message = ((await received(b, bFrom))[0]!.payload.data as { message: Record<string, unknown> }).message;
     expect(message.imageMessage).toMatchObject({ mimetype: 'image/png', caption: 'look', mediaKey: expect.any(String) });
     const dec = await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: { messages: [{ key: {}, message }] } });
     const plain = await download(dec.body.publicUrl);
@@ -199,9 +199,9 @@ describe('upload, send, decrypt-media', () => {
     const a = await sandboxSession(app, t.pat);
     const b = await sandboxSession(app, t.pat);
     const up = await raw(a.apiKey, '/api/upload', PDF, { 'content-type': 'application/pdf' });
-    const bFrom = lastEventId(app, b.id);
+    const bFrom = await lastEventId(app, b.id);
     await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, documentUrl: up.body.publicUrl });
-    const message = (received(b, bFrom)[0]!.payload.data as { message: { documentMessage: Record<string, unknown> } }).message;
+    const message = ((await received(b, bFrom))[0]!.payload.data as { message: { documentMessage: Record<string, unknown> } }).message;
 
     const noMedia = await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: { messages: { key: { id: 'x' }, message: { conversation: 'hi' } } } });
     expect(noMedia.status).toBe(422);
@@ -227,7 +227,7 @@ describe('upload, send, decrypt-media', () => {
 
     // Expired or unknown ids answer 404 in the messaging envelope.
     const dec = await call(app, b.apiKey, 'POST', '/api/decrypt-media', { data: { message } });
-    app.running.db.prepare("UPDATE sessions_media SET expires_at = '2000-01-01T00:00:00.000Z'").run();
+    await app.running.data.run("UPDATE sessions_media SET expires_at = '2000-01-01T00:00:00.000Z'");
     for (const url of [dec.body.publicUrl, up.body.publicUrl, `${app.url}/api/decrypted-media/${'A'.repeat(43)}`, `${app.url}/api/media/nope`]) {
       const res = await app.request('GET', url.slice(app.url.length));
       expect(res.status, url).toBe(404);
@@ -250,7 +250,7 @@ describe('groups', () => {
     const b = await sandboxSession(app, t.pat, { name: 'Bob' });
     const c = await sandboxSession(app, t.pat, { name: 'Carol' });
     const d = await sandboxSession(app, t.pat, { name: 'Dan' });
-    const from = { a: lastEventId(app, a.id), b: lastEventId(app, b.id), c: lastEventId(app, c.id), d: lastEventId(app, d.id) };
+    const from = { a: await lastEventId(app, a.id), b: await lastEventId(app, b.id), c: await lastEventId(app, c.id), d: await lastEventId(app, d.id) };
 
     const created = await call(app, a.apiKey, 'POST', '/api/groups', { name: 'Crew', participants: [b.phone] });
     expect(created.status, created.text).toBe(201);
@@ -273,10 +273,10 @@ describe('groups', () => {
       },
     });
     for (const s of [a, b]) {
-      const upserts = eventsOf(app, s.id, from[s === a ? 'a' : 'b']).filter((e) => e.event === 'groups.upsert');
+      const upserts = (await eventsOf(app, s.id, from[s === a ? 'a' : 'b'])).filter((e) => e.event === 'groups.upsert');
       expect(upserts.map((e) => e.payload.data)).toEqual([[expect.objectContaining({ id: jid, subject: 'Crew', size: 2 })]]);
     }
-    expect(eventsOf(app, c.id, from.c)).toEqual([]);
+    expect(await eventsOf(app, c.id, from.c)).toEqual([]);
 
     expect((await call(app, b.apiKey, 'GET', '/api/groups')).body).toStrictEqual({ success: true, data: [{ id: jid, name: 'Crew', imgUrl: null }] });
     expect((await call(app, b.apiKey, 'GET', `/api/groups/${encodeURIComponent(jid)}/metadata`)).body.data.id).toBe(jid);
@@ -295,7 +295,7 @@ describe('groups', () => {
       success: true,
       data: [{ id: pn(c.phone), status: 403, message: 'not-authorized' }],
     });
-    const fromAdd = { a: lastEventId(app, a.id), b: lastEventId(app, b.id) };
+    const fromAdd = { a: await lastEventId(app, a.id), b: await lastEventId(app, b.id) };
     const added = await call(app, a.apiKey, 'POST', `/api/groups/${jid}/participants/add`, { participants: [c.phone, b.phone] });
     expect(added.body.data).toEqual([
       { id: pn(c.phone), status: 200, message: 'added' },
@@ -303,7 +303,7 @@ describe('groups', () => {
     ]);
     for (const s of [a, b, c]) {
       const after = s === a ? fromAdd.a : s === b ? fromAdd.b : from.c;
-      expect(eventsOf(app, s.id, after).map((e) => [e.event, e.payload.data])).toEqual([
+      expect((await eventsOf(app, s.id, after)).map((e) => [e.event, e.payload.data])).toEqual([
         ['group-participants.update', { id: jid, participants: [pn(c.phone)], action: 'add' }],
       ]);
     }
@@ -316,10 +316,10 @@ describe('groups', () => {
       isAdmin: true,
     });
 
-    const fromSettings = lastEventId(app, c.id);
+    const fromSettings = await lastEventId(app, c.id);
     const settings = await call(app, b.apiKey, 'PUT', `/api/groups/${jid}/settings`, { subject: 'Crew 2', description: 'ship it', announce: true });
     expect(settings.body).toStrictEqual({ success: true, data: { subject: 'Crew 2', description: 'ship it', announce: true, restrict: false } });
-    expect(eventsOf(app, c.id, fromSettings).map((e) => [e.event, e.payload.data])).toEqual([
+    expect((await eventsOf(app, c.id, fromSettings)).map((e) => [e.event, e.payload.data])).toEqual([
       ['groups.update', [{ id: jid, subject: 'Crew 2', description: 'ship it', announce: true }]],
     ]);
     // announce: only admins send; Carol is not one.
@@ -342,10 +342,10 @@ describe('groups', () => {
       success: true,
       data: { id: jid, subject: 'Crew 2', desc: 'ship it', owner: pn(a.phone), creation: expect.any(Number), announce: true, restrict: false, size: 3 },
     });
-    const fromJoin = lastEventId(app, a.id);
+    const fromJoin = await lastEventId(app, a.id);
     const joined = await call(app, d.apiKey, 'POST', '/api/groups/invite/accept', { code: link.body.data.inviteLink });
     expect(joined.body).toStrictEqual({ success: true, data: { groupJid: jid } });
-    expect(eventsOf(app, a.id, fromJoin).map((e) => [e.event, e.payload.data])).toEqual([
+    expect((await eventsOf(app, a.id, fromJoin)).map((e) => [e.event, e.payload.data])).toEqual([
       ['group-participants.update', { id: jid, participants: [pn(d.phone)], action: 'add' }],
     ]);
     expect((await call(app, d.apiKey, 'GET', `/api/groups/${jid}/metadata`)).body.data.size).toBe(4);
@@ -361,7 +361,7 @@ describe('groups', () => {
       { id: pn(c.phone), status: 200, message: 'removed' },
       { id: '14155550999@s.whatsapp.net', status: 404, message: 'not a participant' },
     ]);
-    expect(eventsOf(app, c.id).at(-1)!.payload.data).toEqual({ id: jid, participants: [pn(c.phone)], action: 'remove' });
+    expect((await eventsOf(app, c.id)).at(-1)!.payload.data).toEqual({ id: jid, participants: [pn(c.phone)], action: 'remove' });
     expect((await call(app, c.apiKey, 'GET', `/api/groups/${jid}/metadata`)).status).toBe(404);
 
     const left = await call(app, b.apiKey, 'POST', `/api/groups/${jid}/leave`);
@@ -431,7 +431,7 @@ describe('groups', () => {
 describe('contacts', () => {
   it('saves, renames, reads (by number, JID or LID), lists and pages contacts, with their events', async () => {
     const s = await sandboxSession(app, t.pat);
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const saved = await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: '+14155550177', fullName: 'Erin', saveOnPrimaryAddressbook: true });
     expect(saved.body).toStrictEqual({
       success: true,
@@ -449,7 +449,7 @@ describe('contacts', () => {
     });
     const lid = saved.body.data.lid;
     await call(app, s.apiKey, 'PUT', '/api/contacts', { jid: '14155550177@s.whatsapp.net', fullName: 'Erin B.' });
-    expect(eventsOf(app, s.id, from).map((e) => [e.event, e.payload.data])).toEqual([
+    expect((await eventsOf(app, s.id, from)).map((e) => [e.event, e.payload.data])).toEqual([
       ['contacts.upsert', [{ id: '14155550177@s.whatsapp.net', lid, phoneNumber: '14155550177@s.whatsapp.net', name: 'Erin' }]],
       ['contacts.update', [{ id: '14155550177@s.whatsapp.net', lid, phoneNumber: '14155550177@s.whatsapp.net', name: 'Erin B.' }]],
     ]);
@@ -498,17 +498,17 @@ describe('contacts', () => {
     expect(blocked.body).toStrictEqual({ success: true, data: { message: 'Contact blocked', jid: a.phone } });
     expect((await call(app, b.apiKey, 'GET', `/api/contacts/${a.phone}`)).body.data.blocked).toBe(true);
 
-    const bFrom = lastEventId(app, b.id);
+    const bFrom = await lastEventId(app, b.id);
     const sent = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, text: 'can you hear me?' });
     expect(sent.body.data.status).toBe('sent');
-    expect(eventsOf(app, b.id, bFrom)).toEqual([]);
+    expect(await eventsOf(app, b.id, bFrom)).toEqual([]);
     expect((await call(app, a.apiKey, 'GET', `/api/messages/${sent.body.data.msgId}/info`)).body.data.status).toBe(2);
 
     const unblocked = await call(app, b.apiKey, 'POST', `/api/contacts/${digits(a.phone)}/unblock`, {});
     expect(unblocked.body).toStrictEqual({ success: true, data: { message: 'Contact unblocked', jid: digits(a.phone) } });
     const again = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, text: 'and now?' });
     expect(again.body.data.status).toBe('delivered');
-    expect(received(b, bFrom).map((e) => (e.payload.data as { message: unknown }).message)).toEqual([{ conversation: 'and now?' }]);
+    expect((await received(b, bFrom)).map((e) => (e.payload.data as { message: unknown }).message)).toEqual([{ conversation: 'and now?' }]);
 
     const actions = (await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${b.id}/audit-logs`)).body.data.data.map((r: { action: string }) => r.action);
     expect(actions.slice(0, 2)).toEqual(['contact.unblocked', 'contact.blocked']);

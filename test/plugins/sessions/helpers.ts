@@ -66,12 +66,12 @@ export async function whatsappSession(app: TestApp, pat: string, body: Record<st
 }
 
 /** Events recorded for a session after `afterId`, as the service holds them. */
-export function eventsOf(app: TestApp, sessionId: number, afterId = 0): SessionEvent[] {
+export function eventsOf(app: TestApp, sessionId: number, afterId = 0): Promise<SessionEvent[]> {
   return app.running.services.sessions!.events(sessionId, { afterId });
 }
 
-export function lastEventId(app: TestApp, sessionId: number): number {
-  return eventsOf(app, sessionId).at(-1)?.id ?? 0;
+export async function lastEventId(app: TestApp, sessionId: number): Promise<number> {
+  return (await eventsOf(app, sessionId)).at(-1)?.id ?? 0;
 }
 
 /** Polls `probe` until it returns a truthy value; rejects after `timeoutMs`. */
@@ -86,8 +86,8 @@ export async function until<T>(probe: () => T | Promise<T>, what = 'condition', 
 }
 
 /** The status of a session, as its row says. */
-export function statusOf(app: TestApp, sessionId: number): string | undefined {
-  return app.running.services.sessions!.get(sessionId)?.status;
+export async function statusOf(app: TestApp, sessionId: number): Promise<string | undefined> {
+  return (await app.running.services.sessions!.get(sessionId))?.status;
 }
 
 /** Settings that make a whatsapp session's reconnects quick in tests. */
@@ -109,6 +109,6 @@ export async function connectedWhatsApp(app: TestApp, pat: string, network: Pair
   const res = await call(app, pat, 'POST', `/api/whatsapp-sessions/${session.id}/connect`, {});
   if (res.status !== 200 || res.body.data.status !== 'need_scan') throw new Error(`connect failed: ${res.status} ${res.text}`);
   network.scan(session.id, session.phone, String(body.name ?? 'WhatsApp'));
-  await until(() => statusOf(app, session.id) === 'connected', `session ${session.id} connected`);
+  await until(async () => (await statusOf(app, session.id)) === 'connected', `session ${session.id} connected`);
   return session;
 }

@@ -434,9 +434,9 @@ async function extra(session: SessionInfo, peer: SessionInfo): Promise<Extra> {
     base64: Buffer.from('%PDF-1.4 matrix').toString('base64'),
     mimetype: 'application/pdf',
   });
-  const from = lastEventId(app, session.id);
+  const from = await lastEventId(app, session.id);
   const sent = await call(app, peer.apiKey, 'POST', '/api/send-message', { to: session.phone, documentUrl: upload.body.publicUrl });
-  const received = await until(() => eventsOf(app, session.id, from).find((e) => e.event === 'messages.received'), 'the document received');
+  const received = await until(async () => (await eventsOf(app, session.id, from)).find((e) => e.event === 'messages.received'), 'the document received');
   const got = received.payload.data as {
     key: { remoteJid: string };
     message: Record<string, unknown>;

@@ -34,9 +34,9 @@ function registerWhatsapp(capabilities: NetworkCapabilities): NetworkHost {
     name: 'whatsapp',
     capabilities,
     async connect(session) {
-      host.transaction(() => {
-        host.setStatus(session.id, 'need_scan', 'pairing');
-        host.qrUpdated(session.id, 'QR-1');
+      await host.transaction(async () => {
+        await host.setStatus(session.id, 'need_scan', 'pairing');
+        await host.qrUpdated(session.id, 'QR-1');
       });
       return { status: 'need_scan', qrCode: 'QR-1' };
     },
@@ -54,7 +54,7 @@ function registerWhatsapp(capabilities: NetworkCapabilities): NetworkHost {
 
 describe('a network adapter behind the sessions API', () => {
   it('the WhatsApp adapter declares QR and phone-code pairing and no receive: sandbox receive refuses its key, the QR route answers 409 until pairing starts', async () => {
-    const network = svc.network(svc.get(wa.id)!)!;
+    const network = svc.network((await svc.get(wa.id))!)!;
     expect(network.name).toBe('whatsapp');
     expect(network.capabilities).toEqual({ pairing: ['qr', 'phone_code'], receive: false });
     expect(await call(app, wa.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'hi' })).toMatchObject({
@@ -72,10 +72,10 @@ describe('a network adapter behind the sessions API', () => {
 
   it('one that pairs by QR: connect answers its QR code, the status and the code it reports are recorded, the QR route serves it', async () => {
     const host = registerWhatsapp({ pairing: ['qr', 'phone_code'], receive: false });
-    const from = lastEventId(app, wa.id);
+    const from = await lastEventId(app, wa.id);
     const connected = await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${wa.id}/connect`, {});
     expect(connected).toMatchObject({ status: 200, body: { success: true, data: { status: 'need_scan', qrCode: 'QR-1' } } });
-    expect(eventsOf(app, wa.id, from).map((e) => [e.event, e.payload.data])).toEqual([
+    expect((await eventsOf(app, wa.id, from)).map((e) => [e.event, e.payload.data])).toEqual([
       ['session.status', { status: 'need_scan', reason: 'pairing' }],
       ['qrcode.updated', { qr: 'QR-1' }],
     ]);
@@ -89,10 +89,10 @@ describe('a network adapter behind the sessions API', () => {
     // It declares no receive: the sandbox's route still refuses its key.
     expect((await call(app, wa.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'hi' })).status).toBe(422);
     // Its host sees whatsapp sessions only.
-    expect(host.session(wa.id)).toMatchObject({ id: wa.id, phoneNumber: wa.phone });
-    expect(host.sessionByPhone(t.orgId, wa.phone)?.id).toBe(wa.id);
-    expect(host.session(sandbox.id)).toBeUndefined();
-    expect(host.sessionByPhone(t.orgId, sandbox.phone)).toBeUndefined();
+    expect(await host.session(wa.id)).toMatchObject({ id: wa.id, phoneNumber: wa.phone });
+    expect((await host.sessionByPhone(t.orgId, wa.phone))?.id).toBe(wa.id);
+    expect(await host.session(sandbox.id)).toBeUndefined();
+    expect(await host.sessionByPhone(t.orgId, sandbox.phone)).toBeUndefined();
   });
 
   it('the QR route answers 409 as the declared pairing says', async () => {
@@ -114,22 +114,22 @@ describe('a network adapter behind the sessions API', () => {
 });
 
 describe('a transaction', () => {
-  it('reads a session row once; a write through the store is seen at once, and by the events after it', () => {
+  it('reads a session row once; a write through the store is seen at once, and by the events after it', async () => {
     const host = registerWhatsapp({ pairing: ['qr'], receive: false });
     const seen: EmittedEvent[] = [];
     const off = svc.onEvent((event) => {
       if (event.sessionId === wa.id) seen.push(event);
     });
     try {
-      svc.transaction(() => {
-        const first = svc.get(wa.id)!;
+      await svc.transaction(async () => {
+        const first = (await svc.get(wa.id))!;
         // The same object: not read again.
-        expect(svc.get(wa.id)).toBe(first);
-        expect(host.session(wa.id)).toBe(first);
-        host.setStatus(wa.id, 'connecting', 'test');
-        expect(svc.get(wa.id)!.status).toBe('connecting');
-        host.setStatus(wa.id, 'connected', 'test');
-        svc.emit(wa.id, 'contacts.update', [{ id: 'x' }]);
+        expect(await svc.get(wa.id)).toBe(first);
+        expect(await host.session(wa.id)).toBe(first);
+        await host.setStatus(wa.id, 'connecting', 'test');
+        expect((await svc.get(wa.id))!.status).toBe('connecting');
+        await host.setStatus(wa.id, 'connected', 'test');
+        await svc.emit(wa.id, 'contacts.update', [{ id: 'x' }]);
       });
     } finally {
       off();
@@ -139,20 +139,21 @@ describe('a transaction', () => {
       ['session.status', 'connected'],
       ['contacts.update', 'connected'],
     ]);
-    expect(svc.get(wa.id)!.status).toBe('connected');
+    expect((await svc.get(wa.id))!.status).toBe('connected');
   });
 
-  it('reads a row again after a nested transaction that wrote it rolled back', () => {
-    svc.transaction(() => {
-      const before = svc.get(wa.id)!.status;
-      expect(() =>
-        svc.transaction(() => {
-          svc.store.setStatus(wa.id, 'expired', null, new Date().toISOString());
-          expect(svc.get(wa.id)!.status).toBe('expired');
+  it('a throw inside a nested transaction rolls the whole transaction back, the row as it was', async () => {
+    const before = (await svc.get(wa.id))!.status;
+    await expect(
+      svc.transaction(async () => {
+        await svc.transaction(async () => {
+          await svc.store.setStatus(wa.id, 'expired', null, new Date().toISOString());
+          // The snapshot forgot the row it wrote: read again, as written.
+          expect((await svc.get(wa.id))!.status).toBe('expired');
           throw new Error('roll back');
-        }),
-      ).toThrow('roll back');
-      expect(svc.get(wa.id)!.status).toBe(before);
-    });
+        });
+      }),
+    ).rejects.toThrow('roll back');
+    expect((await svc.get(wa.id))!.status).toBe(before);
   });
 });

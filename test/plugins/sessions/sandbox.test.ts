@@ -4,6 +4,7 @@
  * the send variants, edit / delete / react, failures, account protection, and the events
  * recorded with their exact payloads.
  */
+import type { Db } from '../../../core/db.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
 import type { SessionEvent } from '../../../plugins/sessions/types.ts';
@@ -28,7 +29,7 @@ const names = (events: SessionEvent[]) => events.map((e) => e.event);
 async function pair(aBody: Record<string, unknown> = {}, bBody: Record<string, unknown> = {}) {
   const a = await sandboxSession(app, t.pat, { name: 'Alice', ...aBody });
   const b = await sandboxSession(app, t.pat, { name: 'Bob', ...bBody });
-  return { a, b, aFrom: lastEventId(app, a.id), bFrom: lastEventId(app, b.id) };
+  return { a, b, aFrom: await lastEventId(app, a.id), bFrom: await lastEventId(app, b.id) };
 }
 
 describe('a send between two sandbox sessions', () => {
@@ -40,7 +41,7 @@ describe('a send between two sandbox sessions', () => {
     expect(res.body).toStrictEqual({ success: true, data: { msgId: expect.any(Number), jid: b.phone, status: 'delivered' } });
     const { msgId } = res.body.data;
 
-    const inbound = eventsOf(app, b.id, bFrom);
+    const inbound = await eventsOf(app, b.id, bFrom);
     expect(names(inbound)).toEqual(['contacts.upsert', 'messages.upsert', 'messages.received', 'messages-personal']);
     const received = inbound.find((e) => e.event === 'messages.received')!;
     const lid = (await call(app, a.apiKey, 'GET', '/api/user')).body.data.lid;
@@ -69,7 +70,7 @@ describe('a send between two sandbox sessions', () => {
     // The filtered view carries the same data.
     expect(inbound.find((e) => e.event === 'messages-personal')!.payload.data).toStrictEqual(received.payload.data);
 
-    const outbound = eventsOf(app, a.id, aFrom);
+    const outbound = await eventsOf(app, a.id, aFrom);
     expect(names(outbound)).toEqual(['messages.upsert', 'message.sent', 'messages.update', 'message-receipt.update']);
     const key = { id: (received.payload.data as { key: { id: string } }).key.id, remoteJid: `${digits(b.phone)}@s.whatsapp.net`, fromMe: true };
     expect(outbound[1]!.payload.data).toStrictEqual({ key, message: { conversation: 'Hello Bob' }, status: 'sent', msgId });
@@ -79,27 +80,27 @@ describe('a send between two sandbox sessions', () => {
     ]);
 
     // The recipient reads it with the key it received: the sender's receipt moves to read.
-    const aAfterDelivery = lastEventId(app, a.id);
+    const aAfterDelivery = await lastEventId(app, a.id);
     const read = await call(app, b.apiKey, 'POST', '/api/messages/read', { key: (received.payload.data as { key: object }).key });
     expect(read.status).toBe(200);
-    expect(names(eventsOf(app, a.id, aAfterDelivery))).toEqual(['messages.update', 'message-receipt.update']);
-    expect(eventsOf(app, a.id, aAfterDelivery)[0]!.payload.data).toStrictEqual([{ key, update: { status: 'read' }, msgId }]);
+    expect(names(await eventsOf(app, a.id, aAfterDelivery))).toEqual(['messages.update', 'message-receipt.update']);
+    expect((await eventsOf(app, a.id, aAfterDelivery))[0]!.payload.data).toStrictEqual([{ key, update: { status: 'read' }, msgId }]);
     const info = await call(app, a.apiKey, 'GET', `/api/messages/${msgId}/info`);
     expect(info.body).toStrictEqual({
       success: true,
       data: { msgId, key, message: { conversation: 'Hello Bob' }, messageTimestamp: expect.any(Number), status: 4, statusText: 'read', jid: b.phone },
     });
     // Reading again changes nothing.
-    const again = lastEventId(app, a.id);
+    const again = await lastEventId(app, a.id);
     await call(app, b.apiKey, 'POST', '/api/messages/read', { key: (received.payload.data as { key: object }).key });
-    expect(eventsOf(app, a.id, again)).toEqual([]);
+    expect(await eventsOf(app, a.id, again)).toEqual([]);
   });
 
   it('is read at once when the recipient has read_incoming_messages on', async () => {
     const { a, b, aFrom } = await pair({}, { read_incoming_messages: true });
     const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, text: 'auto-read' });
     expect(res.body.data.status).toBe('read');
-    const statuses = eventsOf(app, a.id, aFrom)
+    const statuses = (await eventsOf(app, a.id, aFrom))
       .filter((e) => e.event === 'message-receipt.update')
       .map((e) => (e.payload.data as { receipt: { status: string } }[])[0]!.receipt.status);
     expect(statuses).toEqual(['delivered', 'read']);
@@ -109,19 +110,19 @@ describe('a send between two sandbox sessions', () => {
     const other = await tenant(app);
     const foreign = await sandboxSession(app, other.pat, { name: 'Elsewhere' });
     const { a } = await pair();
-    const fromForeign = lastEventId(app, foreign.id);
+    const fromForeign = await lastEventId(app, foreign.id);
     const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to: foreign.phone, text: 'hello?' });
     expect(res.body.data.status).toBe('sent');
-    expect(eventsOf(app, foreign.id, fromForeign)).toEqual([]);
+    expect(await eventsOf(app, foreign.id, fromForeign)).toEqual([]);
   });
 
   it('does not reach a recipient that blocked the sender', async () => {
     const { a, b, bFrom } = await pair();
-    const bSession = svc.get(b.id)!;
+    const bSession = (await svc.get(b.id))!;
     await svc.network(bSession)!.setBlocked(bSession, a.phone, true);
     const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, text: 'blocked' });
     expect(res.body.data.status).toBe('sent');
-    expect(eventsOf(app, b.id, bFrom)).toEqual([]);
+    expect(await eventsOf(app, b.id, bFrom)).toEqual([]);
   });
 });
 
@@ -133,10 +134,10 @@ describe('send variants', () => {
   });
 
   async function sendAndReceive(body: Record<string, unknown>): Promise<Record<string, unknown>> {
-    const from = lastEventId(app, b.id);
+    const from = await lastEventId(app, b.id);
     const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, ...body });
     expect(res.status, res.text).toBe(200);
-    const received = eventsOf(app, b.id, from).find((e) => e.event === 'messages.received');
+    const received = (await eventsOf(app, b.id, from)).find((e) => e.event === 'messages.received');
     return (received!.payload.data as { message: Record<string, unknown> }).message;
   }
 
@@ -253,11 +254,11 @@ describe('POST /api/sandbox/receive', () => {
     ['newsletter', {}, ['messages.upsert', 'messages.received', 'messages-newsletter']],
   ] as const)('delivers a %s message', async (chat, extra, events) => {
     const s = await sandboxSession(app, t.pat, { name: 'Receiver' });
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const res = await call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: `in ${chat}`, pushName: 'Dana', chat, ...extra });
     expect(res.status).toBe(200);
     const key = res.body.data.key;
-    const recorded = eventsOf(app, s.id, from);
+    const recorded = await eventsOf(app, s.id, from);
     expect(names(recorded)).toEqual(events);
     const received = recorded.find((e) => e.event === 'messages.received')!;
     expect(received.payload.data).toStrictEqual({ key, message: { conversation: `in ${chat}` }, pushName: 'Dana', messageTimestamp: expect.any(Number) });
@@ -280,27 +281,27 @@ describe('POST /api/sandbox/receive', () => {
     const one = await call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: '+447700900123', text: 'one' });
     const two = await call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: '+44 7700 900123', text: 'two' });
     expect(one.body.data.key.remoteJid).toBe(two.body.data.key.remoteJid);
-    const session = svc.get(s.id)!;
+    const session = (await svc.get(s.id))!;
     expect(await svc.network(session)!.pnFromLid(session, one.body.data.key.remoteJid)).toBe('447700900123@s.whatsapp.net');
   });
 
   it('drops what the session ignores (groups, channels) but still answers the key', async () => {
     const s = await sandboxSession(app, t.pat, { ignore_groups: true, ignore_channels: true });
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     for (const chat of ['group', 'newsletter']) {
       const res = await call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'x', chat });
       expect(res.status).toBe(200);
     }
-    expect(names(eventsOf(app, s.id, from)).filter((n) => n.startsWith('messages'))).toEqual([]);
+    expect(names(await eventsOf(app, s.id, from)).filter((n) => n.startsWith('messages'))).toEqual([]);
   });
 
   it('lets the session react to and read what it received', async () => {
     const s = await sandboxSession(app, t.pat);
     const { key } = (await call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'react to me' })).body.data;
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const react = await call(app, s.apiKey, 'POST', '/api/messages/react', { key, reaction: '❤️' });
     expect(react.body).toStrictEqual({ success: true, data: { key: expect.objectContaining({ fromMe: true }), reaction: '❤️', target: key } });
-    expect(eventsOf(app, s.id, from).map((e) => [e.event, e.payload.data])).toEqual([
+    expect((await eventsOf(app, s.id, from)).map((e) => [e.event, e.payload.data])).toEqual([
       ['messages.reaction', [{ key, reaction: { text: '❤️', key: react.body.data.key, senderTimestampMs: expect.any(String) } }]],
     ]);
     expect((await call(app, s.apiKey, 'POST', '/api/messages/read', { key })).status).toBe(200);
@@ -328,19 +329,23 @@ describe('edit, delete, react on sent messages', () => {
     const { a, b } = await pair();
     const sent = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, text: 'typo' });
     const { msgId } = sent.body.data;
-    const aFrom = lastEventId(app, a.id);
-    const bFrom = lastEventId(app, b.id);
+    const aFrom = await lastEventId(app, a.id);
+    const bFrom = await lastEventId(app, b.id);
 
     const edit = await call(app, a.apiKey, 'PUT', `/api/messages/${msgId}`, { text: 'fixed' });
     expect(edit.body).toStrictEqual({ success: true, data: { msgId, jid: b.phone, status: 'delivered' } });
     const edited = { message: { editedMessage: { message: { conversation: 'fixed' } } } };
-    expect(eventsOf(app, a.id, aFrom).map((e) => [e.event, (e.payload.data as { update: unknown }[])[0]!.update])).toEqual([['messages.update', edited]]);
-    expect(eventsOf(app, b.id, bFrom).map((e) => [e.event, (e.payload.data as { update: unknown }[])[0]!.update])).toEqual([['messages.update', edited]]);
+    expect((await eventsOf(app, a.id, aFrom)).map((e) => [e.event, (e.payload.data as { update: unknown }[])[0]!.update])).toEqual([
+      ['messages.update', edited],
+    ]);
+    expect((await eventsOf(app, b.id, bFrom)).map((e) => [e.event, (e.payload.data as { update: unknown }[])[0]!.update])).toEqual([
+      ['messages.update', edited],
+    ]);
     expect((await call(app, a.apiKey, 'GET', `/api/messages/${msgId}/info`)).body.data.message).toStrictEqual({ conversation: 'fixed' });
 
     const react = await call(app, a.apiKey, 'POST', '/api/messages/react', { msgId, reaction: '👍' });
     expect(react.status).toBe(200);
-    const bReaction = eventsOf(app, b.id, bFrom).at(-1)!;
+    const bReaction = (await eventsOf(app, b.id, bFrom)).at(-1)!;
     expect(bReaction.event).toBe('messages.reaction');
     expect((bReaction.payload.data as { reaction: { text: string; key: { fromMe: boolean } } }[])[0]!.reaction).toMatchObject({
       text: '👍',
@@ -349,8 +354,8 @@ describe('edit, delete, react on sent messages', () => {
 
     const del = await call(app, a.apiKey, 'DELETE', `/api/messages/${msgId}`);
     expect(del.body).toStrictEqual({ success: true, data: { msgId } });
-    expect(eventsOf(app, a.id, aFrom).at(-1)!.event).toBe('messages.delete');
-    expect(eventsOf(app, b.id, bFrom).at(-1)!.event).toBe('messages.delete');
+    expect((await eventsOf(app, a.id, aFrom)).at(-1)!.event).toBe('messages.delete');
+    expect((await eventsOf(app, b.id, bFrom)).at(-1)!.event).toBe('messages.delete');
     expect((await call(app, a.apiKey, 'GET', `/api/messages/${msgId}/info`)).status).toBe(404);
     expect((await call(app, a.apiKey, 'DELETE', `/api/messages/${msgId}`)).status).toBe(404);
   });
@@ -389,10 +394,10 @@ describe('failures and limits', () => {
 
   it('+999 numbers are unreachable: the message fails and can be resent', async () => {
     const s = await sandboxSession(app, t.pat);
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const res = await call(app, s.apiKey, 'POST', '/api/send-message', { to: '+99912345678', text: 'x' });
     expect(res.body).toStrictEqual({ success: true, data: { msgId: expect.any(Number), jid: '+99912345678', status: 'failed' } });
-    expect(eventsOf(app, s.id, from).map((e) => [e.event, e.payload.data])).toEqual([
+    expect((await eventsOf(app, s.id, from)).map((e) => [e.event, e.payload.data])).toEqual([
       ['messages.update', [{ key: expect.objectContaining({ fromMe: true }), update: { status: 'error' }, msgId: res.body.data.msgId }]],
     ]);
     const info = await call(app, s.apiKey, 'GET', `/api/messages/${res.body.data.msgId}/info`);
@@ -436,34 +441,37 @@ describe('events', () => {
   it('subscribers run inside the recording transaction, listeners after the commit', async () => {
     const s = await sandboxSession(app, t.pat);
     const seen: string[] = [];
-    const { db } = app.running;
-    const offInside = svc.onEvent((event) => {
-      seen.push(`in:${event.event}:${db.inTransaction}`);
+    // Inside: the row is there for the recording transaction's `tx`. After: it is committed, seen from outside it.
+    const visible = (db: Db, id: number) => db.value<number>('SELECT COUNT(*) FROM sessions_events WHERE id = ?', [id]);
+    const offInside = svc.onEvent(async (event, tx) => {
+      seen.push(`in:${event.event}:${await visible(tx, event.id)}`);
       // The event carries the session as the transaction read it.
       expect(event.session).toMatchObject({ id: s.id, orgId: t.orgId, type: 'sandbox', status: 'connected' });
     });
-    const offAfter = svc.afterEvent((event) => seen.push(`after:${event.event}:${app.running.db.inTransaction}`));
+    const after: Promise<string>[] = [];
+    const offAfter = svc.afterEvent((event) => after.push(visible(app.running.data, event.id).then((n) => `after:${event.event}:${n}`)));
     try {
       await call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155550100', text: 'x' });
     } finally {
       offInside();
       offAfter();
     }
+    seen.push(...(await Promise.all(after)));
     expect(seen).toEqual([
-      'in:contacts.upsert:true',
-      'in:messages.upsert:true',
-      'in:messages.received:true',
-      'in:messages-personal:true',
-      'after:contacts.upsert:false',
-      'after:messages.upsert:false',
-      'after:messages.received:false',
-      'after:messages-personal:false',
+      'in:contacts.upsert:1',
+      'in:messages.upsert:1',
+      'in:messages.received:1',
+      'in:messages-personal:1',
+      'after:contacts.upsert:1',
+      'after:messages.upsert:1',
+      'after:messages.received:1',
+      'after:messages-personal:1',
     ]);
   });
 
   it('a failing subscriber rolls the whole operation back: no event, no half-recorded message', async () => {
     const s = await sandboxSession(app, t.pat);
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const off = svc.onEvent(() => {
       throw new Error('outbox full');
     });
@@ -474,8 +482,8 @@ describe('events', () => {
       off();
     }
     expect(res.status).toBe(500);
-    expect(eventsOf(app, s.id, from)).toEqual([]);
-    const session = svc.get(s.id)!;
+    expect(await eventsOf(app, s.id, from)).toEqual([]);
+    const session = (await svc.get(s.id))!;
     expect(await svc.network(session)!.contacts(session)).toEqual([]);
   });
 
@@ -485,7 +493,7 @@ describe('events', () => {
       webhook_enabled: true,
       webhook_events: ['messages-personal.received'],
     });
-    const event = svc.emit(s.id, 'contacts.update', [{ id: 'x' }]);
+    const event = await svc.emit(s.id, 'contacts.update', [{ id: 'x' }]);
     expect(event.session).toMatchObject({
       id: s.id,
       orgId: t.orgId,
@@ -495,8 +503,8 @@ describe('events', () => {
       webhookSigning: 'secret',
     });
     expect(event.session).not.toHaveProperty('webhookSecret');
-    expect(svc.webhookSecret(s.id)).toBe(s.body.webhook_secret);
-    expect(svc.webhookSecret(999_999)).toBeUndefined();
+    expect(await svc.webhookSecret(s.id)).toBe(s.body.webhook_secret);
+    expect(await svc.webhookSecret(999_999)).toBeUndefined();
   });
 });
 
@@ -504,18 +512,18 @@ describe('the sandbox network behind the adapter interface', () => {
   it('groups: created with members, a send to the group reaches them, participants change', async () => {
     const { a, b, bFrom } = await pair();
     const c = await sandboxSession(app, t.pat, { name: 'Carol' });
-    const net = svc.network(svc.get(a.id)!)!;
-    const group = await net.createGroup(svc.get(a.id)!, 'Team', [b.phone]);
+    const net = svc.network((await svc.get(a.id))!)!;
+    const group = await net.createGroup((await svc.get(a.id))!, 'Team', [b.phone]);
     expect(group).toMatchObject({
       subject: 'Team',
       size: 2,
       owner: `${digits(a.phone)}@s.whatsapp.net`,
       participants: [{ admin: 'superadmin' }, { admin: null }],
     });
-    expect(eventsOf(app, b.id, bFrom).map((e) => e.event)).toEqual(['groups.upsert']);
+    expect((await eventsOf(app, b.id, bFrom)).map((e) => e.event)).toEqual(['groups.upsert']);
     const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to: group.id, text: 'hi team' });
     expect(res.body.data.status).toBe('delivered');
-    const got = eventsOf(app, b.id, bFrom).filter((e) => e.event === 'messages-group');
+    const got = (await eventsOf(app, b.id, bFrom)).filter((e) => e.event === 'messages-group');
     expect(got).toHaveLength(1);
     expect((got[0]!.payload.data as { key: object }).key).toMatchObject({
       remoteJid: group.id,
@@ -525,27 +533,27 @@ describe('the sandbox network behind the adapter interface', () => {
 
     const outsider = await call(app, c.apiKey, 'POST', '/api/send-message', { to: group.id, text: 'let me in' });
     expect(outsider).toMatchObject({ status: 404, body: { success: false, error: 'Group not found', message: 'Group not found' } });
-    const bSession = svc.get(b.id)!;
+    const bSession = (await svc.get(b.id))!;
     expect(await net.updateParticipants(bSession, group.id, 'add', [c.phone])).toEqual([
       { id: `${digits(c.phone)}@s.whatsapp.net`, status: 403, message: 'not-authorized' },
     ]);
-    expect(await net.updateParticipants(svc.get(a.id)!, group.id, 'add', [c.phone])).toEqual([
+    expect(await net.updateParticipants((await svc.get(a.id))!, group.id, 'add', [c.phone])).toEqual([
       { id: `${digits(c.phone)}@s.whatsapp.net`, status: 200, message: 'added' },
     ]);
-    const code = await net.groupInviteCode(svc.get(a.id)!, group.id);
+    const code = await net.groupInviteCode((await svc.get(a.id))!, group.id);
     await expect(net.groupInviteCode(bSession, group.id)).rejects.toMatchObject({ status: 422 });
     expect((await net.groupInviteInfo(bSession, code)).id).toBe(group.id);
-    await net.updateGroupSettings(svc.get(a.id)!, group.id, { announce: true });
+    await net.updateGroupSettings((await svc.get(a.id))!, group.id, { announce: true });
     const muted = await call(app, c.apiKey, 'POST', '/api/send-message', { to: group.id, text: 'may I?' });
     expect(muted).toMatchObject({ status: 422, body: { errors: { to: ['only admins can send to this group (announce is on)'] } } });
     await net.leaveGroup(bSession, group.id);
     await expect(net.groupMetadata(bSession, group.id)).rejects.toMatchObject({ status: 404 });
-    expect((await net.groups(svc.get(c.id)!)).map((g) => g.id)).toEqual([group.id]);
+    expect((await net.groups((await svc.get(c.id))!)).map((g) => g.id)).toEqual([group.id]);
   });
 
   it('contacts: upsert, lookups', async () => {
     const s = await sandboxSession(app, t.pat);
-    const session = svc.get(s.id)!;
+    const session = (await svc.get(s.id))!;
     const net = svc.network(session)!;
     const contact = await net.upsertContact(session, { jid: '+14155550177', fullName: 'Erin' });
     expect(contact).toMatchObject({ id: '14155550177@s.whatsapp.net', name: 'Erin', lid: expect.stringMatching(/@lid$/), blocked: false });
@@ -557,14 +565,14 @@ describe('the sandbox network behind the adapter interface', () => {
 
   it('media: an uploaded file sent by URL arrives encrypted as WhatsApp encrypts it, and decrypts', async () => {
     const { a, b, bFrom } = await pair();
-    const aSession = svc.get(a.id)!;
+    const aSession = (await svc.get(a.id))!;
     const net = svc.network(aSession)!;
     const bytes = Buffer.from('%PDF-1.4 sandbox bytes '.repeat(50));
     const { id } = await net.uploadMedia(aSession, { bytes, mimetype: 'application/pdf', fileName: 'contract.pdf' });
     expect(await net.uploadedMedia(aSession, id)).toStrictEqual({ bytes, mimetype: 'application/pdf', fileName: 'contract.pdf' });
     const res = await call(app, a.apiKey, 'POST', '/api/send-message', { to: b.phone, documentUrl: `${app.url}/media/${id}` });
     expect(res.status).toBe(200);
-    const received = eventsOf(app, b.id, bFrom).find((e) => e.event === 'messages.received')!;
+    const received = (await eventsOf(app, b.id, bFrom)).find((e) => e.event === 'messages.received')!;
     const message = (received.payload.data as { message: { documentMessage: Record<string, unknown> } }).message;
     expect(message.documentMessage).toMatchObject({
       mimetype: 'application/pdf',
@@ -573,7 +581,7 @@ describe('the sandbox network behind the adapter interface', () => {
       mediaKey: expect.any(String),
       directPath: expect.stringMatching(/^\/sandbox-cdn\//),
     });
-    const bSession = svc.get(b.id)!;
+    const bSession = (await svc.get(b.id))!;
     expect(await net.decryptMedia(bSession, message)).toStrictEqual({ bytes, mimetype: 'application/pdf', fileName: 'contract.pdf' });
     const tampered = { documentMessage: { ...message.documentMessage, mediaKey: Buffer.alloc(32, 1).toString('base64') } };
     await expect(net.decryptMedia(bSession, tampered)).rejects.toMatchObject({ status: 422 });

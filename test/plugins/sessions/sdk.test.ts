@@ -130,7 +130,7 @@ describe.each(networks)('the wasenderapi SDK on $name sessions', (net) => {
     const { msgId, status } = (sent.response as unknown as { data: { msgId: number; status: string } }).data;
     expect(status).toBe(net.sentStatus);
     await net.settled(app, alice, msgId, 'delivered');
-    const received = eventsOf(app, bob.id).filter((e) => e.event === 'messages.received');
+    const received = (await eventsOf(app, bob.id)).filter((e) => e.event === 'messages.received');
     expect(received.map((e) => textOf((e.payload.data as { message: Record<string, unknown> }).message))).toEqual(['Hello from the SDK']);
 
     const info = await sdk.getMessageInfo(msgId);
@@ -147,8 +147,8 @@ describe.each(networks)('the wasenderapi SDK on $name sessions', (net) => {
     expect((await sdk.deleteMessage(msgId)).response).toMatchObject({ success: true });
     expect((await apiError(sdk.getMessageInfo(msgId))).statusCode).toBe(404);
     // Bob got the image, the location, the contact card and the reply.
-    await until(() => eventsOf(app, bob.id).filter((e) => e.event === 'messages.received').length >= 5, 'the other sends received');
-    const kinds = eventsOf(app, bob.id)
+    await until(async () => (await eventsOf(app, bob.id)).filter((e) => e.event === 'messages.received').length >= 5, 'the other sends received');
+    const kinds = (await eventsOf(app, bob.id))
       .filter((e) => e.event === 'messages.received')
       .map((e) => Object.keys((e.payload.data as { message: Record<string, unknown> }).message).find((k) => k !== 'messageContextInfo'));
     expect(kinds.slice(1)).toEqual(['imageMessage', 'locationMessage', 'contactMessage', 'extendedTextMessage']);
@@ -192,13 +192,7 @@ describe.each(networks)('the wasenderapi SDK on $name sessions', (net) => {
     const up = await sdkA.uploadMediaFile({ base64: bytes.toString('base64'), mimetype: 'application/pdf' });
     expect(up.response).toMatchObject({ success: true, publicUrl: expect.stringMatching(/\/api\/media\/[A-Za-z0-9_-]+\.pdf$/) });
     await sdkA.sendDocument({ to: bob.phone, documentUrl: up.response.publicUrl, text: 'from the SDK' });
-    const event = await until(
-      () =>
-        eventsOf(app, bob.id)
-          .filter((e) => e.event === 'messages.received')
-          .at(-1),
-      'the document received',
-    );
+    const event = await until(async () => (await eventsOf(app, bob.id)).filter((e) => e.event === 'messages.received').at(-1), 'the document received');
     // What a webhook handler has in hand: the event's data, passed as it came.
     const decrypted = await sdkB.decryptMediaFile(event.payload.data as object);
     const { publicUrl } = decrypted.response as unknown as { publicUrl: string };
@@ -214,7 +208,7 @@ describe.each(networks)('the wasenderapi SDK on $name sessions', (net) => {
     expect((await sdk.checkIfOnWhatsapp(bob.phone)).response).toMatchObject({ success: true, data: { exists: true } });
 
     await createWasender(bob.apiKey, undefined, base).sendText({ to: alice.phone, text: 'hello Alice' });
-    await until(() => eventsOf(app, alice.id).some((e) => e.event === 'messages.received'), 'the text received');
+    await until(async () => (await eventsOf(app, alice.id)).some((e) => e.event === 'messages.received'), 'the text received');
     const contacts = await sdk.getContacts();
     expect(contacts.response.data).toEqual([expect.objectContaining({ id: `${bob.phone.slice(1)}@s.whatsapp.net`, notify: 'Bob' })]);
     const number = bob.phone.slice(1);

@@ -131,7 +131,7 @@ describe('CRUD', () => {
       total: 1,
       data: [{ whatsapp_session_id: generated.id, event_type: 'status_change', status: 'connected' }],
     });
-    expect(eventsOf(app, generated.id).map((e) => e.payload)).toEqual([
+    expect((await eventsOf(app, generated.id)).map((e) => e.payload)).toEqual([
       { event: 'session.status', sessionId: generated.id, timestamp: expect.any(Number), data: { status: 'connected', reason: 'sandbox session created' } },
     ]);
   });
@@ -322,7 +322,7 @@ describe('proxy', () => {
     });
     const cleared = await call(app, t.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy_url: null });
     expect(cleared.body.data.proxy_url).toBeNull();
-    const row = app.running.db.prepare('SELECT proxy_url_enc FROM sessions_sessions WHERE id = ?').get(s.id) as { proxy_url_enc: string | null };
+    const row = (await app.running.data.one<{ proxy_url_enc: string | null }>('SELECT proxy_url_enc FROM sessions_sessions WHERE id = ?', [s.id]))!;
     expect(row.proxy_url_enc).toBeNull();
   });
 
@@ -337,7 +337,7 @@ describe('proxy', () => {
         expect(res.body.data.proxy_url).toBe(proxy);
       }
       expect((await call(lan, owner.pat, 'GET', '/api/whatsapp-sessions')).body.data[0]).not.toHaveProperty('proxy_url');
-      const row = lan.running.db.prepare('SELECT proxy_url_enc FROM sessions_sessions WHERE id = ?').get(s.id) as { proxy_url_enc: string };
+      const row = (await lan.running.data.one<{ proxy_url_enc: string }>('SELECT proxy_url_enc FROM sessions_sessions WHERE id = ?', [s.id]))!;
       expect(row.proxy_url_enc).toMatch(/^v1\./);
       expect(await call(lan, owner.pat, 'PUT', `/api/whatsapp-sessions/${s.id}/proxy`, { proxy_url: 'gopher://localhost' })).toMatchObject({ status: 422 });
     } finally {

@@ -11,6 +11,8 @@
 import type { WAMessage } from 'baileys';
 import type { TestApp } from '../../helpers/app.ts';
 import type { FakeWhatsApp } from '../../helpers/fake-whatsapp.ts';
+import type { WhatsAppNetwork } from '../../../plugins/sessions/networks/whatsapp/index.ts';
+import type { Sessions } from '../../../plugins/sessions/service.ts';
 import { call, connectedWhatsApp, eventsOf, type SessionInfo, sandboxSession, until, WHATSAPP_TEST_TOML } from './helpers.ts';
 
 export interface InboundText {
@@ -77,7 +79,7 @@ export function testNetworks(fake: FakeWhatsApp): TestNetwork[] {
           : chat === 'newsletter'
             ? { remoteJid: newsletterOf(sender.digits), fromMe: false, id, server_id: '101' }
             : { remoteJid: `${sender.lid}@lid`, remoteJidAlt: `${sender.digits}@s.whatsapp.net`, fromMe: false, id, addressingMode: 'lid' };
-      const before = eventsOf(app, session.id).at(-1)?.id ?? 0;
+      const before = (await eventsOf(app, session.id)).at(-1)?.id ?? 0;
       // What Baileys emits for an incoming text: the message, and the sender's push name (contacts.update).
       fake.socketOf(session.id)!.replay({
         'messages.upsert': {
@@ -93,7 +95,10 @@ export function testNetworks(fake: FakeWhatsApp): TestNetwork[] {
         },
         ...(chat === 'newsletter' ? {} : { 'contacts.update': [{ id: `${sender.lid}@lid`, notify: input.pushName ?? input.from }] }),
       });
-      const upsert = eventsOf(app, session.id, before).find((e) => e.event === 'messages.upsert' && (e.payload.data as { key: { id: string } }).key.id === id);
+      await ((app.running.services.sessions as Sessions).network({ type: 'whatsapp' } as never) as WhatsAppNetwork).idle(session.id);
+      const upsert = (await eventsOf(app, session.id, before)).find(
+        (e) => e.event === 'messages.upsert' && (e.payload.data as { key: { id: string } }).key.id === id,
+      );
       if (!upsert) throw new Error(`session ${session.id} recorded no messages.upsert for the replayed message`);
       return (upsert.payload.data as { key: Record<string, unknown> }).key;
     },

@@ -263,20 +263,15 @@ describe('pruning', () => {
       await receive(first, stuck, 'still pending');
       await eventually(async () => (await dispatchesOf(first, owner.pat, done.id))[0]?.status === 'delivered', 5000, 'the delivery');
       await first.close();
-      const db = first.running.db;
-      expect(db.open).toBe(false);
+      await expect(first.running.data.ping()).rejects.toThrow();
       await new Promise((r) => setTimeout(r, 1100));
       // 0.00001 days is 0.864 s: the delivered record is older than that now.
       second = await startWebhooksApp(`${FAST_TOML}retention_days = 0.00001\n`, { dataDir });
-      const rows = second.running.db.prepare('SELECT session_id, status FROM webhooks_dispatches ORDER BY id').all() as {
-        session_id: number;
-        status: string;
-      }[];
+      const rows = await second.running.data.all<{ session_id: number; status: string }>('SELECT session_id, status FROM webhooks_dispatches ORDER BY id');
       expect(rows).toEqual([{ session_id: stuck.id, status: 'pending' }]);
-      const orphans = second.running.db
-        .prepare('SELECT COUNT(*) AS n FROM webhooks_attempts WHERE dispatch_id NOT IN (SELECT id FROM webhooks_dispatches)')
-        .get() as { n: number };
-      expect(orphans.n).toBe(0);
+      expect(await second.running.data.value('SELECT COUNT(*) AS n FROM webhooks_attempts WHERE dispatch_id NOT IN (SELECT id FROM webhooks_dispatches)')).toBe(
+        0,
+      );
       expect(second.logs.some((l) => l.msg === 'pruned old webhook dispatch records' && l.removed === 1)).toBe(true);
     } finally {
       await second?.close();

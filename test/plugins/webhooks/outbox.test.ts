@@ -30,7 +30,8 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-const count = (sql: string, ...args: unknown[]) => (app.running.db.prepare(sql).get(...args) as { n: number }).n;
+/** A count, inside the transaction in progress if any (the sessions plugin's scoped data layer joins it). */
+const count = async (sql: string, ...args: unknown[]) => (await (app.running.services.sessions as Sessions).store.db.value<number>(sql, args)) ?? 0;
 
 describe.each(networks)('the subscription filter, on $name sessions', (net) => {
   it('delivers every event for [] and the inbound message exactly as recorded, with its filtered view', async () => {
@@ -78,7 +79,7 @@ describe.each(networks)('the subscription filter, on $name sessions', (net) => {
     expect(received.json.timestamp).toBeLessThanOrEqual(Date.now());
     // The body is the recorded payload, byte for byte.
     const svc = app.running.services.sessions as Sessions;
-    const recorded = svc.events(s.id).find((e) => e.event === 'messages.received')!;
+    const recorded = (await svc.events(s.id)).find((e) => e.event === 'messages.received')!;
     expect(received.body.toString('utf8')).toBe(JSON.stringify(recorded.payload));
     // The view carries the same data, as a separate delivery with its own webhook-id.
     const view = got.find((r) => r.json.event === 'messages-personal')!;
@@ -110,7 +111,7 @@ describe.each(networks)('the subscription filter, on $name sessions', (net) => {
     const records = await dispatchesOf(app, t.pat, s.id);
     expect(records.map((d) => d.event).sort()).toEqual(['messages-group', 'messages.received', 'messages.received', 'messages.received']);
     // Nothing else was queued: no record for session.status, messages.upsert, the other views.
-    expect(count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(4);
+    expect(await count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(4);
   });
 
   it('records nothing when webhook_events is absent, when the webhook is disabled, or when there is no URL', async () => {
@@ -125,7 +126,7 @@ describe.each(networks)('the subscription filter, on $name sessions', (net) => {
     await receive(app, control, 'control', {}, net);
     await eventually(() => receiver.requests.some((r) => r.path === path), 5000, 'the control delivery');
     for (const s of [none, disabled, noUrl]) {
-      expect(count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(0);
+      expect(await count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(0);
       expect((await dispatchesOf(app, t.pat, s.id)).length).toBe(0);
     }
     expect(receiver.requests.filter((r) => r.path === `/none-${net.name}` || r.path === `/disabled-${net.name}`)).toEqual([]);
@@ -145,19 +146,19 @@ describe('the outbox', () => {
   it('is written in the transaction that records the event: a rollback leaves neither', async () => {
     const s = await hookedSession(app, t.pat, receiver.url('/rollback'), []);
     const svc = app.running.services.sessions as Sessions;
-    const eventsBefore = svc.events(s.id).length;
-    const dispatchesBefore = count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id);
-    expect(() =>
-      svc.transaction(() => {
-        svc.emit(s.id, 'contacts.update', [{ id: 'x' }]);
-        expect(count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(dispatchesBefore + 1);
+    const eventsBefore = (await svc.events(s.id)).length;
+    const dispatchesBefore = await count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id);
+    await expect(
+      svc.transaction(async () => {
+        await svc.emit(s.id, 'contacts.update', [{ id: 'x' }]);
+        expect(await count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(dispatchesBefore + 1);
         throw new Error('boom');
       }),
-    ).toThrow('boom');
-    expect(svc.events(s.id).length).toBe(eventsBefore);
-    expect(count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(dispatchesBefore);
+    ).rejects.toThrow('boom');
+    expect((await svc.events(s.id)).length).toBe(eventsBefore);
+    expect(await count('SELECT COUNT(*) AS n FROM webhooks_dispatches WHERE session_id = ?', s.id)).toBe(dispatchesBefore);
     // A committed one is recorded and delivered.
-    svc.emit(s.id, 'contacts.update', [{ id: 'y' }]);
+    await svc.emit(s.id, 'contacts.update', [{ id: 'y' }]);
     const got = await eventually(
       () => receiver.requests.find((r) => r.path === '/rollback' && r.json.event === 'contacts.update'),
       5000,

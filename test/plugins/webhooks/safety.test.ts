@@ -270,6 +270,7 @@ describe('config', () => {
       retention_days: 30,
       secret_rotation_grace_seconds: 86_400,
       shutdown_wait_ms: 2000,
+      lease_seconds: 60,
     });
   });
 });

@@ -18,7 +18,7 @@ import type { ProxyCheckOptions } from '../../address-guard.ts';
 import type { WhatsAppConfig } from '../../config.ts';
 import { digitsOf } from '../nodes.ts';
 import type { ConnectResult, NetworkHost, PairingQr, SessionStatus } from '../types.ts';
-import { databaseAuthState } from './auth-state.ts';
+import { databaseAuthState, isPaired } from './auth-state.ts';
 import { BoundedCache } from './cache.ts';
 import { normalizeJid, userOf } from './convert.ts';
 import type { EventMapper } from './events.ts';
@@ -173,6 +173,16 @@ export class Connection {
   #waiters: Waiter[] = [];
   /** Undone by `stop`: a socket being opened when the connection stopped is closed as soon as it exists. */
   #opening: Promise<void> | undefined;
+  /**
+   * The database writes of this connection (status reports, resume flags) and the answers to
+   * waiting connects, in the order the state machine made them: the state machine itself stays
+   * synchronous, its writes and answers run one after the other behind it.
+   */
+  #writes: Promise<void> = Promise.resolve();
+  /** The status last reported (what `current()` answers when neither connecting, pairing nor open). */
+  #lastStatus: SessionStatus | undefined;
+  /** Whether the stored credentials are registered (paired once), as last read or written. */
+  #registered = false;
 
   constructor(deps: ConnectionDeps, sessionId: number) {
     this.#deps = deps;
@@ -228,7 +238,29 @@ export class Connection {
 
   /** Whether the session completed pairing once (its credentials are registered): only then can it reconnect without a scan. */
   #paired(): boolean {
-    return this.#deps.store.account(this.sessionId)?.registered === 1;
+    return this.#registered;
+  }
+
+  /** Reads whether the stored credentials are registered (before a decision that depends on it). */
+  async #readPaired(): Promise<void> {
+    this.#registered = (await this.#deps.store.account(this.sessionId))?.registered === 1;
+  }
+
+  /** Settles once everything queued so far (and anything it queued) is done: event batches, writes, answers. */
+  async idle(): Promise<void> {
+    let writes: Promise<void>;
+    do {
+      writes = this.#writes;
+      await writes;
+    } while (writes !== this.#writes);
+  }
+
+  /** Runs a write (or an answer) after those queued before it; a failure is logged, the queue goes on. */
+  #queue(fn: () => unknown): void {
+    this.#writes = this.#writes.then(fn).then(
+      () => {},
+      (err: unknown) => this.#log.error({ err, sessionId: this.sessionId }, 'recording a WhatsApp connection change failed'),
+    );
   }
 
   /** Failed attempts in a row before giving up (0: never): a session not paired yet gives up soon, it can do nothing without a scan. */
@@ -243,7 +275,8 @@ export class Connection {
   }
 
   #setStatus(status: SessionStatus, reason?: string, repeat = false): void {
-    this.#deps.host.setStatus(this.sessionId, status, reason, { repeat });
+    this.#lastStatus = status;
+    this.#queue(() => this.#deps.host.setStatus(this.sessionId, status, reason, { repeat }));
   }
 
   /** The connection works again (a QR code or an open socket): one server log line ends the failing one. */
@@ -272,7 +305,7 @@ export class Connection {
       case 'connecting':
         return { status: 'connecting', message: this.#lastReason || 'Connecting to WhatsApp' };
       default:
-        return { status: this.#deps.host.session(this.sessionId)?.status ?? 'disconnected', ...(this.#lastReason ? { message: this.#lastReason } : {}) };
+        return { status: this.#lastStatus ?? 'disconnected', ...(this.#lastReason ? { message: this.#lastReason } : {}) };
     }
   }
 
@@ -294,11 +327,14 @@ export class Connection {
     });
   }
 
+  /** Answers the connects waiting for a milestone, once the writes before it are done. */
   #settle(): void {
     const waiters = this.#waiters;
     this.#waiters = [];
     const result = this.current();
-    for (const w of waiters) w.resolve(result);
+    this.#queue(() => {
+      for (const w of waiters) w.resolve(result);
+    });
   }
 
   /**
@@ -320,7 +356,9 @@ export class Connection {
     // Idle, stopped, or waiting to reconnect: start now. Already opening a socket: join it.
     if (this.#phase !== 'connecting' || this.#timer) {
       this.#qrCount = 0;
-      this.#deps.store.setResume(this.sessionId, true, new Date().toISOString());
+      // Queued, not awaited: the phase changes in this turn, so a concurrent connect joins this one.
+      const now = new Date().toISOString();
+      this.#queue(() => this.#deps.store.setResume(this.sessionId, true, now));
       this.#begin(reason, true);
     }
     return waiting;
@@ -344,7 +382,7 @@ export class Connection {
 
   async #open(generation: number): Promise<void> {
     const { runtime, store, config, log } = this.#deps;
-    const proxyUrl = this.#deps.host.proxyUrl(this.sessionId);
+    const proxyUrl = await this.#deps.host.proxyUrl(this.sessionId);
     let proxy: ProxyClients | undefined;
     if (proxyUrl) {
       try {
@@ -362,11 +400,13 @@ export class Connection {
       }
     }
     this.#proxyShown = proxy?.shown;
-    const auth = databaseAuthState(store, this.sessionId, runtime);
+    const auth = await databaseAuthState(store, this.sessionId, runtime);
     // The account row exists from the first connect on: it says whether to resume at start.
-    if (!store.account(this.sessionId)) {
-      auth.saveCreds();
-      store.setResume(this.sessionId, true, new Date().toISOString());
+    const account = await store.account(this.sessionId);
+    this.#registered = account?.registered === 1;
+    if (!account) {
+      await auth.saveCreds();
+      await store.setResume(this.sessionId, true, new Date().toISOString());
     }
     const socketConfig: UserFacingSocketConfig = {
       auth: auth.state,
@@ -376,12 +416,12 @@ export class Connection {
       connectTimeoutMs: config.connect_timeout_ms,
       // The WebSocket and media uploads through the proxy (downloads: see `dispatcher`).
       ...(proxy ? { agent: proxy.agent, fetchAgent: proxy.agent } : {}),
-      markOnlineOnConnect: this.#deps.host.session(this.sessionId)?.alwaysOnline ?? false,
+      markOnlineOnConnect: (await this.#deps.host.session(this.sessionId))?.alwaysOnline ?? false,
       syncFullHistory: false,
       // Only what pairing brings (contacts, LID mappings, recent chats); never the full history.
       shouldSyncHistoryMessage: (msg) => msg.syncType !== runtime.proto.HistorySync.HistorySyncType.FULL,
       getMessage: async (key) => {
-        const row = key.id ? store.message(this.sessionId, key.id) : undefined;
+        const row = key.id ? await store.message(this.sessionId, key.id) : undefined;
         return row?.message ? runtime.proto.Message.decode(row.message) : undefined;
       },
       cachedGroupMetadata: async (jid) => this.#groups.get(jid),
@@ -411,33 +451,43 @@ export class Connection {
     socket.ws.on('frame', () => {
       if (generation === this.#generation) this.#lastFrame = Date.now();
     });
+    // Acks and event batches are handled one after the other, in the order they came, in the
+    // queue of this connection's writes (Baileys does not wait for one batch before the next).
     socket.ws.on('CB:ack,class:message', (node) => {
-      if (generation === this.#generation) this.#deps.mapper.serverAck(this.sessionId, node);
+      this.#queue(() => (generation === this.#generation ? this.#deps.mapper.serverAck(this.sessionId, node) : undefined));
     });
     socket.ev.process(async (events) => {
-      if (generation !== this.#generation) return;
-      try {
-        await this.#events(generation, socket, auth, events);
-      } catch (err) {
-        log.error({ err, sessionId: this.sessionId }, 'handling WhatsApp events failed');
-      }
+      this.#queue(async () => {
+        if (generation !== this.#generation) return;
+        try {
+          await this.#events(generation, socket, auth, events);
+        } catch (err) {
+          log.error({ err, sessionId: this.sessionId }, 'handling WhatsApp events failed');
+        }
+      });
     });
   }
 
-  async #events(generation: number, socket: BaileysSocket, auth: ReturnType<typeof databaseAuthState>, events: Partial<BaileysEventMap>): Promise<void> {
+  async #events(
+    generation: number,
+    socket: BaileysSocket,
+    auth: Awaited<ReturnType<typeof databaseAuthState>>,
+    events: Partial<BaileysEventMap>,
+  ): Promise<void> {
     const creds = events['creds.update'];
     if (creds) {
       Object.assign(auth.state.creds, creds);
-      auth.saveCreds();
+      await auth.saveCreds();
+      this.#registered = isPaired(auth.state.creds);
     }
     const { 'connection.update': update, 'creds.update': _creds, ...rest } = events;
-    if (Object.keys(rest).length) this.#deps.mapper.handle({ sessionId: this.sessionId, socket, groups: this.#groups }, rest);
+    if (Object.keys(rest).length) await this.#deps.mapper.handle({ sessionId: this.sessionId, socket, groups: this.#groups }, rest);
     if (update) await this.#connectionUpdate(generation, socket, update);
   }
 
   async #connectionUpdate(generation: number, socket: BaileysSocket, update: Partial<ConnectionState>): Promise<void> {
     if (update.qr) this.#pairing(generation, update.qr);
-    if (update.connection === 'open') this.#opened(socket);
+    if (update.connection === 'open') await this.#opened(socket);
     if (update.connection === 'close' && generation === this.#generation) this.#closed(generation, update.lastDisconnect?.error);
   }
 
@@ -458,10 +508,14 @@ export class Connection {
     const qrImage = this.#deps.runtime.encodeQR(qr, 'gif', { scale: 6 });
     this.#qr = { qrCode: qr, qrImage: `data:image/gif;base64,${Buffer.from(qrImage).toString('base64')}` };
     this.#lastReason = 'scan the QR code';
-    this.#deps.host.transaction(() => {
-      this.#setStatus('need_scan', `QR code ${this.#qrCount} of at most ${this.#deps.config.qr_max_codes}: scan it with the phone`);
-      this.#deps.host.qrUpdated(this.sessionId, qr);
-    });
+    this.#lastStatus = 'need_scan';
+    const reason = `QR code ${this.#qrCount} of at most ${this.#deps.config.qr_max_codes}: scan it with the phone`;
+    this.#queue(() =>
+      this.#deps.host.transaction(async () => {
+        await this.#deps.host.setStatus(this.sessionId, 'need_scan', reason);
+        await this.#deps.host.qrUpdated(this.sessionId, qr);
+      }),
+    );
     this.#settle();
   }
 
@@ -476,10 +530,13 @@ export class Connection {
       this.#qr = undefined;
       this.#phase = 'need_scan';
       this.#lastReason = 'enter the pairing code on the phone';
-      this.#deps.host.transaction(() => {
-        this.#setStatus('need_scan', 'pairing code issued: enter it on the phone');
-        this.#deps.host.emit(this.sessionId, 'qrcode.updated', { pairingCode: code });
-      });
+      this.#lastStatus = 'need_scan';
+      this.#queue(() =>
+        this.#deps.host.transaction(async () => {
+          await this.#deps.host.setStatus(this.sessionId, 'need_scan', 'pairing code issued: enter it on the phone');
+          await this.#deps.host.emit(this.sessionId, 'qrcode.updated', { pairingCode: code });
+        }),
+      );
     } catch (err) {
       // The next QR tick tries again.
       this.#codeGeneration = -1;
@@ -489,10 +546,10 @@ export class Connection {
     this.#settle();
   }
 
-  #opened(socket: BaileysSocket): void {
+  async #opened(socket: BaileysSocket): Promise<void> {
     const { host, store } = this.#deps;
     const user = socket.user;
-    const session = host.session(this.sessionId);
+    const session = await host.session(this.sessionId);
     if (!user || !session) return;
     const number = userOf(user.id);
     if (number !== digitsOf(session.phoneNumber)) {
@@ -512,11 +569,15 @@ export class Connection {
     this.#lastFrame = Date.now();
     this.#lastReason = '';
     const me = { jid: normalizeJid(user.id), lid: user.lid ? normalizeJid(user.lid) : null, name: user.name ?? user.notify ?? null };
-    host.transaction(() => {
-      store.setMe(this.sessionId, me, new Date().toISOString());
-      if (me.lid) store.setLid(this.sessionId, me.lid, me.jid);
-      this.#setStatus('connected', wasNew ? 'paired' : 'connected');
-    });
+    this.#registered = true;
+    this.#lastStatus = 'connected';
+    this.#queue(() =>
+      host.transaction(async () => {
+        await store.setMe(this.sessionId, me, new Date().toISOString());
+        if (me.lid) await store.setLid(this.sessionId, me.lid, me.jid);
+        await host.setStatus(this.sessionId, 'connected', wasNew ? 'paired' : 'connected');
+      }),
+    );
     this.#settle();
   }
 
@@ -590,11 +651,16 @@ export class Connection {
     this.#pairingCode = undefined;
     this.#pairingPhone = undefined;
     const now = new Date().toISOString();
-    this.#deps.host.transaction(() => {
-      if (forget) this.#deps.store.clearAuth(this.sessionId);
-      else this.#deps.store.setResume(this.sessionId, false, now);
-      this.#setStatus(status, reason);
-    });
+    if (forget) this.#registered = false;
+    this.#lastStatus = status;
+    const { host, store } = this.#deps;
+    this.#queue(() =>
+      host.transaction(async () => {
+        if (forget) await store.clearAuth(this.sessionId);
+        else await store.setResume(this.sessionId, false, now);
+        await host.setStatus(this.sessionId, status, reason);
+      }),
+    );
     this.#settle();
   }
 
@@ -614,11 +680,13 @@ export class Connection {
 
   /** Disconnects on request: the pairing stays, the session does not reconnect (not even at the next start). */
   async disconnect(by: string): Promise<ConnectResult> {
+    await this.#readPaired();
     const reason = this.#paired()
       ? `${by}; the pairing is kept: connect resumes without scanning`
       : `${by}; the session was not paired yet: connect starts pairing again`;
     this.#stop('disconnected', reason);
     await this.#opening;
+    await this.#writes;
     return { status: 'disconnected', message: reason };
   }
 
@@ -637,10 +705,12 @@ export class Connection {
     if (socket) await socket.logout(reason).catch((err: unknown) => this.#log.warn({ err, sessionId: this.sessionId }, 'logging out failed'));
     this.#stop('logged_out', reason, true);
     await this.#opening;
+    await this.#writes;
   }
 
   /** The server is stopping: the socket closes; a paired session resumes at the next start, one being paired does not (nobody is there to scan). */
   async shutdown(): Promise<void> {
+    await this.#readPaired().catch(() => {});
     const wasActive = this.#phase !== 'stopped' && this.#phase !== 'idle';
     this.#phase = 'stopped';
     clearTimeout(this.#timer);
@@ -654,6 +724,7 @@ export class Connection {
       );
     }
     await this.#opening;
+    await this.#writes;
   }
 
   /** The watchdog: an open socket silent for longer than watchdog_silence_seconds is replaced. */

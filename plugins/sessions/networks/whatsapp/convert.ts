@@ -126,8 +126,8 @@ export function messageOfJson(runtime: Pick<WhatsAppRuntime, 'proto'>, node: Mes
 
 /** Where the adapter learns which LID is which phone number. */
 export interface LidDirectory {
-  pnOfLid(lid: string): string | undefined;
-  lidOfPn(pn: string): string | undefined;
+  pnOfLid(lid: string): Promise<string | undefined>;
+  lidOfPn(pn: string): Promise<string | undefined>;
 }
 
 /**
@@ -136,18 +136,20 @@ export interface LidDirectory {
  * participant and participantAlt; and WasenderAPI's sender fields: senderPn, cleanedSenderPn
  * (digits only), senderLid, addressingMode.
  */
-export function keyOf(key: WAMessageKey, lids: LidDirectory): MessageKey {
+export async function keyOf(key: WAMessageKey, lids: LidDirectory): Promise<MessageKey> {
   const remoteJid = key.remoteJid ?? '';
   const out: MessageKey = { id: key.id ?? '', remoteJid, fromMe: key.fromMe === true };
   const chat = chatOf(remoteJid);
   if (chat === 'personal') {
     const alt =
-      key.remoteJidAlt ?? (isLid(remoteJid) ? lids.pnOfLid(normalizeJid(remoteJid)) : isPn(remoteJid) ? lids.lidOfPn(normalizeJid(remoteJid)) : undefined);
+      key.remoteJidAlt ??
+      (isLid(remoteJid) ? await lids.pnOfLid(normalizeJid(remoteJid)) : isPn(remoteJid) ? await lids.lidOfPn(normalizeJid(remoteJid)) : undefined);
     if (alt) out.remoteJidAlt = alt;
   }
   if (key.participant) out.participant = key.participant;
   if (chat === 'group' && key.participant) {
-    const alt = key.participantAlt ?? (isLid(key.participant) ? lids.pnOfLid(normalizeJid(key.participant)) : lids.lidOfPn(normalizeJid(key.participant)));
+    const alt =
+      key.participantAlt ?? (isLid(key.participant) ? await lids.pnOfLid(normalizeJid(key.participant)) : await lids.lidOfPn(normalizeJid(key.participant)));
     if (alt) out.participantAlt = alt;
   }
   if (chat === 'personal' || chat === 'group') {

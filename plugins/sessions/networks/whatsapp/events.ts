@@ -73,9 +73,9 @@ export class EventMapper {
   }
 
   /** Records LID <-> phone-number pairs. */
-  learn(sessionId: number, pairs: Iterable<{ lid: string | null | undefined; pn: string | null | undefined }>): void {
+  async learn(sessionId: number, pairs: Iterable<{ lid: string | null | undefined; pn: string | null | undefined }>): Promise<void> {
     for (const { lid, pn } of pairs) {
-      if (isLid(lid) && isPn(pn)) this.#store.setLid(sessionId, normalizeJid(lid), normalizeJid(pn));
+      if (isLid(lid) && isPn(pn)) await this.#store.setLid(sessionId, normalizeJid(lid), normalizeJid(pn));
     }
   }
 
@@ -85,101 +85,107 @@ export class EventMapper {
   }
 
   /** A batch of a session's events (connection and credential updates excluded: the connection handles those). */
-  handle(ctx: SessionContext, events: Partial<BaileysEventMap>): void {
+  async handle(ctx: SessionContext, events: Partial<BaileysEventMap>): Promise<void> {
     const toRead: WAMessageKey[] = [];
     const toReject: { id: string; from: string }[] = [];
-    this.#host.transaction(() => {
-      const session = this.#host.session(ctx.sessionId);
+    await this.#host.transaction(async () => {
+      // On PostgreSQL this may run again (a serialization failure): what an attempt collected goes with it.
+      toRead.length = 0;
+      toReject.length = 0;
+      const session = await this.#host.session(ctx.sessionId);
       if (!session) return;
       // The LID <-> phone pairs the messages reveal first: the contact updates of the same batch name LIDs.
-      for (const msg of events['messages.upsert']?.messages ?? []) if (msg.key) this.learn(ctx.sessionId, lidPairsOf(msg.key));
+      for (const msg of events['messages.upsert']?.messages ?? []) if (msg.key) await this.learn(ctx.sessionId, lidPairsOf(msg.key));
       const history = events['messaging-history.set'];
       if (history) {
-        this.learn(ctx.sessionId, history.lidPnMappings ?? []);
-        this.#contacts(ctx.sessionId, history.contacts, false);
+        await this.learn(ctx.sessionId, history.lidPnMappings ?? []);
+        await this.#contacts(ctx.sessionId, history.contacts, false);
       }
       const mapping = events['lid-mapping.update'];
-      if (mapping) this.learn(ctx.sessionId, [mapping]);
-      if (events['contacts.upsert']) this.#contacts(ctx.sessionId, events['contacts.upsert'], 'contacts.upsert');
-      if (events['contacts.update']) this.#contacts(ctx.sessionId, events['contacts.update'], 'contacts.update');
+      if (mapping) await this.learn(ctx.sessionId, [mapping]);
+      if (events['contacts.upsert']) await this.#contacts(ctx.sessionId, events['contacts.upsert'], 'contacts.upsert');
+      if (events['contacts.update']) await this.#contacts(ctx.sessionId, events['contacts.update'], 'contacts.update');
       const upsert = events['messages.upsert'];
       if (upsert) {
         for (const msg of upsert.messages) {
-          const accepted = this.#message(ctx, msg, upsert.type);
+          const accepted = await this.#message(ctx, msg, upsert.type);
           if (accepted && session.readIncomingMessages) toRead.push(msg.key);
         }
       }
-      if (events['messages.update']) this.#updates(ctx, events['messages.update']);
-      if (events['message-receipt.update']) this.#receipts(ctx, events['message-receipt.update']);
+      if (events['messages.update']) await this.#updates(ctx, events['messages.update']);
+      if (events['message-receipt.update']) await this.#receipts(ctx, events['message-receipt.update']);
       const reactions = events['messages.reaction'];
       if (reactions?.length) {
         const lids = this.lids(ctx.sessionId);
-        this.#host.emit(
+        await this.#host.emit(
           ctx.sessionId,
           'messages.reaction',
-          reactions.map(({ key, reaction }) => ({
-            key: keyOf(key, lids),
-            reaction: {
-              text: reaction.text ?? '',
-              ...(reaction.key ? { key: keyOf(reaction.key, lids) } : {}),
-              senderTimestampMs: String(toNumber(reaction.senderTimestampMs)),
-            },
-          })),
+          await Promise.all(
+            reactions.map(async ({ key, reaction }) => ({
+              key: await keyOf(key, lids),
+              reaction: {
+                text: reaction.text ?? '',
+                ...(reaction.key ? { key: await keyOf(reaction.key, lids) } : {}),
+                senderTimestampMs: String(toNumber(reaction.senderTimestampMs)),
+              },
+            })),
+          ),
         );
       }
       const deleted = events['messages.delete'];
       if (deleted) {
         const lids = this.lids(ctx.sessionId);
-        this.#host.emit(ctx.sessionId, 'messages.delete', 'keys' in deleted ? { keys: deleted.keys.map((k) => keyOf(k, lids)) } : deleted);
+        await this.#host.emit(
+          ctx.sessionId,
+          'messages.delete',
+          'keys' in deleted ? { keys: await Promise.all(deleted.keys.map((k) => keyOf(k, lids))) } : deleted,
+        );
       }
       for (const name of ['chats.upsert', 'chats.update'] as const) {
         const chats = events[name];
         // History sync brings chats with their messages: the events carry the chats only.
         if (chats?.length)
-          this.#host.emit(
+          await this.#host.emit(
             ctx.sessionId,
             name,
             chats.map(({ messages: _messages, ...chat }) => jsonSafe(chat)),
           );
       }
-      if (events['chats.delete']?.length) this.#host.emit(ctx.sessionId, 'chats.delete', events['chats.delete']);
+      if (events['chats.delete']?.length) await this.#host.emit(ctx.sessionId, 'chats.delete', events['chats.delete']);
       const groups = events['groups.upsert'];
       if (groups?.length) {
         for (const g of groups) ctx.groups.set(g.id, g);
-        this.#host.emit(
-          ctx.sessionId,
-          'groups.upsert',
-          groups.map((g) => this.group(ctx.sessionId, g)),
-        );
+        await this.#host.emit(ctx.sessionId, 'groups.upsert', await Promise.all(groups.map((g) => this.group(ctx.sessionId, g))));
       }
       const groupUpdates = events['groups.update'];
       if (groupUpdates?.length) {
         for (const g of groupUpdates) if (g.id) ctx.groups.del(g.id);
-        this.#host.emit(ctx.sessionId, 'groups.update', jsonSafe(groupUpdates));
+        await this.#host.emit(ctx.sessionId, 'groups.update', jsonSafe(groupUpdates));
       }
       const participants = events['group-participants.update'];
       if (participants) {
         ctx.groups.del(participants.id);
-        this.learn(
+        await this.learn(
           ctx.sessionId,
           participants.participants.map((p) => ({ lid: isLid(p.id) ? p.id : p.lid, pn: isPn(p.id) ? p.id : p.phoneNumber })),
         );
-        this.#host.emit(ctx.sessionId, 'group-participants.update', {
+        await this.#host.emit(ctx.sessionId, 'group-participants.update', {
           id: participants.id,
           author: participants.author,
           action: participants.action,
-          participants: participants.participants.map((p) => this.#participantJid(ctx.sessionId, p)),
+          participants: await Promise.all(participants.participants.map((p) => this.#participantJid(ctx.sessionId, p))),
         });
       }
       const blocklist = events['blocklist.set'];
-      if (blocklist) this.#store.setBlocklist(ctx.sessionId, blocklist.blocklist.map(normalizeJid), now());
+      if (blocklist) await this.#store.setBlocklist(ctx.sessionId, blocklist.blocklist.map(normalizeJid), now());
       const blocked = events['blocklist.update'];
-      if (blocked) for (const jid of blocked.blocklist) this.#store.upsertContact(ctx.sessionId, normalizeJid(jid), { blocked: blocked.type === 'add' }, now());
+      if (blocked)
+        for (const jid of blocked.blocklist) await this.#store.upsertContact(ctx.sessionId, normalizeJid(jid), { blocked: blocked.type === 'add' }, now());
       const calls = events.call;
       if (calls?.length) {
         const offers = calls.filter((c) => c.status === 'offer');
         if (offers.length) {
-          this.#host.emit(ctx.sessionId, 'call.received', jsonSafe(offers));
+          await this.#host.emit(ctx.sessionId, 'call.received', jsonSafe(offers));
           if (session.autoRejectCalls) for (const c of offers) toReject.push({ id: c.id, from: c.from });
         }
       }
@@ -193,14 +199,14 @@ export class EventMapper {
   }
 
   /** One upserted message; true when it was delivered to the session as inbound (its filters let it through). */
-  #message(ctx: SessionContext, msg: WAMessage, type: 'append' | 'notify'): boolean {
+  async #message(ctx: SessionContext, msg: WAMessage, type: 'append' | 'notify'): Promise<boolean> {
     const { key } = msg;
     if (!key?.id || !key.remoteJid) return false;
     const sessionId = ctx.sessionId;
-    this.learn(sessionId, lidPairsOf(key));
-    const stored = this.#store.message(sessionId, key.id);
+    await this.learn(sessionId, lidPairsOf(key));
+    const stored = await this.#store.message(sessionId, key.id);
     if (msg.message) {
-      this.#store.saveMessage(
+      await this.#store.saveMessage(
         sessionId,
         {
           keyId: key.id,
@@ -222,7 +228,7 @@ export class EventMapper {
     const lids = this.lids(sessionId);
     const chat = chatOf(key.remoteJid);
     const data = {
-      key: keyOf(key, lids),
+      key: await keyOf(key, lids),
       message: jsonOfMessage(this.#runtime, msg.message),
       pushName: msg.pushName ?? null,
       messageTimestamp: toNumber(msg.messageTimestamp) || Math.floor(Date.now() / 1000),
@@ -231,92 +237,92 @@ export class EventMapper {
       const sender = chat === 'group' ? data.key.participant : key.remoteJid;
       const pn = data.key.senderPn as string | undefined;
       const lid = data.key.senderLid as string | undefined;
-      if (sender) this.#store.upsertContact(sessionId, pn ?? normalizeJid(sender), { notify: msg.pushName, lid: lid ?? null }, now());
+      if (sender) await this.#store.upsertContact(sessionId, pn ?? normalizeJid(sender), { notify: msg.pushName, lid: lid ?? null }, now());
     }
     if (key.fromMe || type !== 'notify') {
-      this.#host.emit(sessionId, 'messages.upsert', data);
+      await this.#host.emit(sessionId, 'messages.upsert', data);
       return false;
     }
-    return this.#host.inbound(sessionId, { ...data, chat });
+    return await this.#host.inbound(sessionId, { ...data, chat });
   }
 
-  #updates(ctx: SessionContext, updates: BaileysEventMap['messages.update']): void {
+  async #updates(ctx: SessionContext, updates: BaileysEventMap['messages.update']): Promise<void> {
     const lids = this.lids(ctx.sessionId);
     const plain: unknown[] = [];
     for (const { key, update } of updates) {
       if (!key.id) continue;
       if (typeof update.status === 'number' && key.fromMe) {
-        if (this.#ack(ctx.sessionId, key, update.status, key.remoteJid ?? '')) continue;
-        plain.push({ key: keyOf(key, lids), update: { status: STATUS_NAME[update.status] ?? update.status } });
+        if (await this.#ack(ctx.sessionId, key, update.status, key.remoteJid ?? '')) continue;
+        plain.push({ key: await keyOf(key, lids), update: { status: STATUS_NAME[update.status] ?? update.status } });
         continue;
       }
       if (update.message === null && update.messageStubType === this.#runtime.WAMessageStubType.REVOKE) {
-        this.#host.emit(ctx.sessionId, 'messages.delete', { keys: [keyOf(key, lids)] });
+        await this.#host.emit(ctx.sessionId, 'messages.delete', { keys: [await keyOf(key, lids)] });
         continue;
       }
       if (update.message?.editedMessage?.message) {
         const edited = update.message.editedMessage.message;
-        if (this.#store.message(ctx.sessionId, key.id)) this.#store.setMessage(ctx.sessionId, key.id, this.encode(edited)!);
-        plain.push({ key: keyOf(key, lids), update: { message: jsonOfMessage(this.#runtime, update.message) } });
+        if (await this.#store.message(ctx.sessionId, key.id)) await this.#store.setMessage(ctx.sessionId, key.id, this.encode(edited)!);
+        plain.push({ key: await keyOf(key, lids), update: { message: jsonOfMessage(this.#runtime, update.message) } });
         continue;
       }
       if (update.pollUpdates?.length) {
-        this.#poll(ctx.sessionId, key, update.pollUpdates);
+        await this.#poll(ctx.sessionId, key, update.pollUpdates);
       }
     }
-    if (plain.length) this.#host.emit(ctx.sessionId, 'messages.update', plain);
+    if (plain.length) await this.#host.emit(ctx.sessionId, 'messages.update', plain);
   }
 
-  #receipts(ctx: SessionContext, receipts: BaileysEventMap['message-receipt.update']): void {
+  async #receipts(ctx: SessionContext, receipts: BaileysEventMap['message-receipt.update']): Promise<void> {
     const lids = this.lids(ctx.sessionId);
     const plain: unknown[] = [];
     for (const { key, receipt } of receipts) {
       const status = receipt.playedTimestamp ? 5 : receipt.readTimestamp ? 4 : 3;
-      if (key.fromMe && key.id && this.#ack(ctx.sessionId, key, status, receipt.userJid ?? '')) continue;
-      plain.push({ key: keyOf(key, lids), receipt: jsonSafe(receipt) });
+      if (key.fromMe && key.id && (await this.#ack(ctx.sessionId, key, status, receipt.userJid ?? ''))) continue;
+      plain.push({ key: await keyOf(key, lids), receipt: jsonSafe(receipt) });
     }
-    if (plain.length) this.#host.emit(ctx.sessionId, 'message-receipt.update', plain);
+    if (plain.length) await this.#host.emit(ctx.sessionId, 'message-receipt.update', plain);
   }
 
   /**
    * An ack or receipt of a message this session sent through the API: moves its log row (sent
    * first, once). False when the message is not one of those (sent from the phone, or pruned).
    */
-  #ack(sessionId: number, key: WAMessageKey, status: number, userJid: string): boolean {
-    const row = key.id ? this.#store.message(sessionId, key.id) : undefined;
+  async #ack(sessionId: number, key: WAMessageKey, status: number, userJid: string): Promise<boolean> {
+    const row = key.id ? await this.#store.message(sessionId, key.id) : undefined;
     if (!row?.msg_id) return false;
     const recorded = JSON.parse(row.key) as MessageKey;
     if (status === 0) {
-      this.#host.failed(sessionId, row.msg_id, 'WhatsApp refused the message');
+      await this.#host.failed(sessionId, row.msg_id, 'WhatsApp refused the message');
       return true;
     }
-    if (status >= 2) this.#sent(sessionId, row.msg_id, key.id!, recorded);
+    if (status >= 2) await this.#sent(sessionId, row.msg_id, key.id!, recorded);
     const receipt = RECEIPT_OF[status];
-    if (receipt) this.#host.receipt(sessionId, recorded, receipt, normalizeJid(userJid || recorded.remoteJid));
+    if (receipt) await this.#host.receipt(sessionId, recorded, receipt, normalizeJid(userJid || recorded.remoteJid));
     return true;
   }
 
   /** Reports a send as sent, once (the server's ack, or the first receipt if that came first). */
-  #sent(sessionId: number, msgId: number, keyId: string, key: MessageKey): void {
-    const row = this.#store.message(sessionId, keyId);
+  async #sent(sessionId: number, msgId: number, keyId: string, key: MessageKey): Promise<void> {
+    const row = await this.#store.message(sessionId, keyId);
     if (!row || row.acked) return;
     if (!row.message) {
       if (this.#earlyAcks.size >= 10_000) this.#earlyAcks.delete(this.#earlyAcks.values().next().value!);
       this.#earlyAcks.add(`${sessionId}:${keyId}`);
       return;
     }
-    if (!this.#store.markAcked(sessionId, keyId)) return;
+    if (!(await this.#store.markAcked(sessionId, keyId))) return;
     const message = this.#runtime.proto.Message.decode(row.message);
-    this.#host.sent(sessionId, msgId, key, jsonOfMessage(this.#runtime, message), row.timestamp || Math.floor(Date.now() / 1000));
+    await this.#host.sent(sessionId, msgId, key, jsonOfMessage(this.#runtime, message), row.timestamp || Math.floor(Date.now() / 1000));
   }
 
   /** The server's ack of a message this socket sent (`<ack class="message" id=... [error=...]>`). */
-  serverAck(sessionId: number, node: BinaryNode): void {
+  async serverAck(sessionId: number, node: BinaryNode): Promise<void> {
     const { id, error } = node.attrs;
     if (!id || error) return; // an error ack arrives as messages.update with status ERROR
-    this.#host.transaction(() => {
-      const row = this.#store.message(sessionId, id);
-      if (row?.msg_id) this.#sent(sessionId, row.msg_id, id, JSON.parse(row.key) as MessageKey);
+    await this.#host.transaction(async () => {
+      const row = await this.#store.message(sessionId, id);
+      if (row?.msg_id) await this.#sent(sessionId, row.msg_id, id, JSON.parse(row.key) as MessageKey);
     });
   }
 
@@ -324,8 +330,8 @@ export class EventMapper {
    * A send about to be handed to WhatsApp: its row in the message store links the key id to the
    * message log before anything can come back for it (Baileys announces the send as it goes out).
    */
-  pending(sessionId: number, send: { msgId: number; id: string; jid: string }): void {
-    this.#store.saveMessage(
+  async pending(sessionId: number, send: { msgId: number; id: string; jid: string }): Promise<void> {
+    await this.#store.saveMessage(
       sessionId,
       {
         keyId: send.id,
@@ -341,11 +347,13 @@ export class EventMapper {
   }
 
   /** A send handed to WhatsApp: stores the message it became, and reports it if its ack came first. */
-  accepted(sessionId: number, msgId: number, msg: WAMessage): void {
+  async accepted(sessionId: number, msgId: number, msg: WAMessage): Promise<void> {
     if (!msg.key.id || !msg.key.remoteJid) return;
     const key = { id: msg.key.id, remoteJid: msg.key.remoteJid, fromMe: true };
-    this.#host.transaction(() => {
-      this.#store.saveMessage(
+    // Outside the transaction: on PostgreSQL it may run again, and must find the same answer.
+    const ackedFirst = this.#earlyAcks.delete(`${sessionId}:${msg.key.id}`);
+    await this.#host.transaction(async () => {
+      await this.#store.saveMessage(
         sessionId,
         {
           keyId: msg.key.id!,
@@ -358,34 +366,38 @@ export class EventMapper {
         },
         now(),
       );
-      if (this.#earlyAcks.delete(`${sessionId}:${msg.key.id}`)) this.#sent(sessionId, msgId, msg.key.id!, key);
+      if (ackedFirst) await this.#sent(sessionId, msgId, msg.key.id!, key);
     });
   }
 
-  #poll(sessionId: number, key: WAMessageKey, pollUpdates: NonNullable<WAMessage['pollUpdates']>): void {
-    const row = key.id ? this.#store.message(sessionId, key.id) : undefined;
+  async #poll(sessionId: number, key: WAMessageKey, pollUpdates: NonNullable<WAMessage['pollUpdates']>): Promise<void> {
+    const row = key.id ? await this.#store.message(sessionId, key.id) : undefined;
     if (!row?.message) {
       this.#log.debug({ sessionId, id: key.id }, 'poll vote for a poll not in the message store');
       return;
     }
     const message = this.#runtime.proto.Message.decode(row.message);
-    const me = this.#store.account(sessionId)?.me_jid ?? undefined;
+    const me = (await this.#store.account(sessionId))?.me_jid ?? undefined;
     const tally = this.#runtime.getAggregateVotesInPollMessage({ message, pollUpdates }, me);
-    this.#host.emit(sessionId, 'poll.results', {
-      key: keyOf(key, this.lids(sessionId)),
+    await this.#host.emit(sessionId, 'poll.results', {
+      key: await keyOf(key, this.lids(sessionId)),
       pollResult: tally.map((option) => ({ name: option.name, voters: option.voters })),
     });
   }
 
-  #contacts(sessionId: number, contacts: Partial<BaileysEventMap['contacts.upsert'][number]>[], event: 'contacts.upsert' | 'contacts.update' | false): void {
+  async #contacts(
+    sessionId: number,
+    contacts: Partial<BaileysEventMap['contacts.upsert'][number]>[],
+    event: 'contacts.upsert' | 'contacts.update' | false,
+  ): Promise<void> {
     const out: unknown[] = [];
     for (const contact of contacts) {
       if (!contact.id) continue;
       const lid = isLid(contact.id) ? contact.id : contact.lid;
       const pn = isPn(contact.id) ? contact.id : contact.phoneNumber;
-      this.learn(sessionId, [{ lid, pn }]);
-      const jid = normalizeJid(pn ?? this.#store.pnOfLid(sessionId, normalizeJid(contact.id)) ?? contact.id);
-      this.#store.upsertContact(
+      await this.learn(sessionId, [{ lid, pn }]);
+      const jid = normalizeJid(pn ?? (await this.#store.pnOfLid(sessionId, normalizeJid(contact.id))) ?? contact.id);
+      await this.#store.upsertContact(
         sessionId,
         jid,
         {
@@ -398,32 +410,33 @@ export class EventMapper {
       );
       out.push(jsonSafe({ ...contact, id: jid, ...(lid ? { lid: normalizeJid(lid) } : {}) }));
     }
-    if (event && out.length) this.#host.emit(sessionId, event, out);
+    if (event && out.length) await this.#host.emit(sessionId, event, out);
   }
 
-  #participantJid(sessionId: number, p: { id: string; phoneNumber?: string; lid?: string }): string {
+  async #participantJid(sessionId: number, p: { id: string; phoneNumber?: string; lid?: string }): Promise<string> {
     if (isPn(p.id)) return normalizeJid(p.id);
     if (p.phoneNumber) return normalizeJid(p.phoneNumber);
-    return this.#store.pnOfLid(sessionId, normalizeJid(p.id)) ?? p.id;
+    return (await this.#store.pnOfLid(sessionId, normalizeJid(p.id))) ?? p.id;
   }
 
   /** A group as the gateway shows it: participants by phone-number JID (their LID beside), the owner likewise. */
-  group(sessionId: number, g: BaileysGroup): GroupMetadata {
-    this.learn(
+  async group(sessionId: number, g: BaileysGroup): Promise<GroupMetadata> {
+    await this.learn(
       sessionId,
       g.participants.map((p) => ({ lid: isLid(p.id) ? p.id : p.lid, pn: isPn(p.id) ? p.id : p.phoneNumber })),
     );
-    const participants = g.participants.map((p) => {
-      const id = this.#participantJid(sessionId, p);
-      const lid = isLid(p.id) ? normalizeJid(p.id) : p.lid ? normalizeJid(p.lid) : (this.#store.lidOfPn(sessionId, id) ?? null);
-      return { id, lid, admin: p.admin ?? null };
-    });
+    const participants = [];
+    for (const p of g.participants) {
+      const id = await this.#participantJid(sessionId, p);
+      const lid = isLid(p.id) ? normalizeJid(p.id) : p.lid ? normalizeJid(p.lid) : ((await this.#store.lidOfPn(sessionId, id)) ?? null);
+      participants.push({ id, lid, admin: p.admin ?? null });
+    }
     const owner = g.ownerPn ?? g.owner;
     return {
       id: g.id,
       subject: g.subject,
       desc: g.desc ?? null,
-      owner: owner ? (isLid(owner) ? (this.#store.pnOfLid(sessionId, normalizeJid(owner)) ?? owner) : normalizeJid(owner)) : null,
+      owner: owner ? (isLid(owner) ? ((await this.#store.pnOfLid(sessionId, normalizeJid(owner))) ?? owner) : normalizeJid(owner)) : null,
       creation: g.creation ?? 0,
       announce: g.announce === true,
       restrict: g.restrict === true,

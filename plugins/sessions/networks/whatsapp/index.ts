@@ -13,7 +13,7 @@
  * Capabilities: pairing by QR code and by phone code; no simulated receive.
  */
 import type { WAMessageContent } from 'baileys';
-import type { Database } from '../../../../core/db.ts';
+import type { Db } from '../../../../core/db.ts';
 import { WharfError } from '../../../../core/errors.ts';
 import type { Keys } from '../../../../core/keys.ts';
 import type { ProxyCheckOptions } from '../../address-guard.ts';
@@ -134,7 +134,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   #resumed = false;
   #closed = false;
 
-  constructor(db: Database, keys: Pick<Keys, 'encrypt' | 'decrypt'>, host: NetworkHost, options: WhatsAppOptions) {
+  constructor(db: Db, keys: Pick<Keys, 'encrypt' | 'decrypt'>, host: NetworkHost, options: WhatsAppOptions) {
     this.#host = host;
     this.#store = new WhatsAppStore(db, keys);
     this.#options = options;
@@ -203,7 +203,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   async disconnect(session: NetworkSession): Promise<ConnectResult> {
     const connection = this.#connections.get(session.id);
     if (connection) return connection.disconnect('disconnected by request');
-    this.#store.setResume(session.id, false, new Date().toISOString());
+    await this.#store.setResume(session.id, false, new Date().toISOString());
     return { status: session.status, message: 'The session is not connected' };
   }
 
@@ -244,7 +244,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
     const connection = this.#connections.get(session.id);
     if (connection) await connection.logout('session deleted');
     this.#connections.delete(session.id);
-    this.#store.clearAuth(session.id);
+    await this.#store.clearAuth(session.id);
   }
 
   async close(): Promise<void> {
@@ -264,14 +264,14 @@ export class WhatsAppNetwork implements NetworkAdapter {
     if (!this.#resumed) {
       this.#resumed = true;
       const resume: number[] = [];
-      this.#host.transaction(() => {
-        for (const account of this.#store.accounts()) {
-          const session = this.#host.session(account.session_id);
+      await this.#host.transaction(async () => {
+        for (const account of await this.#store.accounts()) {
+          const session = await this.#host.session(account.session_id);
           // A session connected since the server started is in hand already.
           if (!session || this.#connections.has(session.id)) continue;
           if (account.resume && account.registered) resume.push(session.id);
           else if (session.status === 'connecting' || session.status === 'need_scan' || session.status === 'connected') {
-            this.#host.setStatus(session.id, 'disconnected', 'server restarted while pairing; connect again');
+            await this.#host.setStatus(session.id, 'disconnected', 'server restarted while pairing; connect again');
           }
         }
       });
@@ -285,10 +285,15 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   /** Bounds the message store and drops expired uploads (hourly). */
-  prune(now = Date.now()): void {
+  async prune(now = Date.now()): Promise<void> {
     const { message_store_limit: keep, message_store_days: days } = this.#options.config;
-    this.#store.pruneMessages(keep, new Date(now - days * 86_400_000).toISOString());
-    this.#store.pruneUploads(new Date(now - this.#options.uploadTtlHours * 3_600_000).toISOString());
+    await this.#store.pruneMessages(keep, new Date(now - days * 86_400_000).toISOString());
+    await this.#store.pruneUploads(new Date(now - this.#options.uploadTtlHours * 3_600_000).toISOString());
+  }
+
+  /** Settles once the session's connection has handled what it received so far (its events, acks and writes). */
+  async idle(sessionId: number): Promise<void> {
+    await this.#connections.get(sessionId)?.idle();
   }
 
   /** The connection of a session, if it has one (tests read its caches). */
@@ -303,15 +308,15 @@ export class WhatsAppNetwork implements NetworkAdapter {
     const runtime = await this.#loadRuntime();
     const mapper = await this.#mapper();
     const content = await contentOf(out, (url, type) => this.#media(session, url, MEDIA_URL_FIELD[type]));
-    mapper.pending(session.id, { msgId: out.msgId, id: out.id, jid: out.jid });
+    await mapper.pending(session.id, { msgId: out.msgId, id: out.id, jid: out.jid });
     const sending = socket
       .sendMessage(
         out.jid,
         content,
         sendOptions(out, (node) => messageOfJson(runtime, node)),
       )
-      .then((msg) => {
-        if (msg) mapper.accepted(session.id, out.msgId, msg);
+      .then(async (msg) => {
+        if (msg) await mapper.accepted(session.id, out.msgId, msg);
       });
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => {
@@ -321,7 +326,11 @@ export class WhatsAppNetwork implements NetworkAdapter {
       const outcome = await Promise.race([sending.then(() => 'sent' as const), timedOut]);
       if (outcome === 'timeout') {
         // Still going: the message stays accepted; a later failure is reported on its log row.
-        sending.catch((err: unknown) => this.#host.failed(session.id, out.msgId, networkError(err).message));
+        sending.catch((err: unknown) =>
+          this.#host
+            .failed(session.id, out.msgId, networkError(err).message)
+            .catch((error: unknown) => this.#options.log.error({ err: error }, 'recording a failed send failed')),
+        );
       }
     } catch (err) {
       throw networkError(err);
@@ -334,7 +343,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   async #media(session: NetworkSession, url: string, field: string) {
     if (url.startsWith(`${this.#publicUrl}/`)) {
       const id = MEDIA_FILE.exec(new URL(url).pathname)?.[1];
-      const upload = id ? this.#store.upload(id, session.orgId) : undefined;
+      const upload = id ? await this.#store.upload(id, session.orgId) : undefined;
       if (!upload) throw invalid(field, `${field} names no file uploaded by this organization (or it expired)`);
       return { bytes: upload.bytes, mimetype: upload.mimetype, fileName: upload.file_name };
     }
@@ -342,8 +351,8 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   /** The key of a message as the network gave it (participant included), from the message store. */
-  #fullKey(session: NetworkSession, key: Partial<MessageKey>): MessageKey & { participant?: string } {
-    const row = key.id ? this.#store.message(session.id, key.id) : undefined;
+  async #fullKey(session: NetworkSession, key: Partial<MessageKey>): Promise<MessageKey & { participant?: string }> {
+    const row = key.id ? await this.#store.message(session.id, key.id) : undefined;
     const stored = row ? (JSON.parse(row.key) as MessageKey) : undefined;
     return {
       id: key.id ?? stored?.id ?? '',
@@ -355,7 +364,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
 
   async editMessage(session: NetworkSession, key: MessageKey, text: string): Promise<MessageNode> {
     const socket = this.#socket(session);
-    const full = this.#fullKey(session, key);
+    const full = await this.#fullKey(session, key);
     try {
       await socket.sendMessage(full.remoteJid, { text, edit: full });
     } catch (err) {
@@ -366,7 +375,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
 
   async deleteMessage(session: NetworkSession, key: MessageKey): Promise<void> {
     const socket = this.#socket(session);
-    const full = this.#fullKey(session, key);
+    const full = await this.#fullKey(session, key);
     try {
       await socket.sendMessage(full.remoteJid, { delete: full });
     } catch (err) {
@@ -377,7 +386,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   async readMessages(session: NetworkSession, keys: MessageKey[]): Promise<void> {
     const socket = this.#socket(session);
     try {
-      await socket.readMessages(keys.map((k) => this.#fullKey(session, k)));
+      await socket.readMessages(await Promise.all(keys.map((k) => this.#fullKey(session, k))));
     } catch (err) {
       throw networkError(err, 'Message not found');
     }
@@ -385,18 +394,18 @@ export class WhatsAppNetwork implements NetworkAdapter {
 
   async react(session: NetworkSession, key: MessageKey, emoji: string): Promise<MessageKey> {
     const socket = this.#socket(session);
-    const full = this.#fullKey(session, key);
+    const full = await this.#fullKey(session, key);
     let sent: Awaited<ReturnType<BaileysSocket['sendMessage']>>;
     try {
       sent = await socket.sendMessage(full.remoteJid, { react: { text: emoji, key: full } });
     } catch (err) {
       throw networkError(err, 'Message not found');
     }
-    return sent ? keyOf(sent.key, (await this.#mapper()).lids(session.id)) : { id: '', remoteJid: full.remoteJid, fromMe: true };
+    return sent ? await keyOf(sent.key, (await this.#mapper()).lids(session.id)) : { id: '', remoteJid: full.remoteJid, fromMe: true };
   }
 
   async findMessage(session: NetworkSession, id: string): Promise<{ key: MessageKey; message: MessageNode } | null> {
-    const row = this.#store.message(session.id, id);
+    const row = await this.#store.message(session.id, id);
     if (!row?.message) return null;
     const runtime = await this.#loadRuntime();
     return { key: JSON.parse(row.key) as MessageKey, message: jsonOfMessage(runtime, runtime.proto.Message.decode(row.message)) };
@@ -429,10 +438,10 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   /** A phone number, phone JID or known LID as the contact's phone-number JID; 422 otherwise. */
-  #contactJid(session: NetworkSession, value: string): string {
+  async #contactJid(session: NetworkSession, value: string): Promise<string> {
     const trimmed = value.trim();
     if (/^\d{6,20}@lid$/.test(trimmed)) {
-      const pn = this.#store.pnOfLid(session.id, trimmed);
+      const pn = await this.#store.pnOfLid(session.id, trimmed);
       if (pn) return pn;
     }
     const jid = participantJid(trimmed);
@@ -441,40 +450,47 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async contacts(session: NetworkSession): Promise<Contact[]> {
-    return this.#store.contacts(session.id).map((r) => this.#contact(r));
+    return (await this.#store.contacts(session.id)).map((r) => this.#contact(r));
   }
 
   async contact(session: NetworkSession, jid: string): Promise<Contact | null> {
-    const row = this.#store.contact(session.id, this.#contactJid(session, jid));
+    const row = await this.#store.contact(session.id, await this.#contactJid(session, jid));
     return row ? this.#contact(row) : null;
   }
 
   async upsertContact(session: NetworkSession, input: { jid: string; fullName: string }): Promise<Contact> {
     const socket = this.#socket(session);
-    const jid = this.#contactJid(session, input.jid);
+    const jid = await this.#contactJid(session, input.jid);
     try {
       await socket.addOrEditContact(jid, { fullName: input.fullName, firstName: input.fullName.split(' ')[0], saveOnPrimaryAddressbook: true });
     } catch (err) {
       throw networkError(err);
     }
-    return this.#host.transaction(() => {
-      const existed = this.#store.contact(session.id, jid) !== undefined;
-      this.#store.upsertContact(session.id, jid, { name: input.fullName, lid: this.#store.lidOfPn(session.id, jid) ?? null }, new Date().toISOString());
-      const contact = this.#contact(this.#store.contact(session.id, jid)!);
-      this.#host.emit(session.id, existed ? 'contacts.update' : 'contacts.upsert', [{ id: jid, lid: contact.lid, phoneNumber: jid, name: input.fullName }]);
+    return this.#host.transaction(async () => {
+      const existed = (await this.#store.contact(session.id, jid)) !== undefined;
+      await this.#store.upsertContact(
+        session.id,
+        jid,
+        { name: input.fullName, lid: (await this.#store.lidOfPn(session.id, jid)) ?? null },
+        new Date().toISOString(),
+      );
+      const contact = this.#contact((await this.#store.contact(session.id, jid))!);
+      await this.#host.emit(session.id, existed ? 'contacts.update' : 'contacts.upsert', [
+        { id: jid, lid: contact.lid, phoneNumber: jid, name: input.fullName },
+      ]);
       return contact;
     });
   }
 
   async setBlocked(session: NetworkSession, jid: string, blocked: boolean): Promise<void> {
     const socket = this.#socket(session);
-    const contactJid = this.#contactJid(session, jid);
+    const contactJid = await this.#contactJid(session, jid);
     try {
       await socket.updateBlockStatus(contactJid, blocked ? 'block' : 'unblock');
     } catch (err) {
       throw networkError(err);
     }
-    this.#store.upsertContact(session.id, contactJid, { blocked }, new Date().toISOString());
+    await this.#store.upsertContact(session.id, contactJid, { blocked }, new Date().toISOString());
   }
 
   async #picture(socket: BaileysSocket, jid: string): Promise<string | null> {
@@ -490,9 +506,9 @@ export class WhatsAppNetwork implements NetworkAdapter {
 
   async profilePicture(session: NetworkSession, jid: string): Promise<string | null> {
     const socket = this.#socket(session);
-    const contactJid = this.#contactJid(session, jid);
+    const contactJid = await this.#contactJid(session, jid);
     const url = await this.#picture(socket, contactJid);
-    if (url) this.#store.upsertContact(session.id, contactJid, { imgUrl: url }, new Date().toISOString());
+    if (url) await this.#store.upsertContact(session.id, contactJid, { imgUrl: url }, new Date().toISOString());
     return url;
   }
 
@@ -515,7 +531,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   async lidFromPn(session: NetworkSession, pn: string): Promise<string | null> {
     const jid = participantJid(pn);
     if (!jid) return null;
-    const known = this.#store.lidOfPn(session.id, jid);
+    const known = await this.#store.lidOfPn(session.id, jid);
     if (known) return known;
     const socket = this.#socket(session);
     let lid: string | null;
@@ -526,7 +542,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
     }
     if (!isLid(lid)) return null;
     const normalized = normalizeJid(lid);
-    this.#store.setLid(session.id, normalized, jid);
+    await this.#store.setLid(session.id, normalized, jid);
     return normalized;
   }
 
@@ -534,7 +550,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
     const match = /^(\d{6,20})(?:@lid)?$/.exec(lid.trim());
     if (!match) return null;
     const jid = `${match[1]}@lid`;
-    const known = this.#store.pnOfLid(session.id, jid);
+    const known = await this.#store.pnOfLid(session.id, jid);
     if (known) return known;
     const socket = this.#socket(session);
     let pn: string | null;
@@ -545,7 +561,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
     }
     if (!isPn(pn)) return null;
     const normalized = normalizeJid(pn);
-    this.#store.setLid(session.id, jid, normalized);
+    await this.#store.setLid(session.id, jid, normalized);
     return normalized;
   }
 
@@ -578,12 +594,14 @@ export class WhatsAppNetwork implements NetworkAdapter {
     }
     const mapper = await this.#mapper();
     const cache = this.#connections.get(session.id)?.groups;
-    return Object.values(all)
-      .sort((a, b) => (a.creation ?? 0) - (b.creation ?? 0) || a.id.localeCompare(b.id))
-      .map((g) => {
-        cache?.set(g.id, g);
-        return mapper.group(session.id, g);
-      });
+    return Promise.all(
+      Object.values(all)
+        .sort((a, b) => (a.creation ?? 0) - (b.creation ?? 0) || a.id.localeCompare(b.id))
+        .map((g) => {
+          cache?.set(g.id, g);
+          return mapper.group(session.id, g);
+        }),
+    );
   }
 
   async createGroup(session: NetworkSession, subject: string, participants: string[]): Promise<GroupMetadata> {
@@ -618,12 +636,14 @@ export class WhatsAppNetwork implements NetworkAdapter {
     }
     this.#connections.get(session.id)?.groups.del(groupJid);
     const lids = (await this.#mapper()).lids(session.id);
-    return results.map((r, i) => {
-      const status = Number(r.status) || 500;
-      const answered = r.jid ? normalizeJid(r.jid) : list[i]!;
-      const id = isLid(answered) ? (lids.pnOfLid(answered) ?? list[i] ?? answered) : answered;
-      return { id, status, message: status === 200 ? PARTICIPANT_DONE[action] : (PARTICIPANT_ERROR[status] ?? `error ${status}`) };
-    });
+    return Promise.all(
+      results.map(async (r, i) => {
+        const status = Number(r.status) || 500;
+        const answered = r.jid ? normalizeJid(r.jid) : list[i]!;
+        const id = isLid(answered) ? ((await lids.pnOfLid(answered)) ?? list[i] ?? answered) : answered;
+        return { id, status, message: status === 200 ? PARTICIPANT_DONE[action] : (PARTICIPANT_ERROR[status] ?? `error ${status}`) };
+      }),
+    );
   }
 
   async updateGroupSettings(
@@ -697,7 +717,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
 
   async uploadMedia(session: NetworkSession, media: { bytes: Buffer; mimetype: string; fileName?: string }): Promise<{ id: string }> {
     const id = randomToken(18);
-    this.#store.insertUpload(
+    await this.#store.insertUpload(
       { id, orgId: session.orgId, sessionId: session.id, mimetype: media.mimetype, fileName: media.fileName ?? null, bytes: media.bytes },
       new Date().toISOString(),
     );
@@ -705,7 +725,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async uploadedMedia(session: NetworkSession, id: string): Promise<StoredMedia | null> {
-    const row = this.#store.upload(id, session.orgId);
+    const row = await this.#store.upload(id, session.orgId);
     return row ? { bytes: row.bytes, mimetype: row.mimetype, fileName: row.file_name } : null;
   }
 
@@ -735,7 +755,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
         { logger, reuploadRequest: (m) => socket.updateMediaMessage(m) },
       );
     };
-    let target = { key: this.#fullKey(session, key ?? {}), message };
+    let target = { key: await this.#fullKey(session, key ?? {}), message };
     const limit = this.#options.maxMediaBytes;
     let bytes: Buffer;
     try {

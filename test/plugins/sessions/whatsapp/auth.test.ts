@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { databaseAuthState } from '../../../../plugins/sessions/networks/whatsapp/auth-state.ts';
 import type { WhatsAppNetwork } from '../../../../plugins/sessions/networks/whatsapp/index.ts';
 import type { WhatsAppRuntime } from '../../../../plugins/sessions/networks/whatsapp/load.ts';
+import { ScopedDb } from '../../../../plugins/sessions/scoped-db.ts';
 import { WhatsAppStore } from '../../../../plugins/sessions/networks/whatsapp/store.ts';
 import type { Sessions } from '../../../../plugins/sessions/service.ts';
 import { type TestApp, tempDir } from '../../../helpers/app.ts';
@@ -41,19 +42,19 @@ function keyPair(seed: number): SignalDataTypeMap['pre-key'] {
 describe('credentials and keys at rest', () => {
   it('are encrypted, bound to their row, and read back byte for byte', async () => {
     const s = await connectedWhatsApp(app, t.pat, network);
-    const db = app.running.db;
-    const account = db.prepare('SELECT creds_enc FROM sessions_whatsapp_accounts WHERE session_id = ?').get(s.id) as { creds_enc: string };
+    const db = app.running.data;
+    const account = (await db.one<{ creds_enc: string }>('SELECT creds_enc FROM sessions_whatsapp_accounts WHERE session_id = ?', [s.id]))!;
     expect(account.creds_enc).toMatch(/^v1\./);
     expect(account.creds_enc).not.toMatch(/noiseKey|signedIdentityKey|advSecretKey/);
-    const store = new WhatsAppStore(db, app.running.keys);
-    const auth = databaseAuthState(store, s.id, runtime);
+    const store = new WhatsAppStore(new ScopedDb(db), app.running.keys);
+    const auth = await databaseAuthState(store, s.id, runtime);
     // The credentials Baileys made come back whole: keys as bytes, the paired account.
     expect(auth.state.creds.noiseKey.private).toBeInstanceOf(Uint8Array);
     expect(auth.state.creds.noiseKey.private).toHaveLength(32);
     expect(auth.state.creds.me?.id).toBe(`${s.phone.slice(1)}:12@s.whatsapp.net`);
 
     await auth.state.keys.set({ 'pre-key': { '7': keyPair(7) }, 'app-state-sync-key': { AAAA: { keyData: Uint8Array.of(1, 2, 3), timestamp: 5 } } });
-    const raw = db.prepare("SELECT value_enc FROM sessions_whatsapp_keys WHERE session_id = ? AND type = 'pre-key' AND id = '7'").pluck().get(s.id) as string;
+    const raw = (await db.value<string>("SELECT value_enc FROM sessions_whatsapp_keys WHERE session_id = ? AND type = 'pre-key' AND id = '7'", [s.id]))!;
     expect(raw).toMatch(/^v1\./);
     expect(await auth.state.keys.get('pre-key', ['7', '8'])).toEqual({
       '7': { public: Buffer.from(keyPair(7).public), private: Buffer.from(keyPair(7).private) },
@@ -62,7 +63,7 @@ describe('credentials and keys at rest', () => {
     expect(appState).toBeInstanceOf(runtime.proto.Message.AppStateSyncKeyData);
     expect(Buffer.from(appState.keyData!)).toEqual(Buffer.from([1, 2, 3]));
     // A ciphertext moved to another row does not decrypt there.
-    db.prepare("INSERT INTO sessions_whatsapp_keys (session_id, type, id, value_enc) VALUES (?, 'pre-key', '9', ?)").run(s.id, raw);
+    await db.run("INSERT INTO sessions_whatsapp_keys (session_id, type, id, value_enc) VALUES (?, 'pre-key', '9', ?)", [s.id, raw]);
     await expect(Promise.resolve().then(() => auth.state.keys.get('pre-key', ['9']))).rejects.toThrow();
     // Deleting is a null.
     await auth.state.keys.set({ 'pre-key': { '7': null, '9': null } });
@@ -84,8 +85,8 @@ describe('a set of key changes', () => {
       },
       decrypt: (enc: string, context: string) => keys.decrypt(enc, context),
     };
-    const store = new WhatsAppStore(app.running.db, flaky);
-    const auth = databaseAuthState(store, s.id, runtime);
+    const store = new WhatsAppStore(new ScopedDb(app.running.data), flaky);
+    const auth = await databaseAuthState(store, s.id, runtime);
     const before = { 'pre-key': { '1': keyPair(1), '2': keyPair(2) }, session: { '4915112345678.0': Uint8Array.of(9, 9, 9) } };
     await auth.state.keys.set(before);
     failAt = writes + 3;
@@ -107,14 +108,14 @@ describe('a set of key changes', () => {
     const s = await whatsappSession(app, t.pat);
     let fail = false;
     const keys = app.running.keys;
-    const store = new WhatsAppStore(app.running.db, {
+    const store = new WhatsAppStore(new ScopedDb(app.running.data), {
       encrypt: (plain: string, context: string) => {
         if (fail && context.endsWith(':session:b.0')) throw new Error('crash inside keys.set');
         return keys.encrypt(plain, context);
       },
       decrypt: (enc: string, context: string) => keys.decrypt(enc, context),
     });
-    const auth = databaseAuthState(store, s.id, runtime);
+    const auth = await databaseAuthState(store, s.id, runtime);
     await auth.state.keys.set({ session: { 'a.0': Uint8Array.of(1) } });
     const { addTransactionCapability } = await import('baileys');
     const logger = app.running.log.child({}, { level: 'silent' });
@@ -147,25 +148,19 @@ describe('a restart', () => {
 
     const second = await startMessagingApp(WHATSAPP_TEST_TOML, { dataDir });
     try {
-      await until(() => statusOf(second, resumed.id) === 'connected', 'resumed', 10_000);
-      expect(statusOf(second, stopped.id)).toBe('disconnected');
+      await until(async () => (await statusOf(second, resumed.id)) === 'connected', 'resumed', 10_000);
+      expect(await statusOf(second, stopped.id)).toBe('disconnected');
       // Stopping said so; starting resumed it.
-      expect(
-        eventsOf(second, resumed.id)
-          .slice(-3)
-          .map((e) => e.payload.data),
-      ).toEqual([
+      expect((await eventsOf(second, resumed.id)).slice(-3).map((e) => e.payload.data)).toEqual([
         { status: 'disconnected', reason: 'server stopping; reconnects when it starts' },
         { status: 'connecting', reason: 'server started: resuming' },
         { status: 'connected', reason: 'connected' },
       ]);
       // Nobody is there to scan a QR code: the session being paired stays disconnected, and was told so.
-      expect(statusOf(second, pairing.id)).toBe('disconnected');
-      expect(
-        eventsOf(second, pairing.id)
-          .slice(-1)
-          .map((e) => e.payload.data),
-      ).toEqual([{ status: 'disconnected', reason: 'server stopping while the session was not paired yet; connect again to pair' }]);
+      expect(await statusOf(second, pairing.id)).toBe('disconnected');
+      expect((await eventsOf(second, pairing.id)).slice(-1).map((e) => e.payload.data)).toEqual([
+        { status: 'disconnected', reason: 'server stopping while the session was not paired yet; connect again to pair' },
+      ]);
       // It sends at once, with the keys it had.
       expect((await call(second, resumed.apiKey, 'GET', '/api/user')).body.data.id).toBe(`${resumed.phone.slice(1)}@s.whatsapp.net`);
     } finally {

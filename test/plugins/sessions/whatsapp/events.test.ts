@@ -50,10 +50,11 @@ const socket = () => network.socketOf(s.id)!;
 
 /** Replays a batch and answers the events it recorded, as [name, data]. */
 async function replay(events: Parameters<ReturnType<typeof socket>['replay']>[0], session = s): Promise<[string, any][]> {
-  const from = lastEventId(app, session.id);
+  const from = await lastEventId(app, session.id);
   network.socketOf(session.id)!.replay(events);
-  // The adapter handles a batch synchronously inside the flush.
-  return eventsOf(app, session.id, from).map((e) => [e.event, e.payload.data]);
+  // The adapter handles a batch in its connection's queue: wait for it.
+  await adapter().idle(session.id);
+  return (await eventsOf(app, session.id, from)).map((e) => [e.event, e.payload.data]);
 }
 
 describe('messages.upsert', () => {
@@ -148,7 +149,7 @@ describe('messages.upsert', () => {
     const text = batch.lidText(ada, 'read me');
     expect((await replay({ 'messages.upsert': text }, filtered)).map(([e]) => e)).toEqual(['messages.upsert', 'messages.received', 'messages-personal']);
     // Marked read on WhatsApp with the key as it arrived.
-    await until(() => network.callsOf(filtered.id, 'readMessages').length === 1, 'readMessages');
+    await until(async () => network.callsOf(filtered.id, 'readMessages').length === 1, 'readMessages');
     expect(network.callsOf(filtered.id, 'readMessages')[0]!.args[0]).toEqual([text.messages[0]!.key]);
   });
 
@@ -227,7 +228,7 @@ describe('updates', () => {
     expect(events).toEqual([
       ['call.received', [expect.objectContaining({ id: offer[0]!.id, from: `${ada.lid}@lid`, status: 'offer', date: expect.any(String) })]],
     ]);
-    await until(() => network.callsOf(rejecting.id, 'rejectCall').length === 1, 'rejectCall');
+    await until(async () => network.callsOf(rejecting.id, 'rejectCall').length === 1, 'rejectCall');
     expect(network.callsOf(rejecting.id, 'rejectCall')[0]!.args).toEqual([offer[0]!.id, `${ada.lid}@lid`]);
   });
 });
@@ -259,11 +260,12 @@ describe('acks and receipts of sends', () => {
     const info = (await call(app, s.apiKey, 'GET', `/api/messages/${msgId}/info`)).body.data;
     expect(info).toMatchObject({ msgId, statusText: 'sent', message: { extendedTextMessage: { text: 'are you there?' } }, key: { fromMe: true } });
     const id = info.key.id;
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     socket().replay({ 'messages.update': batch.receipt(bob, id, 3) });
     socket().replay({ 'messages.update': batch.receipt(bob, id, 4) });
+    await adapter().idle(s.id);
     expect((await call(app, s.apiKey, 'GET', `/api/messages/${msgId}/info`)).body.data).toMatchObject({ status: 4, statusText: 'read' });
-    const events = eventsOf(app, s.id, from).map((e) => [e.event, e.payload.data]);
+    const events = (await eventsOf(app, s.id, from)).map((e) => [e.event, e.payload.data]);
     expect(events.filter(([e]) => e === 'messages.update')).toEqual([
       ['messages.update', [{ key: expect.objectContaining({ id }), update: { status: 'delivered' }, msgId }]],
       ['messages.update', [{ key: expect.objectContaining({ id }), update: { status: 'read' }, msgId }]],
@@ -302,6 +304,7 @@ describe('acks and receipts of sends', () => {
       ],
     ]);
     socket().replay({ 'message-receipt.update': batch.groupRead(ada, key.remoteJid, key.id) });
+    await adapter().idle(s.id);
     expect((await call(app, s.apiKey, 'GET', `/api/messages/${msgId}/info`)).body.data.statusText).toBe('read');
   });
 
@@ -329,15 +332,15 @@ describe('acks and receipts of sends', () => {
     expect(resent.body.data).toMatchObject({ msgId: refused.body.data.msgId, status: 'in_progress' });
     await until(async () => (await call(app, s.apiKey, 'GET', `/api/messages/${refused.body.data.msgId}/info`)).body.data.statusText === 'sent', 'resent');
 
-    const logged = () => (app.running.db.prepare('SELECT COUNT(*) AS n FROM sessions_messages WHERE session_id = ?').get(s.id) as { n: number }).n;
-    const before = logged();
+    const logged = () => app.running.data.value<number>('SELECT COUNT(*) AS n FROM sessions_messages WHERE session_id = ?', [s.id]);
+    const before = await logged();
     network.refuse = 428;
     void socket().end(new Boom('Connection Terminated', { statusCode: 428 }));
-    await until(() => statusOf(app, s.id) === 'connecting', 'reconnecting');
+    await until(async () => (await statusOf(app, s.id)) === 'connecting', 'reconnecting');
     expect((await call(app, s.apiKey, 'POST', '/api/send-message', { to: '+14155550111', text: 'not now' })).status).toBe(409);
-    expect(logged()).toBe(before);
+    expect(await logged()).toBe(before);
     network.refuse = undefined;
-    await until(() => statusOf(app, s.id) === 'connected', 'connected again');
+    await until(async () => (await statusOf(app, s.id)) === 'connected', 'connected again');
   });
 });
 
@@ -405,16 +408,16 @@ describe('media', () => {
 
 describe('bounds', () => {
   it('the message store keeps message_store_limit messages per session (oldest out); the caches stay within cache_size', async () => {
-    const db = app.running.db;
-    const count = () => (db.prepare('SELECT COUNT(*) AS n FROM sessions_whatsapp_messages WHERE session_id = ?').get(s.id) as { n: number }).n;
+    const count = () => app.running.data.value<number>('SELECT COUNT(*) AS n FROM sessions_whatsapp_messages WHERE session_id = ?', [s.id]);
     const many = Array.from({ length: 120 }, (_, i) => batch.lidText(ada, `n${i}`).messages[0]!);
     socket().replay({ 'messages.upsert': { type: 'append', messages: many } });
-    expect(count()).toBeGreaterThanOrEqual(120);
-    adapter().prune(Date.now());
+    await adapter().idle(s.id);
+    expect(await count()).toBeGreaterThanOrEqual(120);
+    await adapter().prune(Date.now());
     // The test config keeps the default (5000): nothing pruned yet by count; by age nothing either.
-    expect(count()).toBeGreaterThanOrEqual(120);
-    adapter().store.pruneMessages(100, new Date(0).toISOString());
-    expect(count()).toBe(100);
+    expect(await count()).toBeGreaterThanOrEqual(120);
+    await adapter().store.pruneMessages(100, new Date(0).toISOString());
+    expect(await count()).toBe(100);
     expect(await adapter().findMessage({ id: s.id } as never, many[0]!.key.id!)).toBeNull();
     expect(await adapter().findMessage({ id: s.id } as never, many[119]!.key.id!)).toMatchObject({ message: { conversation: 'n119' } });
     const sizes = adapter().connectionOf(s.id)!.cacheSizes();

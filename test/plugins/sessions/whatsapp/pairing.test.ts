@@ -41,10 +41,8 @@ beforeAll(async () => {
 afterAll(() => app?.close());
 
 const adapter = () => (app.running.services.sessions as Sessions).network({ type: 'whatsapp' } as never) as WhatsAppNetwork;
-const statusEvents = (s: SessionInfo, from: number) =>
-  eventsOf(app, s.id, from)
-    .filter((e) => e.event === 'session.status')
-    .map((e) => e.payload.data as { status: string; reason?: string });
+const statusEvents = async (s: SessionInfo, from: number) =>
+  (await eventsOf(app, s.id, from)).filter((e) => e.event === 'session.status').map((e) => e.payload.data as { status: string; reason?: string });
 const sessionLogs = async (s: SessionInfo) =>
   (await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/session-logs?per_page=100`)).body.data.data as { status: string; reason: string | null }[];
 const socketsOf = (s: SessionInfo) => network.sockets.filter((x) => x.sessionId === s.id);
@@ -52,7 +50,7 @@ const socketsOf = (s: SessionInfo) => network.sockets.filter((x) => x.sessionId 
 describe('pairing by QR code', () => {
   it('connect answers need_scan with the QR code and its image; scanning pairs, the 515 restart reconnects at once, the session is connected', async () => {
     const s = await whatsappSession(app, t.pat);
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const res = await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {});
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({
@@ -67,8 +65,8 @@ describe('pairing by QR code', () => {
     expect((await call(app, s.apiKey, 'GET', '/api/status')).body).toEqual({ status: 'need_scan' });
 
     network.scan(s.id, s.phone, 'Ada');
-    await until(() => statusOf(app, s.id) === 'connected', 'connected');
-    expect(statusEvents(s, from)).toEqual([
+    await until(async () => (await statusOf(app, s.id)) === 'connected', 'connected');
+    expect(await statusEvents(s, from)).toEqual([
       { status: 'connecting', reason: 'connect requested' },
       { status: 'need_scan', reason: 'QR code 1 of at most 3: scan it with the phone' },
       { status: 'connecting', reason: 'restart required (515): reconnecting to finish pairing' },
@@ -101,7 +99,7 @@ describe('pairing by QR code', () => {
 
   it('serves each new QR code as WhatsApp rotates them (qrcode.updated), and stops after qr_max_codes unscanned', async () => {
     const s = await whatsappSession(app, t.pat);
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const first = (await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {})).body.data.qrCode;
     network.socketOf(s.id)!.rotateQr();
     const second = await until(async () => {
@@ -110,22 +108,22 @@ describe('pairing by QR code', () => {
     }, 'the second QR code');
     expect(second).toBe(network.socketOf(s.id)!.qr);
     network.socketOf(s.id)!.rotateQr();
-    await until(() => eventsOf(app, s.id, from).filter((e) => e.event === 'qrcode.updated').length === 3, 'three QR codes');
+    await until(async () => (await eventsOf(app, s.id, from)).filter((e) => e.event === 'qrcode.updated').length === 3, 'three QR codes');
     // The fourth is one too many: pairing stops, the socket closes, the session is disconnected.
     network.socketOf(s.id)!.rotateQr();
-    await until(() => statusOf(app, s.id) === 'disconnected', 'disconnected');
-    expect(
-      eventsOf(app, s.id, from)
-        .filter((e) => e.event === 'qrcode.updated')
-        .map((e) => e.payload.data),
-    ).toEqual([{ qr: first }, { qr: second }, { qr: expect.stringMatching(/^2@/) }]);
-    expect(statusEvents(s, from).at(-1)).toEqual({ status: 'disconnected', reason: 'pairing timed out: 3 codes were not used; connect again to pair' });
+    await until(async () => (await statusOf(app, s.id)) === 'disconnected', 'disconnected');
+    expect((await eventsOf(app, s.id, from)).filter((e) => e.event === 'qrcode.updated').map((e) => e.payload.data)).toEqual([
+      { qr: first },
+      { qr: second },
+      { qr: expect.stringMatching(/^2@/) },
+    ]);
+    expect((await statusEvents(s, from)).at(-1)).toEqual({ status: 'disconnected', reason: 'pairing timed out: 3 codes were not used; connect again to pair' });
     expect(network.socketOf(s.id)!.closed).toBe(true);
     expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/qrcode`)).toMatchObject({ status: 409 });
     // Connecting again starts pairing afresh.
     expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {})).body.data.status).toBe('need_scan');
     network.scan(s.id, s.phone);
-    await until(() => statusOf(app, s.id) === 'connected', 'connected');
+    await until(async () => (await statusOf(app, s.id)) === 'connected', 'connected');
   });
 
   it('one session, one socket: concurrent connects join the same pairing', async () => {
@@ -140,19 +138,19 @@ describe('pairing by QR code', () => {
     const s = await whatsappSession(app, t.pat);
     await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {});
     network.scan(s.id, '+447700900999', 'Someone else');
-    await until(() => statusOf(app, s.id) === 'failed', 'failed');
-    const last = statusEvents(s, 0).at(-1)!;
+    await until(async () => (await statusOf(app, s.id)) === 'failed', 'failed');
+    const last = (await statusEvents(s, 0)).at(-1)!;
     expect(last.reason).toBe(`the paired account +447700900999 is not this session's number ${s.phone}; it was unlinked`);
     expect(network.callsOf(s.id, 'logout')).toHaveLength(1);
     // The pairing is forgotten: nothing to resume.
-    expect(adapter().store.account(s.id)).toBeUndefined();
+    expect(await adapter().store.account(s.id)).toBeUndefined();
   });
 });
 
 describe('pairing by phone code', () => {
   it('connect {phone_number} answers an 8-character pairing code; entering it on the phone pairs the session', async () => {
     const s = await whatsappSession(app, t.pat);
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const res = await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, { phone_number: s.phone });
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ status: 'need_scan', pairingCode: expect.stringMatching(/^[A-Z0-9]{8}$/) });
@@ -162,14 +160,14 @@ describe('pairing by phone code', () => {
     network.socketOf(s.id)!.rotateQr();
     await new Promise((r) => setTimeout(r, 50));
     expect(network.callsOf(s.id, 'requestPairingCode')).toHaveLength(1);
-    expect(eventsOf(app, s.id, from).find((e) => e.event === 'qrcode.updated')?.payload.data).toEqual({ pairingCode: res.body.data.pairingCode });
+    expect((await eventsOf(app, s.id, from)).find((e) => e.event === 'qrcode.updated')?.payload.data).toEqual({ pairingCode: res.body.data.pairingCode });
     // No QR code while pairing by code.
     expect(await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/qrcode`)).toMatchObject({
       status: 409,
       body: { error: 'The session pairs by phone code: read pairingCode from POST .../connect' },
     });
     network.enterCode(res.body.data.pairingCode, s.phone);
-    await until(() => statusOf(app, s.id) === 'connected', 'connected');
+    await until(async () => (await statusOf(app, s.id)) === 'connected', 'connected');
   });
 
   it('refuses a malformed phone number (422) and a sandbox session asked to pair by code', async () => {
@@ -189,21 +187,21 @@ describe('pairing by phone code', () => {
 describe('when the connection closes', () => {
   it('reconnects a paired session after a transient close with growing, jittered waits, announcing and logging each attempt, until it opens again', async () => {
     const s = await connectedWhatsApp(app, t.pat, network);
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const logsBefore = (await sessionLogs(s)).length;
     const before = socketsOf(s).length;
     network.refuse = 428;
     const started = Date.now();
     void network.socketOf(s.id)!.end(new Boom('Connection Terminated', { statusCode: 428 }));
-    await until(() => socketsOf(s).length >= before + 4, 'four attempts', 10_000);
+    await until(async () => socketsOf(s).length >= before + 4, 'four attempts', 10_000);
     network.refuse = undefined;
-    await until(() => statusOf(app, s.id) === 'connected', 'connected again', 10_000);
-    const attempts = statusEvents(s, from).filter((e) => e.status === 'connecting' && /attempt/.test(e.reason ?? ''));
+    await until(async () => (await statusOf(app, s.id)) === 'connected', 'connected again', 10_000);
+    const attempts = (await statusEvents(s, from)).filter((e) => e.status === 'connecting' && /attempt/.test(e.reason ?? ''));
     const waits = attempts.map((e) => Number(/next attempt in ([\d.]+) s/.exec(e.reason!)![1]) * 1000);
     // A paired session has no limit (reconnect_max_attempts 0): no "of N", and it goes on past unpaired_max_attempts (3).
     expect(attempts[0]!.reason).toMatch(/^connection closed \(428\): Connection Terminated; next attempt in [\d.]+ s \(attempt 1\)$/);
     expect(attempts.map((e) => /\(attempt (\d+)\)$/.exec(e.reason!)![1]).slice(0, 4)).toEqual(['1', '2', '3', '4']);
-    expect(statusEvents(s, from).some((e) => e.status === 'failed')).toBe(false);
+    expect((await statusEvents(s, from)).some((e) => e.status === 'failed')).toBe(false);
     // Doubling from 50 ms up to 400 ms, each drawn between half and all of it.
     const ceilings = [50, 100, 200, 400, 400, 400];
     waits.forEach((w, i) => {
@@ -211,14 +209,10 @@ describe('when the connection closes', () => {
       expect(w).toBeLessThanOrEqual(ceilings[i]! + 50);
     });
     expect(Date.now() - started).toBeGreaterThanOrEqual(waits.slice(0, 3).reduce((a, b) => a + b, 0) - 150);
-    expect(statusEvents(s, from).at(-1)).toEqual({ status: 'connected', reason: 'connected' });
+    expect((await statusEvents(s, from)).at(-1)).toEqual({ status: 'connected', reason: 'connected' });
     // Each attempt is in the session log with its reason, newest first; the session shows the latest.
     const logs = await sessionLogs(s);
-    expect(logs.slice(0, logs.length - logsBefore).map((l) => l.reason)).toEqual(
-      statusEvents(s, from)
-        .map((e) => e.reason)
-        .reverse(),
-    );
+    expect(logs.slice(0, logs.length - logsBefore).map((l) => l.reason)).toEqual((await statusEvents(s, from)).map((e) => e.reason).reverse());
     expect((await call(app, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}`)).body.data).toMatchObject({ status: 'connected', status_reason: 'connected' });
     // The server log: one line when it started failing, one when it recovered, none per attempt.
     const lines = app.logs.filter((l) => l.sessionId === s.id && String(l.msg).startsWith('WhatsApp session'));
@@ -233,15 +227,15 @@ describe('when the connection closes', () => {
     [403, 'failed', 'forbidden (403): Connection Failure: WhatsApp refused this account (banned or restricted)'],
   ] as const)('stops on %i with status %s and the reason, forgets the pairing, does not reconnect', async (code, status, reason) => {
     const s = await connectedWhatsApp(app, t.pat, network);
-    expect(adapter().store.keyCount(s.id) + (adapter().store.account(s.id) ? 1 : 0)).toBeGreaterThan(0);
+    expect((await adapter().store.keyCount(s.id)) + ((await adapter().store.account(s.id)) ? 1 : 0)).toBeGreaterThan(0);
     const sockets = socketsOf(s).length;
     void network.socketOf(s.id)!.end(new Boom('Connection Failure', { statusCode: code }));
-    await until(() => statusOf(app, s.id) === status, status);
-    expect(statusEvents(s, 0).at(-1)).toEqual({ status, reason });
+    await until(async () => (await statusOf(app, s.id)) === status, status);
+    expect((await statusEvents(s, 0)).at(-1)).toEqual({ status, reason });
     await new Promise((r) => setTimeout(r, 300));
     expect(socketsOf(s)).toHaveLength(sockets);
-    expect(adapter().store.account(s.id)).toBeUndefined();
-    expect(adapter().store.keyCount(s.id)).toBe(0);
+    expect(await adapter().store.account(s.id)).toBeUndefined();
+    expect(await adapter().store.keyCount(s.id)).toBe(0);
     // Connecting again means pairing again.
     expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {})).body.data.status).toBe('need_scan');
   });
@@ -249,20 +243,23 @@ describe('when the connection closes', () => {
   it('stops on 440 (another client took the session) as disconnected, keeping the pairing for a later connect', async () => {
     const s = await connectedWhatsApp(app, t.pat, network);
     void network.socketOf(s.id)!.end(new Boom('Stream Errored (conflict)', { statusCode: 440 }));
-    await until(() => statusOf(app, s.id) === 'disconnected', 'disconnected');
-    expect(statusEvents(s, 0).at(-1)!.reason).toMatch(/^connection replaced \(440\).*another client connected/);
-    expect(adapter().store.account(s.id)?.registered).toBe(1);
+    await until(async () => (await statusOf(app, s.id)) === 'disconnected', 'disconnected');
+    expect((await statusEvents(s, 0)).at(-1)!.reason).toMatch(/^connection replaced \(440\).*another client connected/);
+    expect((await adapter().store.account(s.id))?.registered).toBe(1);
     expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {})).body.data).toEqual({ status: 'connected' });
   });
 
   it('the watchdog replaces a socket that stays open but receives nothing', async () => {
     const s = await connectedWhatsApp(app, t.pat, network);
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     const silent = network.socketOf(s.id)!;
     silent.silence();
-    await until(() => network.socketOf(s.id) !== silent && statusOf(app, s.id) === 'connected', 'a new socket', 8000);
+    await until(async () => network.socketOf(s.id) !== silent && (await statusOf(app, s.id)) === 'connected', 'a new socket', 8000);
     expect(silent.closed).toBe(true);
-    expect(statusEvents(s, from)[0]).toEqual({ status: 'connecting', reason: expect.stringMatching(/^watchdog: nothing received for \d+ s; reconnecting$/) });
+    expect((await statusEvents(s, from))[0]).toEqual({
+      status: 'connecting',
+      reason: expect.stringMatching(/^watchdog: nothing received for \d+ s; reconnecting$/),
+    });
   });
 });
 
@@ -274,18 +271,18 @@ describe('disconnect, restart, delete', () => {
       message: 'disconnected by request; the pairing is kept: connect resumes without scanning',
     });
     expect(network.socketOf(s.id)!.closed).toBe(true);
-    expect(statusOf(app, s.id)).toBe('disconnected');
-    expect(adapter().store.account(s.id)).toMatchObject({ registered: 1, resume: 0 });
+    expect(await statusOf(app, s.id)).toBe('disconnected');
+    expect(await adapter().store.account(s.id)).toMatchObject({ registered: 1, resume: 0 });
     expect((await call(app, s.apiKey, 'POST', '/api/send-message', { to: '+14155550100', text: 'x' })).status).toBe(409);
     expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {})).body.data).toEqual({ status: 'connected' });
     const before = network.socketOf(s.id)!;
-    const from = lastEventId(app, s.id);
+    const from = await lastEventId(app, s.id);
     expect((await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/restart`)).body.data).toEqual({ status: 'connected' });
     expect(network.socketOf(s.id)).not.toBe(before);
     expect(before.closed).toBe(true);
     // The socket it dropped on purpose is no failed attempt.
     await new Promise((r) => setTimeout(r, 200));
-    expect(statusEvents(s, from)).toEqual([
+    expect(await statusEvents(s, from)).toEqual([
       { status: 'connecting', reason: 'restart requested' },
       { status: 'connected', reason: 'connected' },
     ]);
@@ -305,10 +302,9 @@ describe('disconnect, restart, delete', () => {
 
   it('delete unlinks the device and deletes credentials, keys and everything else the network kept', async () => {
     const s = await connectedWhatsApp(app, t.pat, network);
-    const db = app.running.db;
-    const rows = (table: string) => (db.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE session_id = ?`).get(s.id) as { n: number }).n;
-    expect(rows('sessions_whatsapp_accounts')).toBe(1);
-    expect(rows('sessions_whatsapp_lids')).toBeGreaterThan(0);
+    const rows = (table: string) => app.running.data.value<number>(`SELECT COUNT(*) AS n FROM ${table} WHERE session_id = ?`, [s.id]);
+    expect(await rows('sessions_whatsapp_accounts')).toBe(1);
+    expect(await rows('sessions_whatsapp_lids')).toBeGreaterThan(0);
     expect((await call(app, t.pat, 'DELETE', `/api/whatsapp-sessions/${s.id}`)).status).toBe(200);
     expect(network.callsOf(s.id, 'logout')).toHaveLength(1);
     for (const table of [
@@ -318,7 +314,7 @@ describe('disconnect, restart, delete', () => {
       'sessions_whatsapp_messages',
       'sessions_whatsapp_contacts',
     ]) {
-      expect(rows(table), table).toBe(0);
+      expect(await rows(table), table).toBe(0);
     }
   });
 });

@@ -128,7 +128,7 @@ async function connectThrough(proxyUrl: string) {
   const before = { tunnels: tunnels.length, hellos: hellos.length };
   const res = await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {});
   expect(res.status).toBe(200);
-  await until(() => statusOf(app, s.id) === 'failed', 'gave up', 15_000);
+  await until(async () => (await statusOf(app, s.id)) === 'failed', 'gave up', 15_000);
   return { s, res, tunnels: tunnels.slice(before.tunnels), hellos: hellos.slice(before.hellos) };
 }
 
@@ -190,11 +190,11 @@ log_level = "silent"
     const u = await tenant(strict);
     const s = await whatsappSession(strict, u.pat);
     // Saved while it resolved to a public address (the API refuses localhost today): written as the store would have kept it.
-    (strict.running.services.sessions as Sessions).store.setProxyUrl(s.id, `http://localhost:${httpPort}`, new Date().toISOString());
+    await (strict.running.services.sessions as Sessions).store.setProxyUrl(s.id, `http://localhost:${httpPort}`, new Date().toISOString());
     const before = { tunnels: tunnels.length, hellos: hellos.length };
     const res = await call(strict, u.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {});
     expect(res.status).toBe(200);
-    await until(() => statusOf(strict, s.id) === 'failed', 'failed', 10_000);
+    await until(async () => (await statusOf(strict, s.id)) === 'failed', 'failed', 10_000);
     const detail = (await call(strict, u.pat, 'GET', `/api/whatsapp-sessions/${s.id}`)).body.data;
     expect(detail.status_reason).toMatch(
       /^proxy_url host localhost resolves to (127\.0\.0\.1|::1), a private, loopback or link-local address \(allow it with \[plugins\.sessions\] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true\); the session does not connect without its proxy: change or clear proxy_url, then connect$/,

@@ -61,16 +61,14 @@ describe('a real Baileys socket against a server that closes the connection', ()
       status: 'connecting',
       message: expect.stringMatching(/^connection closed \(428\): Connection Terminated; next attempt in 0\.[1-3]\d* s \(attempt 2 of 5\)$/),
     });
-    await until(() => connections.length >= 4, 'four connection attempts', 15_000);
-    expect(statusOf(app, s.id)).toBe('connecting');
+    await until(async () => connections.length >= 4, 'four connection attempts', 15_000);
+    expect(await statusOf(app, s.id)).toBe('connecting');
     // It is Baileys speaking: WhatsApp's "WA" header and dictionary version open its first frame.
     expect(connections[0]!.hello?.subarray(0, 2).toString()).toBe('WA');
     const adapter = (app.running.services.sessions as Sessions).network({ type: 'whatsapp' } as never) as WhatsAppNetwork;
     expect(adapter.loaded).toBe(true);
 
-    const reasons = eventsOf(app, s.id)
-      .filter((e) => e.event === 'session.status')
-      .map((e) => (e.payload.data as { reason?: string }).reason ?? '');
+    const reasons = (await eventsOf(app, s.id)).filter((e) => e.event === 'session.status').map((e) => (e.payload.data as { reason?: string }).reason ?? '');
     const attempts = reasons.filter((r) => /\(attempt \d+ of 5\)$/.test(r));
     expect(attempts[0]).toBe(res.body.data.message);
     expect(attempts[1]).toMatch(/^connection closed \(428\): Connection Terminated; next attempt in [\d.]+ s \(attempt 3 of 5\)$/);
@@ -88,7 +86,7 @@ describe('a real Baileys socket against a server that closes the connection', ()
     const after = connections.length;
     await new Promise((r) => setTimeout(r, 1500));
     expect(connections.length).toBe(after);
-    expect(statusOf(app, s.id)).toBe('disconnected');
+    expect(await statusOf(app, s.id)).toBe('disconnected');
   });
 });
 
@@ -138,7 +136,7 @@ log_level = "silent"
     expect(busy.status).toBe(409);
     expect(busy.body.message).toBe(`Session ${s.id} is connecting: ${first}; poll GET /api/status until it is connected`);
 
-    await until(() => statusOf(unreachable, s.id) === 'failed', 'failed', 10_000);
+    await until(async () => (await statusOf(unreachable, s.id)) === 'failed', 'failed', 10_000);
     const gaveUp = (await call(unreachable, u.pat, 'GET', `/api/whatsapp-sessions/${s.id}`)).body.data;
     expect(gaveUp.status).toBe('failed');
     expect(gaveUp.status_reason).toMatch(
@@ -169,7 +167,7 @@ log_level = "silent"
       ['status_change', 'connecting', 'connect requested'],
     ]);
     expect(logs[2]!.reason).toBe(first);
-    const events = eventsOf(unreachable, s.id)
+    const events = (await eventsOf(unreachable, s.id))
       .filter((e) => e.event === 'session.status')
       .map((e) => e.payload.data as { status: string; reason: string });
     expect(events.map((e) => e.reason)).toEqual(logs.map((l) => l.reason).reverse());
@@ -183,7 +181,7 @@ log_level = "silent"
     // A new connect counts its attempts from 1 again, and gives up again after 3.
     const again = await call(unreachable, u.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {});
     expect(again.body.data).toEqual({ status: 'connecting', message: expect.stringMatching(/; next attempt in [\d.]+ s \(attempt 2 of 3\)$/) });
-    await until(() => statusOf(unreachable, s.id) === 'failed', 'failed again', 10_000);
+    await until(async () => (await statusOf(unreachable, s.id)) === 'failed', 'failed again', 10_000);
     expect(serverLines(unreachable, s.id, 'warn')).toHaveLength(4);
   });
 });

@@ -1,0 +1,126 @@
+/**
+ * Webhook dispatch across instances: two apps on one PostgreSQL database (the same data dir, so
+ * the same key decrypts the webhook secrets) share the outbox. Every delivery goes out once, from
+ * one instance at a time, the per-session limit holds over both, and a delivery leased by an
+ * instance that died is taken over when its lease expires. Runs on PostgreSQL in every project:
+ * it is about what only a shared database does.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type TestApp, tempDir } from '../../helpers/app.ts';
+import { freshDatabase } from '../../helpers/postgres.ts';
+import { answer, eventually, FAST_TOML, hookedSession, Receiver, receive, startWebhooksApp, tenant } from './helpers.ts';
+
+const PER_SESSION = 2;
+const TOML = `${FAST_TOML}concurrency_per_session = ${PER_SESSION}\nlease_seconds = 3\n`;
+
+let a: TestApp;
+let b: TestApp;
+let receiver: Receiver;
+/** Webhook-ids being answered now, and the most of one session's deliveries in flight at once. */
+const inFlight = new Map<string, number>();
+const perSession = new Map<number, number>();
+let overlaps = 0;
+let mostAtOnce = 0;
+
+beforeAll(async () => {
+  const env = { WHARF_DATABASE__URL: await freshDatabase() };
+  const dataDir = tempDir();
+  a = await startWebhooksApp(TOML, { dataDir, env });
+  b = await startWebhooksApp(TOML, { dataDir, env });
+  // Each answer after 40 ms, so deliveries overlap; what is in flight is counted per webhook-id and per session.
+  receiver = await Receiver.start((req, res, received) => {
+    const id = String(received.headers['webhook-id']);
+    const session = Number(received.json && (received.json as { sessionId: number }).sessionId);
+    if (inFlight.has(id)) overlaps++;
+    inFlight.set(id, session);
+    const now = (perSession.get(session) ?? 0) + 1;
+    perSession.set(session, now);
+    mostAtOnce = Math.max(mostAtOnce, now);
+    setTimeout(() => {
+      inFlight.delete(id);
+      perSession.set(session, (perSession.get(session) ?? 1) - 1);
+      answer(200)(req, res, received);
+    }, 40);
+  });
+});
+afterAll(async () => {
+  await b?.close();
+  await a?.close();
+  await receiver?.close();
+});
+
+/** Deliveries an instance made, from its metrics. */
+async function delivered(app: TestApp): Promise<number> {
+  const text = await (await app.fetch('/metrics')).text();
+  return Number(/^wharf_webhook_attempts_total\{outcome="delivered"\} (\d+)/m.exec(text)?.[1] ?? 0);
+}
+
+describe('two instances on one PostgreSQL database', () => {
+  it('deliver every queued delivery exactly once, never one by both at once, within the per-session limit over both', async () => {
+    const t = await tenant(a);
+    const sessions = await Promise.all([1, 2, 3].map(() => hookedSession(a, t.pat, receiver.url('/both'), ['messages.received'])));
+    // Events recorded on both instances, interleaved: 3 sessions x 20.
+    const N = 60;
+    await Promise.all(
+      sessions.map(async (s) => {
+        for (let i = 0; i < N / sessions.length; i++) await receive(i % 2 ? b : a, s, `message ${i}`);
+      }),
+    );
+    await eventually(() => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size === N, 30_000, 'every delivery at the receiver');
+    // Nothing else comes: every record is delivered after one attempt.
+    await new Promise((r) => setTimeout(r, 300));
+    const ids = receiver.requests.map((r) => String(r.headers['webhook-id']));
+    expect(ids).toHaveLength(N);
+    expect(new Set(ids).size).toBe(N);
+    expect(overlaps).toBe(0);
+    expect(mostAtOnce).toBeLessThanOrEqual(PER_SESSION);
+    const rows = await a.running.data.all<{ status: string; attempt_count: number; leased_by: string | null }>(
+      'SELECT status, attempt_count, leased_by FROM webhooks_dispatches',
+    );
+    expect(rows).toHaveLength(N);
+    expect(rows.every((r) => r.status === 'delivered' && r.attempt_count === 1 && r.leased_by === null)).toBe(true);
+    // Both took part (each wakes on the other's NOTIFY), and together they made exactly N deliveries.
+    const [byA, byB] = [await delivered(a), await delivered(b)];
+    expect(byA).toBeGreaterThan(0);
+    expect(byB).toBeGreaterThan(0);
+    expect(byA + byB).toBe(N);
+  });
+
+  it('take over the deliveries an instance that died had leased, once the lease expires, and not before', async () => {
+    const t = await tenant(b);
+    const s = await hookedSession(b, t.pat, receiver.url('/ghost'), ['messages.received']);
+    const before = receiver.requests.length;
+    // What a crashed instance leaves: pending deliveries it had taken, leased for 1.5 s more.
+    const now = Date.now();
+    const until = now + 1500;
+    for (let i = 0; i < 5; i++) {
+      await a.running.data.run(
+        `INSERT INTO webhooks_dispatches (org_id, session_id, event_id, webhook_id, event, url, body, status, next_attempt_at, created_at, updated_at, leased_by, lease_until)
+         VALUES (?, ?, ?, ?, 'messages.received', ?, ?, 'pending', ?, ?, ?, 'dead-instance', ?)`,
+        [
+          t.orgId,
+          s.id,
+          1000 + i,
+          `msg_ghost${i}`,
+          receiver.url('/ghost'),
+          JSON.stringify({ event: 'messages.received', sessionId: s.id, data: { i } }),
+          now,
+          now,
+          now,
+          until,
+        ],
+      );
+    }
+    // Both instances hear of them at once (as of any new delivery), and wait for the lease.
+    await a.running.data.run("SELECT pg_notify('wharf_webhooks', ?)", [String(s.id)]);
+    await eventually(() => receiver.requests.length - before >= 5, 10_000, 'the dead instance’s deliveries');
+    const ghosts = receiver.requests.slice(before);
+    expect(ghosts.map((r) => String(r.headers['webhook-id'])).sort()).toEqual(['msg_ghost0', 'msg_ghost1', 'msg_ghost2', 'msg_ghost3', 'msg_ghost4']);
+    for (const r of ghosts) expect(r.at).toBeGreaterThanOrEqual(until);
+    await eventually(
+      async () => (await a.running.data.value<number>("SELECT COUNT(*) FROM webhooks_dispatches WHERE session_id = ? AND status = 'delivered'", [s.id])) === 5,
+      5000,
+      'the records delivered',
+    );
+  });
+});
