@@ -1,0 +1,201 @@
+// Test helper: several `wharf serve` processes as one Wharf, the way the README's "Deployment:
+// several instances" section runs them.
+//
+// - One PostgreSQL database (a fresh one, test/helpers/postgres.ts) for every instance.
+// - One Redis (the shared test server, test/helpers/redis.ts) for the rate-limit counters, under
+//   a key prefix of the cluster's own.
+// - One config file for all (--config), and per instance only its data dir and port.
+// - The same keys everywhere: generated once (core/keys.ts loadKeys) and the key files copied into
+//   each data dir's keys/, as an operator copies them. Session cookies and encrypted columns made by
+//   one instance are read by the others.
+// - One public URL (the load balancer's in production; here a name nothing resolves): it issues
+//   the session cookies, so a cookie from one instance is valid on all. Requests go straight to
+//   an instance (`instance.url`), with that instance's URL as Origin.
+// - Only the plugins that run on PostgreSQL (postgresPlugins()); the others are disabled until
+//   their port lands. Once storage runs there, it is on the s3 driver against the test S3 server
+//   (Ceph RGW, test/helpers/s3.ts) with a bucket prefix of the cluster's own.
+//
+// Tests of takeovers (webhook deliveries, messaging sessions, uploads) add their plugins' settings
+// with `toml`/`env` and use kill()/restart(); `running()` says which instances are up.
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { loadKeys } from '../../core/keys.ts';
+import { tempDir } from './app.ts';
+import { serve, type Served, wharfAsync } from './cli.ts';
+import { freshDatabase, postgresPlugins } from './postgres.ts';
+import { ensureRedis, testKeyPrefix } from './redis.ts';
+import { ensureS3 } from './s3.ts';
+
+export interface ClusterOptions {
+  /** How many instances (default 2). */
+  instances?: number;
+  /** More of the shared config file (TOML), after the cluster's own sections. */
+  toml?: string;
+  /** More WHARF_* variables, for every instance. */
+  env?: Record<string, string>;
+}
+
+export interface Instance {
+  readonly index: number;
+  readonly dataDir: string;
+  /** Where this instance listens now (a new port after a restart); throws when it is down. */
+  readonly url: string;
+  readonly up: boolean;
+  /** Its output so far (all its runs). */
+  output(): string;
+  /** SIGKILL: no drain, no cleanup (its serve.pid stays behind); resolves once the process is gone. */
+  kill(): Promise<void>;
+  /** SIGTERM (SIGKILL after 15 s): a clean stop; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** Starts it again on its data dir (a new port); resolves once /healthz answers. */
+  restart(): Promise<void>;
+}
+
+export interface Cluster {
+  instances: Instance[];
+  /** The shared database. */
+  databaseUrl: string;
+  redisUrl: string;
+  /** The public URL every instance is configured with. */
+  publicUrl: string;
+  /** The shared config file. */
+  configFile: string;
+  /** The variables every instance runs with (database, plugins off, key prefix...). */
+  env: Record<string, string>;
+  /** The instances up now. */
+  running(): Instance[];
+  /** Runs a `wharf` command (admin, migrate...) against the cluster's database and config. */
+  command(args: string[], input?: string): ReturnType<typeof wharfAsync>;
+  /** Creates a user owning a new organization (`wharf admin create-user --org`); its email and password. */
+  createUser(org: string): Promise<{ email: string; password: string }>;
+  /** Stops every instance. */
+  close(): Promise<void>;
+}
+
+/** The `[plugins.storage]` settings once storage runs on PostgreSQL: the s3 driver on the test S3 server. */
+async function storageToml(): Promise<string> {
+  if (!postgresPlugins().runs.includes('storage')) return '';
+  const s3 = await ensureS3();
+  return [
+    '[plugins.storage]',
+    'driver = "s3"',
+    `bucket_prefix = "wc${randomUUID().slice(0, 8)}-"`,
+    '[plugins.storage.s3]',
+    `endpoint = "${s3.endpoint}"`,
+    `region = "${s3.region}"`,
+    `access_key = "${s3.accessKeyId}"`,
+    `secret_key = "${s3.secretAccessKey}"`,
+    '',
+  ].join('\n');
+}
+
+export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
+  const count = options.instances ?? 2;
+  const root = tempDir('wharf-cluster-');
+  const [databaseUrl, redisUrl] = await Promise.all([freshDatabase(), ensureRedis()]);
+  const publicUrl = 'http://wharf-cluster.test';
+  const configFile = path.join(root, 'wharf.toml');
+  fs.writeFileSync(
+    configFile,
+    [
+      '[server]',
+      `public_url = "${publicUrl}"`,
+      '[database]',
+      `url = "${databaseUrl}"`,
+      '[plugins.rate_limit]',
+      'store = "redis"',
+      '[plugins.rate_limit.redis]',
+      `url = "${redisUrl}"`,
+      `key_prefix = "${testKeyPrefix()}"`,
+      await storageToml(),
+      options.toml ?? '',
+      '',
+    ].join('\n'),
+  );
+  const env: Record<string, string> = {
+    ...Object.fromEntries(postgresPlugins().not.map((name) => [`WHARF_PLUGINS__${name.toUpperCase()}__ENABLED`, 'false'])),
+    ...options.env,
+  };
+  // The keys, made once and copied into every data dir.
+  const seed = path.join(root, 'seed');
+  loadKeys(seed);
+  const dataDirs = Array.from({ length: count }, (_, i) => {
+    const dir = path.join(root, `instance-${i}`);
+    fs.mkdirSync(dir, { mode: 0o700 });
+    fs.cpSync(path.join(seed, 'keys'), path.join(dir, 'keys'), { recursive: true });
+    return dir;
+  });
+  const args = (dataDir: string) => ['--config', configFile, '--data-dir', dataDir];
+
+  const instances = dataDirs.map((dataDir, index): Instance & { start(): Promise<void> } => {
+    let served: Served | undefined;
+    let earlier = '';
+    return {
+      index,
+      dataDir,
+      get url() {
+        if (!served) throw new Error(`instance ${index} is down`);
+        return served.url;
+      },
+      get up() {
+        return served !== undefined;
+      },
+      output: () => earlier + (served?.output() ?? ''),
+      async start() {
+        served = await serve(args(dataDir), { env, timeoutMs: 60_000 });
+      },
+      async kill() {
+        if (!served) return;
+        const s = served;
+        served = undefined;
+        earlier += s.output();
+        await s.stop('SIGKILL');
+      },
+      async stop() {
+        if (!served) return null;
+        const s = served;
+        served = undefined;
+        earlier += s.output();
+        const timer = setTimeout(() => s.child.kill('SIGKILL'), 15_000);
+        try {
+          return await s.stop('SIGTERM');
+        } finally {
+          clearTimeout(timer);
+        }
+      },
+      async restart() {
+        if (served) throw new Error(`instance ${index} is up`);
+        await this.start();
+      },
+    };
+  });
+  const cluster: Cluster = {
+    instances,
+    databaseUrl,
+    redisUrl,
+    publicUrl,
+    configFile,
+    env,
+    running: () => instances.filter((i) => i.up),
+    command: (argv, input) => wharfAsync([...argv, ...args(dataDirs[0]!)], { env, input }),
+    async createUser(org) {
+      const email = `user-${randomUUID().slice(0, 8)}@example.test`;
+      const password = 'correct horse battery staple';
+      const r = await cluster.command(['admin', 'create-user', '--email', email, '--password-stdin', '--org', org], password);
+      if (r.status !== 0) throw new Error(`admin create-user failed: ${r.stderr}`);
+      return { email, password };
+    },
+    async close() {
+      await Promise.all(instances.map((i) => i.stop()));
+    },
+  };
+  try {
+    // Together, as a deployment starts them: the migrations run once (the advisory lock), the others wait.
+    await Promise.all(instances.map((i) => i.start()));
+  } catch (err) {
+    await cluster.close();
+    throw err;
+  }
+  return cluster;
+}
