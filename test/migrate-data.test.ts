@@ -185,6 +185,18 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
   }, 180_000);
 });
 
+describe('wharf migrate-data on the command line', () => {
+  it('is listed by wharf --help; its --help documents --to; without --to it is a usage error', () => {
+    expect(wharf(['--help']).stdout).toMatch(/\n {2}wharf migrate-data +Move this instance from its SQLite database into an\s+empty PostgreSQL database/);
+    const help = wharf(['migrate-data', '--help']);
+    expect(help.status).toBe(0);
+    expect(help.stdout).toMatch(/--to +The empty PostgreSQL database:\s+postgres:\/\/USER:PASSWORD@HOST:PORT\/DATABASE/);
+    const bare = wharf(['migrate-data']);
+    expect(bare.status).toBe(2);
+    expect(bare.stderr).toBe('wharf: Missing required argument: to (see wharf --help)\n');
+  });
+});
+
 /** A plugin's tables made to test the copy: both engines, parents named after children, a trigger, an identity column. */
 const copyTest: Migration[] = [
   {
