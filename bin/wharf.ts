@@ -251,6 +251,7 @@ function formatMigrateData(r: import('../core/migrate-data.ts').MigrateDataResul
     lines.push('left in SQLite, not copied:');
     for (const t of r.skipped) lines.push(`  ${t.table.padEnd(width)}  ${t.rows ?? '-'}  ${t.reason}`);
   }
+  if (r.targetOnly.length) lines.push(`on the target only, made by its migrations (nothing to copy into them): ${r.targetOnly.join(', ')}`);
   for (const c of r.skippedColumns) lines.push(`column ${c.table}.${c.column} is not on the target: not copied (${count(c.rows, 'row')} with a value)`);
   lines.push(
     `keys: secrets in these tables are encrypted with the keys in ${r.keys.dir} (${r.keys.files.join(', ') || 'none found'}): every instance serving this database needs a copy of that directory in its data dir, or they cannot be read`,

@@ -68,6 +68,8 @@ export interface MigrateDataResult {
   /** Columns of copied tables the target does not have, with how many rows hold a value there. */
   skippedColumns: { table: string; column: string; rows: number }[];
   skipped: SkippedTable[];
+  /** Tables only the target has (its migrations made them; nothing copied into them, triggers off during the copy). */
+  targetOnly: string[];
   rows: number;
   ms: number;
   /** The key files that must go with the data. */
@@ -307,7 +309,9 @@ export async function migrateData(options: MigrateDataOptions): Promise<MigrateD
       }
       for (const { table } of copies) await tx.exec(`ALTER TABLE ${ident(table)} ENABLE TRIGGER USER`);
       skipped.sort((a, b) => a.table.localeCompare(b.table));
-      return { migrations: applied.length, tables, skipped, skippedColumns };
+      const copied = new Set(order);
+      const targetOnly = [...onTarget.keys()].filter((t) => !copied.has(t) && t !== '_migrations').sort();
+      return { migrations: applied.length, tables, skipped, skippedColumns, targetOnly };
     });
     const keysDir = path.join(options.dataDir, 'keys');
     const keyFiles = fs.existsSync(keysDir) ? fs.readdirSync(keysDir).filter((f) => !f.endsWith('.tmp')) : [];

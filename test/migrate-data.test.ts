@@ -95,6 +95,8 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
     expect(rows.identity_login_sessions).toBeGreaterThanOrEqual(1);
     expect(result.target).toBe(target.replace(':testsecret@', ':***@'));
     expect(result.skipped).toEqual([{ table: '_migrations', rows: result.migrations, reason: 'the target records its own migrations' }]);
+    expect(result.targetOnly).toEqual([]);
+    expect(result.skippedColumns).toEqual([]);
     expect(result.keys).toEqual({ dir: path.join(dataDir, 'keys'), files: ['secret.key', 'signing-ed25519.pem'] });
 
     // Served from PostgreSQL with the same data dir (its keys): the old cookie, a new login, the same lists.
@@ -214,6 +216,7 @@ const copyTest: Migration[] = [
         upper_name TEXT GENERATED ALWAYS AS (upper(name)) STORED);
       CREATE FUNCTION ct_count() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE ct_parents SET total = total + 1 WHERE seq = NEW.parent_seq; RETURN NEW; END $$;
       CREATE TRIGGER ct_count AFTER INSERT ON ct_children FOR EACH ROW EXECUTE FUNCTION ct_count();
+      CREATE TABLE ct_pg_only (x TEXT);
     `,
   },
 ];
@@ -251,6 +254,7 @@ describe('migrateData: the copy', () => {
     ]);
     expect(result.rows).toBe(2530);
     expect(result.skippedColumns).toEqual([{ table: 'ct_parents', column: 'extra', rows: 20 }]);
+    expect(result.targetOnly).toEqual(['ct_pg_only']);
     expect(result.skipped.map((s) => [s.table, s.rows, s.reason.split(' ')[0]])).toEqual(
       [
         ['_migrations', 1, 'the'],
