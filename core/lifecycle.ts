@@ -106,9 +106,12 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
       url: listening?.url,
       close: () =>
         (closing ??= (async () => {
-          if (listening) await drain(listening.server, listening.sockets, core.server.shutdown_timeout_ms);
-          await shutDown();
-          forgetPid?.();
+          try {
+            if (listening) await drain(listening.server, listening.sockets, core.server.shutdown_timeout_ms);
+            await shutDown();
+          } finally {
+            forgetPid?.();
+          }
         })()),
     };
   } catch (err) {

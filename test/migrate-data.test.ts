@@ -5,6 +5,8 @@
  * for it (identity columns, foreign keys against name order, triggers, 64-bit integers, blobs,
  * batches); and every refusal, each one line with nothing written to the target.
  */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -84,8 +86,12 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
     );
     expect(await tablesOf(target)).toEqual([]);
 
+    // serve.pid: written while it listens, removed when it stops.
+    const pidFile = path.join(dataDir, 'serve.pid');
+    expect(JSON.parse(fs.readFileSync(pidFile, 'utf8')).pid).toBe(server.child.pid);
     expect(await server.stop()).toBe(0);
     server = undefined;
+    expect(fs.existsSync(pidFile)).toBe(false);
     const moved = await wharfAsync(['migrate-data', '--data-dir', dataDir, '--to', target, '--json'], { env: onlyPorted });
     expect(moved.stderr).toBe('');
     expect(moved.status).toBe(0);
@@ -126,8 +132,10 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
     );
   }, 240_000);
 
-  it('prints a summary table with the keys that must go with the data', async () => {
+  it('prints a summary table with the keys that must go with the data; a serve.pid left by a killed server does not stop it', async () => {
     const target = await freshDatabase();
+    const gone = spawnSync('true').pid; // a process that has exited
+    fs.writeFileSync(path.join(dataDir, 'serve.pid'), JSON.stringify({ pid: gone, url: 'http://127.0.0.1:1' }));
     const r = await wharfAsync(['migrate-data', '--data-dir', dataDir, '--to', target], { env: onlyPorted });
     expect(r.stderr).toBe('');
     expect(r.stdout).toMatch(

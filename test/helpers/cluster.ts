@@ -26,6 +26,7 @@ import { serve, type Served, wharfAsync } from './cli.ts';
 import { freshDatabase, postgresPlugins } from './postgres.ts';
 import { ensureRedis, testKeyPrefix } from './redis.ts';
 import { ensureS3 } from './s3.ts';
+import { storageToml, uniquePrefix } from './storage.ts';
 
 export interface ClusterOptions {
   /** How many instances (default 2). */
@@ -73,21 +74,14 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-/** The `[plugins.storage]` settings once storage runs on PostgreSQL: the s3 driver on the test S3 server. */
-async function storageToml(): Promise<string> {
-  if (!postgresPlugins().runs.includes('storage')) return '';
-  const s3 = await ensureS3();
-  return [
-    '[plugins.storage]',
-    'driver = "s3"',
-    `bucket_prefix = "wc${randomUUID().slice(0, 8)}-"`,
-    '[plugins.storage.s3]',
-    `endpoint = "${s3.endpoint}"`,
-    `region = "${s3.region}"`,
-    `access_key = "${s3.accessKeyId}"`,
-    `secret_key = "${s3.secretAccessKey}"`,
-    '',
-  ].join('\n');
+/**
+ * Storage on the s3 driver against the test S3 server once storage runs on PostgreSQL (the
+ * storage tests' own sections, with a bucket prefix of the cluster's); until then only the
+ * identity settings those sections start with (a cheap password hash for the tests).
+ */
+async function pluginSections(): Promise<string> {
+  if (!postgresPlugins().runs.includes('storage')) return '[plugins.identity]\nscrypt_cost = 1024';
+  return storageToml(await ensureS3(), { prefix: uniquePrefix('cluster'), storage: 'driver = "s3"' });
 }
 
 export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
@@ -108,7 +102,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       '[plugins.rate_limit.redis]',
       `url = "${redisUrl}"`,
       `key_prefix = "${testKeyPrefix()}"`,
-      await storageToml(),
+      await pluginSections(),
       options.toml ?? '',
       '',
     ].join('\n'),
