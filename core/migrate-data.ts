@@ -114,11 +114,11 @@ interface SourceTable {
   derived: boolean;
 }
 
-/** The source's tables: ordinary ones with their columns, and the full-text ones. */
+/** The source's tables (not views): ordinary ones with their columns (not generated ones), and the full-text ones. */
 function sourceTables(db: Database): SourceTable[] {
   const list = db.prepare('PRAGMA table_list').all() as { schema: string; name: string; type: string }[];
   return list
-    .filter((t) => t.schema === 'main' && !t.name.startsWith('sqlite_'))
+    .filter((t) => t.schema === 'main' && t.type !== 'view' && !t.name.startsWith('sqlite_'))
     .map((t) => ({
       name: t.name,
       derived: t.type === 'virtual' || t.type === 'shadow',
