@@ -9,7 +9,7 @@
  * foreign keys), from one read snapshot of the SQLite file, in multi-row INSERT batches (the
  * source is read with an iterator, so a table of millions of rows is never held in memory).
  * Identity columns are inserted with OVERRIDING SYSTEM VALUE and their sequences set past the
- * largest copied value. The target's own triggers are off during the copy (ALTER TABLE ...
+ * largest copied value (and past SQLite's AUTOINCREMENT counter, so deleted ids stay unused). The target's own triggers are off during the copy (ALTER TABLE ...
  * DISABLE TRIGGER USER, transactional): the copied rows already carry what triggers would derive
  * (counters, for example), which would otherwise count twice. Row counts are compared per table
  * before the commit: a difference rolls everything back.
@@ -226,13 +226,27 @@ async function copyTable(source: Database, tx: Db, table: string, columns: reado
   return copied;
 }
 
-/** Moves each sequence of `table` (identity or serial columns) past the largest value copied. */
-async function advanceSequences(tx: Db, table: string, columns: readonly string[]): Promise<void> {
+/**
+ * Moves each sequence of `table` (identity or serial columns) past the largest value copied, and
+ * past `floor`: SQLite's AUTOINCREMENT counter for the table, which may be beyond the largest id
+ * when the last rows were deleted (their ids must not be handed out again).
+ */
+async function advanceSequences(tx: Db, table: string, columns: readonly string[], floor: number): Promise<void> {
   for (const column of columns) {
     const sequence = await tx.value<string | null>('SELECT pg_get_serial_sequence(?, ?)', [ident(table), column]);
     if (!sequence) continue;
-    await tx.value(`SELECT setval(?::regclass, m) FROM (SELECT max(${ident(column)}) AS m FROM ${ident(table)}) s WHERE m IS NOT NULL`, [sequence]);
+    await tx.value(`SELECT setval(?::regclass, m) FROM (SELECT greatest(max(${ident(column)}), ?::bigint) AS m FROM ${ident(table)}) s WHERE m > 0`, [
+      sequence,
+      floor,
+    ]);
   }
+}
+
+/** SQLite's AUTOINCREMENT counters (`sqlite_sequence`), by table; empty when no table uses AUTOINCREMENT. */
+function autoincrementCounters(db: Database): Map<string, number> {
+  const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'").get();
+  if (!exists) return new Map();
+  return new Map((db.prepare('SELECT name, seq FROM sqlite_sequence').all() as { name: string; seq: number }[]).map((r) => [r.name, Number(r.seq)]));
 }
 
 const countRows = (db: Database, table: string) =>
@@ -295,6 +309,7 @@ export async function migrateData(options: MigrateDataOptions): Promise<MigrateD
         copies.map((c) => c.table),
       );
       const byName = new Map(copies.map((c) => [c.table, c]));
+      const counters = autoincrementCounters(source);
       for (const { table } of copies) await tx.exec(`ALTER TABLE ${ident(table)} DISABLE TRIGGER USER`);
       const tables: CopiedTable[] = [];
       for (const name of order) {
@@ -304,7 +319,7 @@ export async function migrateData(options: MigrateDataOptions): Promise<MigrateD
         if (copied !== c.rows || there !== c.rows) {
           throw new MigrateDataError(`${name}: ${c.rows} rows in SQLite but ${there} in the target after the copy; nothing committed`);
         }
-        await advanceSequences(tx, name, c.columns);
+        await advanceSequences(tx, name, c.columns, counters.get(name) ?? 0);
         tables.push({ table: name, rows: c.rows });
       }
       for (const { table } of copies) await tx.exec(`ALTER TABLE ${ident(table)} ENABLE TRIGGER USER`);
