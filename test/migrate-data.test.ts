@@ -16,6 +16,7 @@ import { migrateData } from '../core/migrate-data.ts';
 import { migrate } from '../core/migrations.ts';
 import type { Migration } from '../core/plugin.ts';
 import { tempDir } from './helpers/app.ts';
+import { startCluster } from './helpers/cluster.ts';
 import { serve, type Served, wharf, wharfAsync } from './helpers/cli.ts';
 import { login } from './helpers/identity.ts';
 import { freshDatabase, postgresPlugins } from './helpers/postgres.ts';
@@ -48,7 +49,7 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
     await server?.stop();
   });
 
-  it('moves users, organizations, members, invitations and login sessions; serve on PostgreSQL answers the same', async () => {
+  it('moves users, organizations, members, invitations and login sessions; serve on PostgreSQL answers the same, and so do two instances on it', async () => {
     server = await serve(['--data-dir', dataDir], { env: { ...onlyPorted, ...PUBLIC_URL } });
     const api = overHttp(server.url);
     const owner = await setupOwner(server, 'Movers');
@@ -123,6 +124,18 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
     await client.connect();
     expect(Number((await client.query('SELECT count(*) FROM identity_orgs')).rows[0].count)).toBe(4);
     await client.end();
+
+    // Then scaled out: two instances on the moved database with copies of its keys.
+    const cluster = await startCluster({ databaseUrl: target, keysDir: path.join(dataDir, 'keys') });
+    try {
+      for (const instance of cluster.instances) {
+        const cookie = await login(overHttp(instance.url), owner.email, owner.password);
+        const orgs = await overHttp(instance.url).request('GET', '/api/orgs', { headers: { cookie, origin: instance.url } });
+        expect(orgs.body.orgs.map((o: { name: string }) => o.name).sort(), `instance ${instance.index}`).toEqual(['Fourth', 'Movers', 'Second', 'Third']);
+      }
+    } finally {
+      await cluster.close();
+    }
 
     // The text summary, then a second move into the same (now filled) database: refused.
     const refused = await wharfAsync(['migrate-data', '--data-dir', dataDir, '--to', target], { env: onlyPorted });

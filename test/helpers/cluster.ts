@@ -1,12 +1,12 @@
 // Test helper: several `wharf serve` processes as one Wharf, the way the README's "Deployment:
 // several instances" section runs them.
 //
-// - One PostgreSQL database (a fresh one, test/helpers/postgres.ts) for every instance.
+// - One PostgreSQL database (a fresh one, test/helpers/postgres.ts, or one given) for every instance.
 // - One Redis (the shared test server, test/helpers/redis.ts) for the rate-limit counters, under
 //   a key prefix of the cluster's own.
 // - One config file for all (--config), and per instance only its data dir and port.
-// - The same keys everywhere: generated once (core/keys.ts loadKeys) and the key files copied into
-//   each data dir's keys/, as an operator copies them. Session cookies and encrypted columns made by
+// - The same keys everywhere: generated once (core/keys.ts loadKeys), or those of a moved instance,
+//   and the key files copied into each data dir's keys/, as an operator copies them. Session cookies and encrypted columns made by
 //   one instance are read by the others.
 // - One public URL (the load balancer's in production; here a name nothing resolves): it issues
 //   the session cookies, so a cookie from one instance is valid on all. Requests go straight to
@@ -35,6 +35,10 @@ export interface ClusterOptions {
   toml?: string;
   /** More WHARF_* variables, for every instance. */
   env?: Record<string, string>;
+  /** An existing database (one `wharf migrate-data` filled, say) instead of a fresh one. */
+  databaseUrl?: string;
+  /** A `keys/` directory to copy into every data dir (that database's) instead of new keys. */
+  keysDir?: string;
 }
 
 export interface Instance {
@@ -87,7 +91,7 @@ async function pluginSections(): Promise<string> {
 export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
   const count = options.instances ?? 2;
   const root = tempDir('wharf-cluster-');
-  const [databaseUrl, redisUrl] = await Promise.all([freshDatabase(), ensureRedis()]);
+  const [databaseUrl, redisUrl] = await Promise.all([options.databaseUrl ?? freshDatabase(), ensureRedis()]);
   const publicUrl = 'http://wharf-cluster.test';
   const configFile = path.join(root, 'wharf.toml');
   fs.writeFileSync(
@@ -111,13 +115,16 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     ...Object.fromEntries(postgresPlugins().not.map((name) => [`WHARF_PLUGINS__${name.toUpperCase()}__ENABLED`, 'false'])),
     ...options.env,
   };
-  // The keys, made once and copied into every data dir.
-  const seed = path.join(root, 'seed');
-  loadKeys(seed);
+  // The keys, made once (or given) and copied into every data dir.
+  let keysDir = options.keysDir;
+  if (!keysDir) {
+    loadKeys(path.join(root, 'seed'));
+    keysDir = path.join(root, 'seed', 'keys');
+  }
   const dataDirs = Array.from({ length: count }, (_, i) => {
     const dir = path.join(root, `instance-${i}`);
     fs.mkdirSync(dir, { mode: 0o700 });
-    fs.cpSync(path.join(seed, 'keys'), path.join(dir, 'keys'), { recursive: true });
+    fs.cpSync(keysDir, path.join(dir, 'keys'), { recursive: true });
     return dir;
   });
   const args = (dataDir: string) => ['--config', configFile, '--data-dir', dataDir];
