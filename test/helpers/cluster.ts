@@ -31,7 +31,11 @@ import { storageToml, uniquePrefix } from './storage.ts';
 export interface ClusterOptions {
   /** How many instances (default 2). */
   instances?: number;
-  /** More of the shared config file (TOML), after the cluster's own sections. */
+  /**
+   * More of the shared config file (TOML), after the cluster's own sections. Tables the cluster
+   * writes ([server], [database], [plugins.rate_limit], [plugins.rate_limit.redis],
+   * [plugins.identity], and storage's once it runs) cannot be opened again: set their keys with `env`.
+   */
   toml?: string;
   /** More WHARF_* variables, for every instance. */
   env?: Record<string, string>;
