@@ -1,8 +1,8 @@
 /**
  * Several `wharf serve` processes as one Wharf (test/helpers/cluster.ts): one PostgreSQL, one
- * Redis, the same keys. A session made on one instance works on the others; rate limits count
- * across instances; `kill -9` of one leaves the others answering and ready; the killed one
- * restarts and rejoins. The takeover tests (webhook deliveries, messaging sessions, uploads) join
+ * Redis, the same keys, a load balancer in front. A session made on one instance works on the
+ * others; rate limits count across instances; `kill -9` of one leaves the others answering and
+ * ready, and the balancer's clients see nothing of it; the killed one restarts and rejoins. The takeover tests (webhook deliveries, messaging sessions, uploads) join
  * here once those plugins run on PostgreSQL.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -126,5 +126,37 @@ describe('several instances on one PostgreSQL and one Redis', () => {
     const orgs = await call(victim, cookie, 'GET', '/api/orgs');
     expect(orgs.status, orgs.text).toBe(200);
     expect(orgs.body.orgs.map((o: { name: string }) => o.name).sort()).toEqual(['Survivors', 'While down']);
+  }, 120_000);
+
+  it('through the load balancer: requests spread evenly; an instance killed behind its back costs no request', async () => {
+    const user = await cluster.createUser('Balanced');
+    const lb = overHttp(cluster.url);
+    const cookie = await login(lb, user.email, user.password);
+    const headers = { cookie, origin: cluster.url };
+    const before = cluster.balanced().served;
+    for (let n = 0; n < 30; n++) expect((await lb.request('GET', '/auth/session', { headers })).status).toBe(200);
+    const after = cluster.balanced().served;
+    expect(cluster.instances.map((i) => (after[i.index] ?? 0) - (before[i.index] ?? 0))).toEqual([10, 10, 10]);
+
+    // SIGKILL straight to the process: the balancer still lists it, meets a refused connection and tries the next.
+    const victim = cluster.instances[1]!;
+    const victimUrl = victim.url;
+    process.kill(victim.pid, 'SIGKILL');
+    await expect
+      .poll(() =>
+        fetch(`${victimUrl}/healthz`).then(
+          () => 'up',
+          () => 'down',
+        ),
+      )
+      .toBe('down');
+    const retried = cluster.balanced().retried;
+    for (let n = 0; n < 12; n++) expect((await lb.request('GET', '/auth/session', { headers })).status).toBe(200);
+    expect((await lb.request('POST', '/api/orgs', { headers, body: { name: 'Through the balancer' } })).status).toBe(201);
+    expect(cluster.balanced().retried).toBeGreaterThan(retried);
+    await victim.kill(); // the harness's record of it
+    await victim.restart();
+    const orgs = await call(victim, cookie, 'GET', '/api/orgs');
+    expect(orgs.body.orgs.map((o: { name: string }) => o.name).sort()).toEqual(['Balanced', 'Through the balancer']);
   }, 120_000);
 });

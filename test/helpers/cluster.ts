@@ -6,22 +6,26 @@
 //   a key prefix of the cluster's own.
 // - One config file for all (--config), and per instance only its data dir and port.
 // - The same keys everywhere: generated once (core/keys.ts loadKeys), or those of a moved instance,
-//   and the key files copied into each data dir's keys/, as an operator copies them. Session cookies and encrypted columns made by
-//   one instance are read by the others.
-// - One public URL (the load balancer's in production; here a name nothing resolves): it issues
-//   the session cookies, so a cookie from one instance is valid on all. Requests go straight to
-//   an instance (`instance.url`), with that instance's URL as Origin.
+//   and the key files copied into each data dir's keys/, as an operator copies them. Session
+//   cookies and encrypted columns made by one instance are read by the others.
+// - A load balancer in front (test/helpers/balancer.ts: round robin over the instances up,
+//   a refused connection tried on the next instance), whose URL is every instance's public URL:
+//   it issues the session cookies, so a cookie from one instance is valid on all. Tests send
+//   requests through it (`cluster.url`), or straight to one instance (`instance.url`, with that
+//   URL as Origin) to choose which.
 // - Only the plugins that run on PostgreSQL (postgresPlugins()); the others are disabled until
 //   their port lands. Once storage runs there, it is on the s3 driver against the test S3 server
 //   (Ceph RGW, test/helpers/s3.ts) with a bucket prefix of the cluster's own.
 //
 // Tests of takeovers (webhook deliveries, messaging sessions, uploads) add their plugins' settings
-// with `toml`/`env` and use kill()/restart(); `running()` says which instances are up.
+// with `toml`/`env`, drive a client through `cluster.url` and kill()/restart() instances under it;
+// `running()` says which instances are up.
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { loadKeys } from '../../core/keys.ts';
 import { tempDir } from './app.ts';
+import { startBalancer } from './balancer.ts';
 import { serve, type Served, wharfAsync } from './cli.ts';
 import { freshDatabase, postgresPlugins } from './postgres.ts';
 import { ensureRedis, testKeyPrefix } from './redis.ts';
@@ -51,6 +55,8 @@ export interface Instance {
   /** Where this instance listens now (a new port after a restart); throws when it is down. */
   readonly url: string;
   readonly up: boolean;
+  /** Its process id now; throws when it is down. */
+  readonly pid: number;
   /** Its output so far (all its runs). */
   output(): string;
   /** SIGKILL: no drain, no cleanup (its serve.pid stays behind); resolves once the process is gone. */
@@ -63,10 +69,14 @@ export interface Instance {
 
 export interface Cluster {
   instances: Instance[];
+  /** The load balancer in front of the instances that are up (the public URL). */
+  url: string;
+  /** Requests the balancer gave each instance (by index), and those it tried again on another. */
+  balanced(): { served: number[]; retried: number };
   /** The shared database. */
   databaseUrl: string;
   redisUrl: string;
-  /** The public URL every instance is configured with. */
+  /** The public URL every instance is configured with: the balancer's. */
   publicUrl: string;
   /** The shared config file. */
   configFile: string;
@@ -96,7 +106,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const count = options.instances ?? 2;
   const root = tempDir('wharf-cluster-');
   const [databaseUrl, redisUrl] = await Promise.all([options.databaseUrl ?? freshDatabase(), ensureRedis()]);
-  const publicUrl = 'http://wharf-cluster.test';
+  const instances: (Instance & { start(): Promise<void> })[] = [];
+  const balancer = await startBalancer(() =>
+    instances.map((i) => ({
+      index: i.index,
+      target: i.up ? i.url : undefined,
+    })),
+  );
+  const publicUrl = balancer.url;
   const configFile = path.join(root, 'wharf.toml');
   fs.writeFileSync(
     configFile,
@@ -133,10 +150,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   });
   const args = (dataDir: string) => ['--config', configFile, '--data-dir', dataDir];
 
-  const instances = dataDirs.map((dataDir, index): Instance & { start(): Promise<void> } => {
+  for (const [index, dataDir] of dataDirs.entries()) {
     let served: Served | undefined;
     let earlier = '';
-    return {
+    instances.push({
       index,
       dataDir,
       get url() {
@@ -145,6 +162,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       },
       get up() {
         return served !== undefined;
+      },
+      get pid() {
+        if (!served) throw new Error(`instance ${index} is down`);
+        return served.child.pid!;
       },
       output: () => earlier + (served?.output() ?? ''),
       async start() {
@@ -173,10 +194,12 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         if (served) throw new Error(`instance ${index} is up`);
         await this.start();
       },
-    };
-  });
+    });
+  }
   const cluster: Cluster = {
     instances,
+    url: balancer.url,
+    balanced: () => ({ served: [...balancer.served], retried: balancer.retried }),
     databaseUrl,
     redisUrl,
     publicUrl,
@@ -193,6 +216,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     },
     async close() {
       await Promise.all(instances.map((i) => i.stop()));
+      await balancer.close();
     },
   };
   try {
