@@ -22,6 +22,7 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   objects: () => import('./objects.ts'),
   whatsapp: () => import('./whatsapp.ts'),
   'db-layers': () => import('./db-layers.ts'),
+  'migrate-data': () => import('./migrate-data.ts'),
 };
 
 // The load generators (this process, wrk) on core 0, servers on core 1 (see `pinned` in lib.ts).

@@ -1,7 +1,7 @@
 #!/bin/sh
 //usr/bin/env true; h=$(dirname "$(readlink -f "$0")"); [ -x "$h/../node_modules/.bin/node" ] && exec "$h/../node_modules/.bin/node" "$0" "$@"; v=$(node -v 2>/dev/null); case $v in v2[4-9].*|v[3-9]?.*) exec node "$0" "$@";; esac; echo "wharf: needs Node 24 (the node on PATH is ${v:-missing}): run npm install in $(dirname "$h"), which puts Node 24 in node_modules/.bin" >&2; exit 1
 /**
- * The `wharf` command: the server (`serve`), its operations (`migrate`, `backup`, `config check`,
+ * The `wharf` command: the server (`serve`), its operations (`migrate`, `backup`, `migrate-data`, `config check`,
  * `plugins list`, `plugins new`, `version`) and the commands plugins add (built-in ones and
  * those of `[plugins] dir`). Heavy modules load inside the
  * handlers that need them, so `wharf version` and `wharf --help` start nothing.
@@ -239,6 +239,27 @@ function addPluginCommands(cli: Argv<GlobalArgs>, plugins: PluginSet): Map<strin
   return absent;
 }
 
+/** The summary `wharf migrate-data` prints: the tables copied, those left, and the keys that go with the data. */
+function formatMigrateData(r: import('../core/migrate-data.ts').MigrateDataResult): string {
+  const width = Math.max(5, ...r.tables.map((t) => t.table.length), ...r.skipped.map((t) => t.table.length));
+  const lines = [
+    `copied ${count(r.rows, 'row')} in ${count(r.tables.length, 'table')} to ${r.target} in ${(r.ms / 1000).toFixed(1)} s (${count(r.migrations, 'migration')} applied there first); row counts equal on both sides:`,
+    `  ${'table'.padEnd(width)}  rows`,
+    ...r.tables.map((t) => `  ${t.table.padEnd(width)}  ${t.rows}`),
+  ];
+  if (r.skipped.length) {
+    lines.push('left in SQLite, not copied:');
+    for (const t of r.skipped) lines.push(`  ${t.table.padEnd(width)}  ${t.rows ?? '-'}  ${t.reason}`);
+  }
+  if (r.targetOnly.length) lines.push(`on the target only, made by its migrations (nothing to copy into them): ${r.targetOnly.join(', ')}`);
+  for (const c of r.skippedColumns) lines.push(`column ${c.table}.${c.column} is not on the target: not copied (${count(c.rows, 'row')} with a value)`);
+  lines.push(
+    `keys: secrets in these tables are encrypted with the keys in ${r.keys.dir} (${r.keys.files.join(', ') || 'none found'}): every instance serving this database needs a copy of that directory in its data dir, or they cannot be read`,
+    `next: set [database] url to the target (or WHARF_DATABASE__URL) and start wharf serve with this data dir`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
 /** What `wharf --help` says of a plugin's command group, a capitalised phrase like the other commands'. */
 const GROUP_DESCRIPTIONS: Record<string, string> = {
   admin: 'Users of this server, from its data directory: create one, reset a password',
@@ -359,6 +380,36 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
         ];
         process.stdout.write(`backup written to ${result.dest} in ${(result.ms / 1000).toFixed(1)} s: ${parts.join(', ')}\n`);
         if (db.engine === 'postgres') process.stdout.write(`the PostgreSQL database is not in it: back it up with ${db.pgDump}\n`);
+      },
+    )
+    .command(
+      'migrate-data',
+      'Move this instance from its SQLite database into an empty PostgreSQL database (the server stopped; back up first)',
+      (y) =>
+        y.option('to', {
+          type: 'string',
+          demandOption: true,
+          describe: 'The empty PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE',
+        }),
+      async (args) => {
+        const config = loadConfig(args, plugins);
+        if (config.core.database.engine !== 'sqlite')
+          fail('this instance already runs on PostgreSQL ([database] url): migrate-data moves a SQLite instance', EXIT_CONFIG);
+        const { migrateData, MigrateDataError } = await import('../core/migrate-data.ts');
+        let result: Awaited<ReturnType<typeof migrateData>>;
+        try {
+          result = await migrateData({
+            source: config.core.database.path,
+            dataDir: config.core.server.data_dir,
+            to: String(args.to),
+            plugins: config.order,
+            connectTimeoutMs: config.core.database.connect_timeout_ms,
+          });
+        } catch (err) {
+          if (err instanceof MigrateDataError) fail(err.message);
+          throw err;
+        }
+        process.stdout.write(args.json ? `${JSON.stringify(result)}\n` : formatMigrateData(result));
       },
     )
     .command('config', 'Configuration', (y) =>

@@ -19,6 +19,7 @@ import { SqliteDb, openSqlite } from './db-sqlite.ts';
 import { type MigrationSet, migrate } from './migrations.ts';
 import { type Keys, loadKeys, prepareDataDir } from './keys.ts';
 import { createLogger, type Logger } from './logger.ts';
+import { writeServePid } from './serve-pid.ts';
 import { MIDDLEWARE_PRIORITIES, type PluginInstance, type Services } from './plugin.ts';
 import { Timers } from './timers.ts';
 
@@ -87,6 +88,8 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
     await setUpPlugins(config, { data, db, keys, log, kernel }, plugins);
     const app = composeHttp(config, { data, log, kernel }, plugins);
     const listening = options.listen ? await listen(app, core) : undefined;
+    // Commands that must not run beside this server (`wharf migrate-data`) look for it.
+    const forgetPid = listening ? writeServePid(core.server.data_dir, listening.url) : undefined;
     kernel.timers.start();
     let closing: Promise<void> | undefined;
     return {
@@ -103,8 +106,12 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
       url: listening?.url,
       close: () =>
         (closing ??= (async () => {
-          if (listening) await drain(listening.server, listening.sockets, core.server.shutdown_timeout_ms);
-          await shutDown();
+          try {
+            if (listening) await drain(listening.server, listening.sockets, core.server.shutdown_timeout_ms);
+            await shutDown();
+          } finally {
+            forgetPid?.();
+          }
         })()),
     };
   } catch (err) {

@@ -6,7 +6,7 @@
  * SQLite connection (`up(db)`). On PostgreSQL the run holds an advisory lock, so instances that
  * start together migrate one after the other (the second finds nothing pending).
  */
-import type { Db, DbHandle } from './db.ts';
+import type { Db } from './db.ts';
 import { PostgresDb } from './db-postgres.ts';
 import { SqliteDb } from './db-sqlite.ts';
 import type { Migration } from './plugin.ts';
@@ -56,7 +56,7 @@ export async function migrationStatus(db: Db, sets: readonly MigrationSet[]): Pr
   );
 }
 
-async function apply(db: DbHandle, tx: Db, migration: Migration): Promise<void> {
+async function apply(db: Db, tx: Db, migration: Migration): Promise<void> {
   if (migration.sql !== undefined) return tx.exec(migration.sql);
   const perEngine = tx.engine === 'postgres' ? migration.postgres : migration.sqlite;
   if (perEngine !== undefined) return tx.exec(perEngine);
@@ -70,9 +70,10 @@ async function apply(db: DbHandle, tx: Db, migration: Migration): Promise<void> 
 
 /**
  * Applies every pending migration, in plugin order then id order, in one transaction.
- * Returns what it applied. A failure rolls everything back and names the migration.
+ * Returns what it applied. A failure rolls everything back and names the migration. Given a
+ * transaction (`Db` inside one), the migrations join it (`wharf migrate-data` copies in the same one).
  */
-export async function migrate(db: DbHandle, sets: readonly MigrationSet[]): Promise<MigrationRow[]> {
+export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<MigrationRow[]> {
   const run = async (tx: Db) => {
     await tx.exec(CREATE_TABLE);
     const pending = (await migrationStatus(tx, sets)).filter((m) => m.appliedAt === null);

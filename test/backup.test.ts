@@ -9,48 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backup } from '../core/backup.ts';
 import { openDatabase } from '../core/db.ts';
 import { ObjectStore } from '../plugins/storage/drivers/fs/objects.ts';
-import { tempDir, type TestApp } from './helpers/app.ts';
+import { tempDir } from './helpers/app.ts';
 import { serve, type Served, wharf, wharfAsync } from './helpers/cli.ts';
-import type { SignedIn } from './helpers/identity.ts';
+import { overHttp, setupOwner } from './helpers/served.ts';
 import { createApp, createToken, localFile, uploadFiles } from './helpers/storage.ts';
-
-/** Enough of a TestApp for the storage helpers, over HTTP to a served process. */
-function overHttp(url: string): TestApp {
-  return {
-    url,
-    fetch: (pathname: string, init?: RequestInit) => fetch(`${url}${pathname}`, init),
-    async request(method: string, pathname: string, options: { body?: unknown; headers?: Record<string, string> } = {}) {
-      const headers: Record<string, string> = { ...options.headers };
-      if (options.body !== undefined) headers['content-type'] = 'application/json';
-      const res = await fetch(`${url}${pathname}`, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body) });
-      const text = await res.text();
-      return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined, text };
-    },
-  } as unknown as TestApp;
-}
-
-/** Creates the first owner through the setup link the server printed; returns its session cookie. */
-async function setupOwner(server: Served): Promise<SignedIn> {
-  let link: string | undefined;
-  for (let i = 0; i < 200 && !link; i++) {
-    link = /https?:\/\/\S+\/setup\?token=(\S+)/.exec(server.output())?.[1];
-    if (!link) await new Promise((r) => setTimeout(r, 25));
-  }
-  if (!link) throw new Error(`no setup link in: ${server.output()}`);
-  const email = 'owner@example.test';
-  const password = 'correct horse battery staple';
-  const res = await fetch(`${server.url}/setup`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url },
-    body: new URLSearchParams({ token: link, email, name: 'Owner', org: 'Backups', password }).toString(),
-  });
-  expect(res.status, await res.clone().text()).toBe(200);
-  const cookie = res.headers
-    .getSetCookie()
-    .find((c) => c.startsWith('__session='))!
-    .split(';')[0]!;
-  return { userId: '', orgId: '', email, password, cookie, headers: { cookie, origin: server.url } };
-}
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
