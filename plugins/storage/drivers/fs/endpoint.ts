@@ -39,6 +39,8 @@ export const MAX_PUT_BYTES = 5 * 1024 ** 3;
 const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 const DEFAULT_HEADERS_TIMEOUT_MS = 60_000;
 const MAX_XML_BYTES = 2 * 1024 * 1024;
+/** An object (or range) up to this size is answered from one read instead of a stream. */
+const SMALL_READ_BYTES = 256 * 1024;
 const STORED_HEADERS = ['content-encoding', 'content-disposition', 'cache-control', 'content-language', 'expires'];
 const RESPONSE_OVERRIDES: Record<string, string> = {
   'response-content-type': 'content-type',
@@ -506,6 +508,20 @@ export function createEndpoint({
       if (head || length === 0) {
         await handle?.close();
         res.end();
+        return;
+      }
+      if (length <= SMALL_READ_BYTES) {
+        // One read and one answer: cheaper than a stream for a small object (most of them).
+        const body = Buffer.allocUnsafe(length);
+        let got = 0;
+        while (got < length) {
+          const { bytesRead } = await handle!.read(body, got, length - got, start + got);
+          if (!bytesRead) break;
+          got += bytesRead;
+        }
+        await handle!.close();
+        if (got !== length) throw new Error(`object ${t.bucket}/${t.key}: ${got} of ${length} bytes on disk`);
+        res.end(body);
         return;
       }
       const stream = handle!.createReadStream({ start, end, highWaterMark: 1 << 20 });
