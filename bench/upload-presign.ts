@@ -35,18 +35,14 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
 
     const { endpoint, region, accessKeyId, secretAccessKey } = bench.target;
     const publicEndpoint = new URL(sample[0]!.presignedUrl).origin;
-    const baseline = await startServer({
-      name: 'bare node:http + better-sqlite3 + SigV4 on node:crypto',
-      argsFor: (port) => [
-        node,
-        [
-          path.join(root, 'bench/baselines/upload-presign.mjs'),
-          String(port),
-          bench.dbPath,
-          JSON.stringify({ endpoint: process.env.BENCH_DRIVER === 'fs' ? publicEndpoint : endpoint, region, accessKeyId, secretAccessKey }),
-        ],
-      ],
-    });
+    const target = JSON.stringify({ endpoint: process.env.BENCH_DRIVER === 'fs' ? publicEndpoint : endpoint, region, accessKeyId, secretAccessKey });
+    const bareServer = (reserve: boolean) =>
+      startServer({
+        name: reserve ? 'the same + the 100 reservations in one transaction' : 'bare node:http + better-sqlite3 + SigV4 on node:crypto',
+        argsFor: (port) => [node, [path.join(root, 'bench/baselines/upload-presign.mjs'), String(port), bench.dbPath, target, ...(reserve ? ['reserve'] : [])]],
+      });
+    const baseline = await bareServer(false);
+    const reserving = await bareServer(true);
     try {
       const bare = await fetch(`${baseline.url}/api/files/upload`, {
         method: 'POST',
@@ -60,16 +56,17 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
         const put = await fetch(bareUrls[0]!.presignedUrl, { method: 'PUT', headers: { 'content-type': 'image/jpeg' }, body: Buffer.alloc(100_000) });
         if (put.status !== 200) throw new Error(`the store refused the baseline's URL: ${put.status} ${await put.text()}`);
       }
+      const bareScript = wrkScript(bench.dataDir, 'presign-bare', {
+        method: 'POST',
+        body,
+        headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+      });
       const cases = [
         {
           name: baseline.name,
           url: `${baseline.url}/api/files/upload`,
           pid: baseline.child.pid!,
-          script: wrkScript(bench.dataDir, 'presign-bare', {
-            method: 'POST',
-            body,
-            headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-          }),
+          script: bareScript,
         },
         {
           name: `wharf serve (source, ${process.env.BENCH_DRIVER === 'fs' ? 'fs' : 's3'} driver)`,
@@ -81,6 +78,7 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
             headers: { Cookie: bench.dashboard.cookie!, Origin: bench.dashboard.origin!, 'Content-Type': 'application/json' },
           }),
         },
+        { name: reserving.name, url: `${reserving.url}/api/files/upload`, pid: reserving.child.pid!, script: bareScript },
       ];
       const urls = cases.map(() => [] as number[]);
       const p50 = cases.map(() => [] as number[]);
@@ -96,12 +94,14 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
           p50[i]!.push(r.p50ms);
         }
       }
-      for (const c of cases) fs.rmSync(c.script, { force: true });
+      for (const c of new Set(cases.map((c) => c.script))) fs.rmSync(c, { force: true });
       const lines = ['| server | presigned URLs/s (median) | request p50 (ms) | CPU µs per URL (median) |', '|---|---|---|---|'];
       for (const [i, c] of cases.entries()) lines.push(`| ${c.name} | ${fmt(median(urls[i]!), 0)} | ${fmt(median(p50[i]!))} | ${fmt(median(cpu[i]!), 1)} |`);
       lines.push(
         '',
         `**Wharf / baseline: ${fmt(medianRatio(urls[1]!, urls[0]!))}** URLs/s (median of the rounds' ratios; aim at least 0.5); CPU per URL, baseline / Wharf: ${fmt(medianRatio(cpu[0]!, cpu[1]!))}.`,
+        '',
+        `Against the baseline that also records the reservations: Wharf / it ${fmt(medianRatio(urls[1]!, urls[2]!))} URLs/s, CPU per URL it / Wharf ${fmt(medianRatio(cpu[2]!, cpu[1]!))}.`,
         '',
         `(${rounds} rounds of ${seconds} s, interleaved; ${FILES} files per request, wrk -t1 -c${connections}; per-round URLs/s: ${cases
           .map((c, i) => `${c.name} ${urls[i]!.map((v) => fmt(v, 0)).join('/')}`)
@@ -110,6 +110,7 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
       return lines.join('\n');
     } finally {
       await baseline.stop();
+      await reserving.stop();
     }
   } finally {
     await bench.cleanup();

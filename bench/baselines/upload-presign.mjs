@@ -3,16 +3,18 @@
  * node:http, better-sqlite3 and a hand-written SigV4 signer on node:crypto (./sigv4-presign.mjs).
  * Each request reads the JSON body ({ appId, prefix, files }), looks up the Bearer token (SHA-256,
  * the token row by hash joined to its app, as POST /api/tokens/validate does) and checks it names
- * the app, then answers one presigned PUT per file in Wharf's JSON shape. No reservation, no store
- * round trip, no request log: the minimum phase 1 does. Plain JavaScript.
- * Usage: node upload-presign.mjs PORT DB_PATH TARGET_JSON ({endpoint, region, accessKeyId, secretAccessKey})
+ * the app, then answers one presigned PUT per file in Wharf's JSON shape. No store round trip, no
+ * request log: the minimum phase 1 does. With `reserve` it also records the reservations as Wharf
+ * does (one row per file in storage_uploads, one IMMEDIATE transaction, synchronous=FULL as
+ * better-sqlite3 opens it), to tell that durable write from the rest. Plain JavaScript.
+ * Usage: node upload-presign.mjs PORT DB_PATH TARGET_JSON ({endpoint, region, accessKeyId, secretAccessKey}) [reserve]
  */
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import Database from 'better-sqlite3';
 import { presigner } from './sigv4-presign.mjs';
 
-const [port, dbPath, targetJson] = process.argv.slice(2);
+const [port, dbPath, targetJson, mode] = process.argv.slice(2);
 const presignPut = presigner(JSON.parse(targetJson));
 const db = new Database(dbPath, { fileMustExist: true });
 db.pragma('journal_mode = WAL');
@@ -20,6 +22,11 @@ const lookup = db.prepare(
   `SELECT t.app_id, a.bucket_name FROM tokens_app_tokens t
    JOIN storage_apps a ON a.id = t.app_id AND a.deleting = 0 WHERE t.token_hash = ?`,
 );
+
+const insertUpload = db.prepare(`INSERT INTO storage_uploads (app_id, key, size, type, state, created_at, expires_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)`);
+const reserve = db.transaction((appId, files, now, expiresAt) => {
+  for (const f of files) insertUpload.run(appId, f.key, f.size, f.type, now, expiresAt);
+});
 
 function answer(res, status, body) {
   const text = JSON.stringify(body);
@@ -53,6 +60,10 @@ http
         if (typeof f?.name !== 'string' || !Number.isSafeInteger(f.size) || typeof f.type !== 'string') return answer(res, 400, { error: 'bad file' });
         const key = `${prefix}${randomBytes(12).toString('base64url')}/${safe(f.name)}`;
         uploads.push({ key, name: f.name, size: f.size, type: f.type, presignedUrl: presignPut(row.bucket_name, key, f.size, f.type, 3600) });
+      }
+      if (mode === 'reserve') {
+        const now = Date.now();
+        reserve.immediate(row.app_id, uploads, new Date(now).toISOString(), new Date(now + 3600_000).toISOString());
       }
       answer(res, 200, { uploads });
     });
