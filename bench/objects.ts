@@ -19,7 +19,7 @@ import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, type S3Client 
 import { ensureS3, s3Client, type S3Target } from '../test/helpers/s3.ts';
 import { removeBuckets } from '../test/helpers/storage.ts';
 import { SigV4Presigner } from '../plugins/storage/drivers/sigv4.ts';
-import { fmt, median, medianRatio, node, profiling, root, wrk } from './lib.ts';
+import { cpuMicros, fmt, median, medianRatio, node, profiling, root, wrk } from './lib.ts';
 
 const MiB = 1024 * 1024;
 const BIG = 64 * MiB;
@@ -58,40 +58,29 @@ async function drain(s3: S3Client, bucket: string, key: string): Promise<number>
   return n;
 }
 
-async function round(s3: S3Client, bucket: string, big: Buffer, small: Buffer[], r: number, into: Figures): Promise<void> {
+/** One round of the four workloads: MiB/s into `into`, the server's CPU ms per MiB (from `cpu()`, µs) into `cpuInto`. */
+async function round(s3: S3Client, bucket: string, big: Buffer, small: Buffer[], r: number, into: Figures, cpu: () => number, cpuInto: Figures): Promise<void> {
   const bigKey = `big/${r}.bin`;
-  into.bigPut.push(
-    mibps(BIG, await timed(async () => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: bigKey, Body: big, ContentLength: BIG }))))),
-  );
-  into.bigGet.push(
-    mibps(
-      BIG,
-      await timed(async () => {
-        if ((await drain(s3, bucket, bigKey)) !== BIG) throw new Error('short read of the 64 MiB object');
-      }),
+  const measure = async (key: keyof Figures, bytes: number, work: () => Promise<void>) => {
+    const before = cpu();
+    into[key].push(mibps(bytes, await timed(work)));
+    cpuInto[key].push((cpu() - before) / 1000 / (bytes / MiB));
+  };
+  await measure('bigPut', BIG, async () => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: bigKey, Body: big, ContentLength: BIG }))));
+  await measure('bigGet', BIG, async () => {
+    if ((await drain(s3, bucket, bigKey)) !== BIG) throw new Error('short read of the 64 MiB object');
+  });
+  await measure('smallPut', COUNT * SMALL, () =>
+    pool(
+      COUNT,
+      CONCURRENCY,
+      async (i) => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: `small/${r}/${i}`, Body: small[i]!, ContentLength: SMALL }))),
     ),
   );
-  into.smallPut.push(
-    mibps(
-      COUNT * SMALL,
-      await timed(() =>
-        pool(
-          COUNT,
-          CONCURRENCY,
-          async (i) => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: `small/${r}/${i}`, Body: small[i]!, ContentLength: SMALL }))),
-        ),
-      ),
-    ),
-  );
-  into.smallGet.push(
-    mibps(
-      COUNT * SMALL,
-      await timed(() =>
-        pool(COUNT, CONCURRENCY, async (i) => {
-          if ((await drain(s3, bucket, `small/${r}/${i}`)) !== SMALL) throw new Error('short read of a 4 KiB object');
-        }),
-      ),
-    ),
+  await measure('smallGet', COUNT * SMALL, () =>
+    pool(COUNT, CONCURRENCY, async (i) => {
+      if ((await drain(s3, bucket, `small/${r}/${i}`)) !== SMALL) throw new Error('short read of a 4 KiB object');
+    }),
   );
 }
 
@@ -138,8 +127,11 @@ function pinCeph(cpu: string): { pinned: string[]; restore(): void } {
   };
 }
 
-/** 4 KiB PUTs or GETs through presigned URLs (one per key, cycled) under wrk: requests per second. */
-function wrkObjects(dir: string, name: string, urls: string[], method: 'PUT' | 'GET', seconds: number): number {
+/**
+ * 4 KiB PUTs or GETs through presigned URLs (one per key, cycled) under wrk: requests per second,
+ * and the server's CPU time per request (`cpu()`: user + system µs of its processes so far).
+ */
+function wrkObjects(dir: string, name: string, urls: string[], method: 'PUT' | 'GET', seconds: number, cpu: () => number): { rps: number; cpuUs: number } {
   const origin = new URL(urls[0]!).origin;
   const script = path.join(dir, `${name}.lua`);
   const paths = urls.map((u) => JSON.stringify(u.slice(origin.length))).join(',\n');
@@ -151,9 +143,10 @@ function wrkObjects(dir: string, name: string, urls: string[], method: 'PUT' | '
   );
   try {
     wrk(origin + '/', { script, connections: CONCURRENCY, seconds: 1 });
+    const before = cpu();
     const r = wrk(origin + '/', { script, connections: CONCURRENCY, seconds });
     if (r.errors) throw new Error(`${name}: ${r.errors} errors under wrk`);
-    return r.rps;
+    return { rps: r.rps, cpuUs: (cpu() - before) / (r.rps * seconds) };
   } finally {
     fs.rmSync(script, { force: true });
   }
@@ -224,7 +217,10 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
     for (const s of stores) await s.s3.send(new CreateBucketCommand({ Bucket: bucket }));
     // Warm-up: connections, the JIT, RGW's first writes.
     for (const s of stores) await s.s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'warm', Body: small[0]! }));
-    for (let r = 0; r < rounds; r++) for (const s of stores) await round(s.s3, bucket, big, small, r, s.figures);
+    // CPU time of each server: the embedded process; radosgw and ceph-osd (none when Ceph is not local).
+    const cpuOf = [() => cpuMicros(embedded.pid), () => cephPins.pinned.reduce((sum, pid) => sum + cpuMicros(Number(pid)), 0)];
+    const cpuFigures = stores.map((): Figures => ({ bigPut: [], bigGet: [], smallPut: [], smallGet: [] }));
+    for (let r = 0; r < rounds; r++) for (const [i, s] of stores.entries()) await round(s.s3, bucket, big, small, r, s.figures, cpuOf[i]!, cpuFigures[i]!);
     // The same 4 KiB requests from wrk through presigned URLs: the server's throughput, not the SDK's.
     const seconds = Number(process.env.BENCH_SECONDS ?? 5);
     const presigned = stores.map((s) => {
@@ -241,28 +237,41 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
       };
     });
     const wrkRps = stores.map(() => ({ put: [] as number[], get: [] as number[] }));
+    const wrkCpu = stores.map(() => ({ put: [] as number[], get: [] as number[] }));
     for (let r = 0; r < rounds; r++) {
       for (const [i] of stores.entries()) {
-        wrkRps[i]!.put.push(wrkObjects(objectsDir, `put-${i}`, presigned[i]!.put, 'PUT', seconds));
-        wrkRps[i]!.get.push(wrkObjects(objectsDir, `get-${i}`, presigned[i]!.get, 'GET', seconds));
+        for (const method of ['PUT', 'GET'] as const) {
+          const key = method === 'PUT' ? 'put' : 'get';
+          const got = wrkObjects(objectsDir, `${key}-${i}`, presigned[i]![key], method, seconds, cpuOf[i]!);
+          wrkRps[i]![key].push(got.rps);
+          wrkCpu[i]![key].push(got.cpuUs);
+        }
       }
     }
     const ratio = (key: 'put' | 'get') => medianRatio(wrkRps[0]![key], wrkRps[1]![key]);
+    // µs per 4 KiB request, as ms per MiB like the other rows.
+    const perMiB = (v: number[]) => (median(v) * (MiB / SMALL)) / 1000;
+    const cpuCell = (key: 'put' | 'get') =>
+      `${fmt(perMiB(wrkCpu[0]![key]), 0)} / ${fmt(perMiB(wrkCpu[1]![key]), 0)} = ${fmt(medianRatio(wrkCpu[1]![key], wrkCpu[0]![key]))}`;
     const disk = ddFigures(objectsDir, rounds);
     const [emb, rgw] = [stores[0]!.figures, stores[1]!.figures];
+    const [embCpu, rgwCpu] = [cpuFigures[0]!, cpuFigures[1]!];
     const row = (what: string, key: keyof Figures, bound: string) =>
-      `| ${what} | ${fmt(median(emb[key]), 1)} | ${fmt(median(rgw[key]), 1)} | ${fmt(median(disk[key]), 1)} | ${fmt(medianRatio(emb[key], rgw[key]))} | ${fmt(median(emb[key]) / median(disk[key]))} | ${bound} |`;
+      `| ${what} | ${fmt(median(emb[key]), 1)} | ${fmt(median(rgw[key]), 1)} | ${fmt(median(disk[key]), 1)} | ${fmt(medianRatio(emb[key], rgw[key]))} | ${fmt(median(embCpu[key]), 0)} / ${fmt(median(rgwCpu[key]), 0)} = ${fmt(medianRatio(rgwCpu[key], embCpu[key]))} | ${fmt(median(emb[key]) / median(disk[key]))} | ${bound} |`;
     const per = (f: Figures, key: keyof Figures) => f[key].map((v) => fmt(v, 1)).join('/');
     return [
-      '| workload | embedded MiB/s | Ceph RGW MiB/s | dd MiB/s | embedded / Ceph (median of rounds) | embedded / dd | dd as run |',
-      '|---|---|---|---|---|---|---|',
+      '| workload | embedded MiB/s | Ceph RGW MiB/s | dd MiB/s | embedded / Ceph (median of rounds) | server CPU ms per MiB, embedded / Ceph = Ceph ÷ embedded | embedded / dd | dd as run |',
+      '|---|---|---|---|---|---|---|---|',
       row('PUT 1 × 64 MiB', 'bigPut', 'bs=1M count=64 conv=fdatasync'),
       row('GET 1 × 64 MiB', 'bigGet', 'read back, bs=1M (page cache)'),
       row(`PUT ${COUNT} × 4 KiB (${CONCURRENCY} at a time)`, 'smallPut', `bs=4k count=${COUNT} oflag=dsync`),
       row(`GET ${COUNT} × 4 KiB (${CONCURRENCY} at a time)`, 'smallGet', 'read back, bs=4k (page cache)'),
       '',
-      `| PUT 4 KiB, presigned URLs, wrk -c${CONCURRENCY}, ${seconds} s | ${fmt((median(wrkRps[0]!.put) * SMALL) / MiB, 1)} | ${fmt((median(wrkRps[1]!.put) * SMALL) / MiB, 1)} | | ${fmt(ratio('put'))} | | |`,
-      `| GET 4 KiB, presigned URLs, wrk -c${CONCURRENCY}, ${seconds} s | ${fmt((median(wrkRps[0]!.get) * SMALL) / MiB, 1)} | ${fmt((median(wrkRps[1]!.get) * SMALL) / MiB, 1)} | | ${fmt(ratio('get'))} | | |`,
+      `| PUT 4 KiB, presigned URLs, wrk -c${CONCURRENCY}, ${seconds} s | ${fmt((median(wrkRps[0]!.put) * SMALL) / MiB, 1)} | ${fmt((median(wrkRps[1]!.put) * SMALL) / MiB, 1)} | | ${fmt(ratio('put'))} | ${cpuCell('put')} | | |`,
+      `| GET 4 KiB, presigned URLs, wrk -c${CONCURRENCY}, ${seconds} s | ${fmt((median(wrkRps[0]!.get) * SMALL) / MiB, 1)} | ${fmt((median(wrkRps[1]!.get) * SMALL) / MiB, 1)} | | ${fmt(ratio('get'))} | ${cpuCell('get')} | | |`,
+      '',
+      `Server CPU time (user + system from /proc: the embedded process; radosgw and ceph-osd, which also serve any other client of this Ceph meanwhile) per MiB: it does not count the time a server waited for its core, so it moves much less than MiB/s while other sessions load the machine. ` +
+        `wrk per request: PUT embedded ${fmt(median(wrkCpu[0]!.put), 0)} µs, Ceph ${fmt(median(wrkCpu[1]!.put), 0)} µs; GET embedded ${fmt(median(wrkCpu[0]!.get), 0)} µs, Ceph ${fmt(median(wrkCpu[1]!.get), 0)} µs.`,
       '',
       `4 KiB objects per second (median): PUT embedded ${fmt((median(emb.smallPut) * MiB) / SMALL, 0)}, Ceph ${fmt((median(rgw.smallPut) * MiB) / SMALL, 0)}; GET embedded ${fmt((median(emb.smallGet) * MiB) / SMALL, 0)}, Ceph ${fmt((median(rgw.smallGet) * MiB) / SMALL, 0)}; ` +
         `with wrk: PUT embedded ${wrkRps[0]!.put.map((v) => fmt(v, 0)).join('/')}, Ceph ${wrkRps[1]!.put.map((v) => fmt(v, 0)).join('/')}; ` +
