@@ -257,7 +257,7 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
     const [emb, rgw] = [stores[0]!.figures, stores[1]!.figures];
     const [embCpu, rgwCpu] = [cpuFigures[0]!, cpuFigures[1]!];
     const row = (what: string, key: keyof Figures, bound: string) =>
-      `| ${what} | ${fmt(median(emb[key]), 1)} | ${fmt(median(rgw[key]), 1)} | ${fmt(median(disk[key]), 1)} | ${fmt(medianRatio(emb[key], rgw[key]))} | ${fmt(median(embCpu[key]), 0)} / ${fmt(median(rgwCpu[key]), 0)} = ${fmt(medianRatio(rgwCpu[key], embCpu[key]))} | ${fmt(median(emb[key]) / median(disk[key]))} | ${bound} |`;
+      `| ${what} | ${fmt(median(emb[key]), 1)} | ${fmt(median(rgw[key]), 1)} | ${fmt(median(disk[key]), 1)} | ${fmt(medianRatio(emb[key], rgw[key]))} | ${fmt(median(embCpu[key]), 1)} / ${fmt(median(rgwCpu[key]), 1)} = ${fmt(medianRatio(rgwCpu[key], embCpu[key]))} | ${fmt(median(emb[key]) / median(disk[key]))} | ${bound} |`;
     const per = (f: Figures, key: keyof Figures) => f[key].map((v) => fmt(v, 1)).join('/');
     return [
       '| workload | embedded MiB/s | Ceph RGW MiB/s | dd MiB/s | embedded / Ceph (median of rounds) | server CPU ms per MiB, embedded / Ceph = Ceph ÷ embedded | embedded / dd | dd as run |',
