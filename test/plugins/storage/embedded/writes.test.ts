@@ -49,6 +49,7 @@ describe('receiving bodies', () => {
     ['200 KiB in 64 KiB pieces (one synchronous write at the end)', 200 * 1024, 65536],
     ['300 KiB in 1 KiB pieces (over the small-body size)', 300 * 1024, 1024],
     ['20 MiB in 64 KiB pieces (1 MiB writes, background syncs)', 20 * 1024 * 1024, 65536],
+    ['3 MiB in 512-byte pieces (more pieces than one writev takes)', 3 * 1024 * 1024, 512],
   ])('%s: the bytes, size and MD5 are the body’s', async (_, size, piece) => {
     const store = open();
     const data = randomBytes(size);
