@@ -199,6 +199,13 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
   const cpus = process.env.BENCH_CPU ?? '1';
   const embedded = await startEmbedded(objectsDir, ceph.region, cpus);
   const cephPins = pinCeph(cpus);
+  // Put Ceph's CPUs back even when the run is stopped (a timeout, ^C).
+  const stopped = () => {
+    cephPins.restore();
+    process.exit(130);
+  };
+  process.once('SIGTERM', stopped);
+  process.once('SIGINT', stopped);
   const embeddedTarget: S3Target = { endpoint: embedded.url, region: ceph.region, accessKeyId: 'bench', secretAccessKey: 'bench-secret', forcePathStyle: true };
   const prefix = `wb-objects-${randomBytes(3).toString('hex')}-`;
   const stores = [
@@ -289,6 +296,8 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
       s.s3.destroy();
     }
     cephPins.restore();
+    process.off('SIGTERM', stopped);
+    process.off('SIGINT', stopped);
     await embedded.close();
     fs.rmSync(objectsDir, { recursive: true, force: true });
   }
