@@ -123,7 +123,6 @@ function toStoreError(err: unknown, doing: string): StoreError {
   return new StoreError('unavailable', `${doing}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
 }
 
-/** SigV4 canonical path of an object (each segment encoded, `/` kept). */
 export interface FsDriver extends StorageDriver {
   /** Binds the endpoint; rejects with a message naming the address when it cannot. */
   start(): Promise<void>;
@@ -168,23 +167,21 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
     return { accessKey: found.accessKey, secretKey: secrets.secretOf(found) };
   }
 
-  /** The public URL's parts for connectionFor, parsed again only when the URL changes (start). */
-  let endpoint: { url: string; parts: Pick<StorageConnection, 'endPoint' | 'port' | 'useSSL'> } | undefined;
-  function endpointParts(): Pick<StorageConnection, 'endPoint' | 'port' | 'useSSL'> {
-    if (endpoint?.url !== publicUrl) {
+  /** The public URL parsed, with its parts for connectionFor: parsed again only when the URL changes (start). */
+  let endpoint: { text: string; url: URL; parts: Pick<StorageConnection, 'endPoint' | 'port' | 'useSSL'> } | undefined;
+  function publicEndpoint(): NonNullable<typeof endpoint> {
+    if (endpoint?.text !== publicUrl) {
       const url = new URL(publicUrl);
       const parts = {
         endPoint: url.hostname.replace(/^\[(.*)\]$/, '$1'),
         port: url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80,
         useSSL: url.protocol === 'https:',
       };
-      endpoint = { url: publicUrl, parts };
+      endpoint = { text: publicUrl, url, parts };
     }
-    return endpoint.parts;
+    return endpoint;
   }
 
-  /** The public URL parsed, again only when it changes (start). */
-  let parsed: { text: string; url: URL } | undefined;
   function presign(
     method: 'GET' | 'PUT',
     bucket: string,
@@ -193,8 +190,7 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
     headers: Record<string, string>,
     query: Record<string, string>,
   ): string {
-    if (parsed?.text !== publicUrl) parsed = { text: publicUrl, url: new URL(publicUrl) };
-    return presigner.presignSync({ method, endpoint: parsed.url, bucket, key, expiresInSeconds, headers, query });
+    return presigner.presignSync({ method, endpoint: publicEndpoint().url, bucket, key, expiresInSeconds, headers, query });
   }
 
   async function run<T>(doing: string, fn: () => T | Promise<T>): Promise<T> {
@@ -335,7 +331,7 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
 
     connectionFor(bucket): StorageConnection {
       const key = bucketKey(bucket);
-      return { ...endpointParts(), accessKey: key.accessKey, secretKey: key.secretKey };
+      return { ...publicEndpoint().parts, accessKey: key.accessKey, secretKey: key.secretKey };
     },
 
     close() {
