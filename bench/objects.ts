@@ -142,9 +142,9 @@ function wrkObjects(dir: string, name: string, urls: string[], method: 'PUT' | '
       `request = function()\n  i = i % #paths + 1\n  return wrk.format(nil, paths[i])\nend\n`,
   );
   try {
-    wrk(origin + '/', { script, connections: CONCURRENCY, seconds: 1 });
+    wrk(`${origin}/`, { script, connections: CONCURRENCY, seconds: 1 });
     const before = cpu();
-    const r = wrk(origin + '/', { script, connections: CONCURRENCY, seconds });
+    const r = wrk(`${origin}/`, { script, connections: CONCURRENCY, seconds });
     if (r.errors) throw new Error(`${name}: ${r.errors} errors under wrk`);
     return { rps: r.rps, cpuUs: (cpu() - before) / (r.rps * seconds) };
   } finally {
