@@ -1,53 +1,27 @@
 /**
- * Phase 1 of an upload of 100 files (issue 4): presigned URLs per second through
+ * Phase 1 of an upload of 100 files (issues 4 and 16): presigned URLs per second through
  * `POST /api/files/upload` (dashboard session; one HeadBucket to the store, 100 reservations in
- * one transaction, 100 presigned PUTs), against the AWS SDK presigner alone in this process
- * (no HTTP, no database, no store) as the ceiling. Usage: node bench/run.ts upload-presign
+ * one transaction, 100 presigned PUTs, the request log and metrics on) against the bare baseline
+ * of issue 16: node:http + better-sqlite3 + a hand-written SigV4 signer on node:crypto
+ * (bench/baselines/upload-presign.mjs: JSON body, token lookup, 100 presigned PUTs). Both pinned
+ * to the same core, rounds interleaved; reports the median of the rounds' ratios and the CPU time
+ * each server spent per URL. Usage: node bench/run.ts upload-presign
  */
-import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { fmt, median, wrk } from './lib.ts';
+import fs from 'node:fs';
+import path from 'node:path';
+import { cpuMicros, fmt, median, medianRatio, node, root, startServer, wrk } from './lib.ts';
 import { storageBench, wrkScript } from './storage-setup.ts';
 
 const FILES = 100;
 
-async function presignerAlone(endpoint: string, region: string, accessKeyId: string, secretAccessKey: string, ms: number): Promise<number> {
-  const client = new S3Client({
-    endpoint,
-    region,
-    forcePathStyle: true,
-    credentials: { accessKeyId, secretAccessKey },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
-  let n = 0;
-  const started = performance.now();
-  while (performance.now() - started < ms) {
-    await Promise.all(
-      Array.from({ length: FILES }, (_, i) =>
-        getSignedUrl(
-          client,
-          new PutObjectCommand({ Bucket: 'bench', Key: `k/${n}/${i}.bin`, ContentType: 'application/octet-stream', ContentLength: 1000 + i }),
-          {
-            expiresIn: 3600,
-            signableHeaders: new Set(['content-type']),
-          },
-        ),
-      ),
-    );
-    n += FILES;
-  }
-  client.destroy();
-  return n / ((performance.now() - started) / 1000);
-}
-
 export async function run(options: { rounds?: number; seconds?: number; connections?: number } = {}): Promise<string> {
-  const rounds = options.rounds ?? 3;
+  const rounds = options.rounds ?? Number(process.env.BENCH_ROUNDS ?? 3);
   const seconds = options.seconds ?? 5;
   const connections = options.connections ?? 4;
   const bench = await storageBench('presign');
   try {
     const app = await bench.createApp('uploads');
+    const token = await bench.createToken(app.id);
     const body = JSON.stringify({
       appId: app.id,
       prefix: 'bench/batch',
@@ -56,37 +30,88 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
     const headers = { ...bench.dashboard, 'content-type': 'application/json' };
     const check = await fetch(`${bench.url}/api/files/upload`, { method: 'POST', headers, body });
     if (check.status !== 200) throw new Error(`phase 1: ${check.status} ${await check.text()}`);
-    if (((await check.json()) as { uploads: unknown[] }).uploads.length !== FILES) throw new Error('phase 1 answered the wrong number of URLs');
+    const sample = ((await check.json()) as { uploads: { presignedUrl: string }[] }).uploads;
+    if (sample.length !== FILES) throw new Error('phase 1 answered the wrong number of URLs');
 
-    const script = wrkScript(bench.dataDir, 'presign', {
-      method: 'POST',
-      body,
-      headers: { Cookie: bench.dashboard.cookie!, Origin: bench.dashboard.origin!, 'Content-Type': 'application/json' },
-    });
-    const urls: number[] = [];
-    const p50: number[] = [];
-    const p99: number[] = [];
-    const alone: number[] = [];
     const { endpoint, region, accessKeyId, secretAccessKey } = bench.target;
-    for (let round = 0; round < rounds; round++) {
-      wrk(`${bench.url}/api/files/upload`, { seconds: 1, script, connections });
-      const r = wrk(`${bench.url}/api/files/upload`, { seconds, script, connections });
-      if (r.errors) throw new Error(`${r.errors} errors under load (${bench.stderrTail()})`);
-      urls.push(r.rps * FILES);
-      p50.push(r.p50ms);
-      p99.push(r.p99ms);
-      alone.push(await presignerAlone(endpoint, region, accessKeyId, secretAccessKey, seconds * 1000));
+    const publicEndpoint = new URL(sample[0]!.presignedUrl).origin;
+    const target = JSON.stringify({ endpoint: process.env.BENCH_DRIVER === 'fs' ? publicEndpoint : endpoint, region, accessKeyId, secretAccessKey });
+    const bareServer = (reserve: boolean) =>
+      startServer({
+        name: reserve ? 'the same + the 100 reservations in one transaction' : 'bare node:http + better-sqlite3 + SigV4 on node:crypto',
+        argsFor: (port) => [node, [path.join(root, 'bench/baselines/upload-presign.mjs'), String(port), bench.dbPath, target, ...(reserve ? ['reserve'] : [])]],
+      });
+    const baseline = await bareServer(false);
+    const reserving = await bareServer(true);
+    try {
+      const bare = await fetch(`${baseline.url}/api/files/upload`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body,
+      });
+      const bareUrls = ((await bare.json()) as { uploads: { presignedUrl: string }[] }).uploads;
+      if (bare.status !== 200 || bareUrls.length !== FILES) throw new Error(`baseline: ${bare.status}`);
+      // The baseline's URL must be accepted by the store like Wharf's (s3 driver: Ceph RGW checks it).
+      if (process.env.BENCH_DRIVER !== 'fs') {
+        const put = await fetch(bareUrls[0]!.presignedUrl, { method: 'PUT', headers: { 'content-type': 'image/jpeg' }, body: Buffer.alloc(100_000) });
+        if (put.status !== 200) throw new Error(`the store refused the baseline's URL: ${put.status} ${await put.text()}`);
+      }
+      const bareScript = wrkScript(bench.dataDir, 'presign-bare', {
+        method: 'POST',
+        body,
+        headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+      });
+      const cases = [
+        {
+          name: baseline.name,
+          url: `${baseline.url}/api/files/upload`,
+          pid: baseline.child.pid!,
+          script: bareScript,
+        },
+        {
+          name: `wharf serve (source, ${process.env.BENCH_DRIVER === 'fs' ? 'fs' : 's3'} driver)`,
+          url: `${bench.url}/api/files/upload`,
+          pid: bench.server.child.pid!,
+          script: wrkScript(bench.dataDir, 'presign', {
+            method: 'POST',
+            body,
+            headers: { Cookie: bench.dashboard.cookie!, Origin: bench.dashboard.origin!, 'Content-Type': 'application/json' },
+          }),
+        },
+        { name: reserving.name, url: `${reserving.url}/api/files/upload`, pid: reserving.child.pid!, script: bareScript },
+      ];
+      const urls = cases.map(() => [] as number[]);
+      const p50 = cases.map(() => [] as number[]);
+      const cpu = cases.map(() => [] as number[]);
+      for (let round = 0; round < rounds; round++) {
+        for (const [i, c] of cases.entries()) {
+          wrk(c.url, { seconds: 1, script: c.script, connections }); // warm-up
+          const before = cpuMicros(c.pid);
+          const r = wrk(c.url, { seconds, script: c.script, connections });
+          if (r.errors) throw new Error(`${c.name}: ${r.errors} errors under load (${bench.stderrTail()})`);
+          cpu[i]!.push((cpuMicros(c.pid) - before) / (r.rps * seconds * FILES));
+          urls[i]!.push(r.rps * FILES);
+          p50[i]!.push(r.p50ms);
+        }
+      }
+      for (const c of new Set(cases.map((c) => c.script))) fs.rmSync(c, { force: true });
+      const lines = ['| server | presigned URLs/s (median) | request p50 (ms) | CPU µs per URL (median) |', '|---|---|---|---|'];
+      for (const [i, c] of cases.entries()) lines.push(`| ${c.name} | ${fmt(median(urls[i]!), 0)} | ${fmt(median(p50[i]!))} | ${fmt(median(cpu[i]!), 1)} |`);
+      lines.push(
+        '',
+        `**Wharf / baseline: ${fmt(medianRatio(urls[1]!, urls[0]!))}** URLs/s (median of the rounds' ratios; aim at least 0.5); CPU per URL, baseline / Wharf: ${fmt(medianRatio(cpu[0]!, cpu[1]!))}.`,
+        '',
+        `Against the baseline that also records the reservations: Wharf / it ${fmt(medianRatio(urls[1]!, urls[2]!))} URLs/s, CPU per URL it / Wharf ${fmt(medianRatio(cpu[2]!, cpu[1]!))}.`,
+        '',
+        `(${rounds} rounds of ${seconds} s, interleaved; ${FILES} files per request, wrk -t1 -c${connections}; per-round URLs/s: ${cases
+          .map((c, i) => `${c.name} ${urls[i]!.map((v) => fmt(v, 0)).join('/')}`)
+          .join('; ')})`,
+      );
+      return lines.join('\n');
+    } finally {
+      await baseline.stop();
+      await reserving.stop();
     }
-    return [
-      `| what | presigned URLs/s (median) | request p50 (ms) | request p99 (ms) |`,
-      '|---|---|---|---|',
-      `| POST /api/files/upload, ${FILES} files per request, wrk -c${connections} | ${fmt(median(urls), 0)} | ${fmt(median(p50))} | ${fmt(median(p99))} |`,
-      `| getSignedUrl alone (AWS SDK, in process, ${FILES} at a time) | ${fmt(median(alone), 0)} | | |`,
-      '',
-      `Wharf / presigner alone: ${fmt(median(urls) / median(alone))}`,
-      '',
-      `(${rounds} rounds of ${seconds} s, interleaved; per-round URLs/s: Wharf ${urls.map((v) => fmt(v, 0)).join('/')}, presigner ${alone.map((v) => fmt(v, 0)).join('/')})`,
-    ].join('\n');
   } finally {
     await bench.cleanup();
   }

@@ -4,7 +4,9 @@
  * process; each event's latency is its arrival at the receiver minus the moment its request was
  * sent. The baseline is a bare undici POST loop to the same receiver at the same rate. Rounds
  * interleave the two; the server is pinned to one core (see `pinned` in lib.ts).
- * Usage: node bench/run.ts webhooks-rate (BENCH_RATE, BENCH_RATE_SECONDS to change the load).
+ * Usage: node bench/run.ts webhooks-rate (BENCH_RATE, BENCH_RATE_SECONDS to change the load;
+ * BENCH_RATES=200,400,600 measures each rate in turn on the same server, to find the capacity:
+ * the highest rate whose answers keep up; BENCH_WEBHOOK_PER_SESSION sets concurrency_per_session).
  */
 import fs from 'node:fs';
 import { Agent, Pool } from 'undici';
@@ -28,10 +30,9 @@ async function openLoop(rate: number, total: number, fire: (i: number) => Promis
 }
 
 export async function run(options: { rounds?: number; rate?: number; seconds?: number } = {}): Promise<string> {
-  const rounds = options.rounds ?? 3;
-  const rate = options.rate ?? Number(process.env.BENCH_RATE ?? 1000);
+  const rounds = options.rounds ?? Number(process.env.BENCH_ROUNDS ?? 3);
+  const rates = options.rate ? [options.rate] : (process.env.BENCH_RATES ?? process.env.BENCH_RATE ?? '1000').split(',').map(Number);
   const seconds = options.seconds ?? Number(process.env.BENCH_RATE_SECONDS ?? 5);
-  const total = rate * seconds;
   const wharfServer = webhooksServer('webhooks-rate');
   const server = await wharfServer.start();
   const api = new Pool(server.url, { connections: 32 });
@@ -74,7 +75,7 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
     const sample = receiver.lastBody().toString('utf8');
 
     /** One round: `total` sends at `rate`; latencies (ms) of the sends, and how many arrived. */
-    const measure = async (send: (n: number) => Promise<void>) => {
+    const measure = async (rate: number, total: number, send: (n: number) => Promise<void>) => {
       arrivals.clear();
       const sentAt = new Map<number, number>();
       const first = seq;
@@ -107,43 +108,52 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       });
       await res.body.text();
     };
-    await measure(viaWharf); // warm-up
-    const cpuPerEvent: number[] = [];
-    const answers: { p50: number; p95: number; p99: number; lost: number }[] = [];
-    const results = {
-      wharf: [] as { p50: number; p95: number; p99: number; lost: number }[],
-      bare: [] as { p50: number; p95: number; p99: number; lost: number }[],
-    };
-    for (let round = 0; round < rounds; round++) {
-      for (const [name, send] of [
-        ['bare', viaBare],
-        ['wharf', viaWharf],
-      ] as const) {
-        answered.length = 0;
-        const cpu = cpuMicros(server.child.pid!);
-        const ms = await measure(send);
-        if (name === 'wharf') cpuPerEvent.push((cpuMicros(server.child.pid!) - cpu) / total);
-        results[name].push({ p50: percentile(ms, 50), p95: percentile(ms, 95), p99: percentile(ms, 99), lost: total - ms.length });
-        if (name === 'wharf') answers.push({ p50: percentile(answered, 50), p95: percentile(answered, 95), p99: percentile(answered, 99), lost: 0 });
+    await measure(rates[0]!, rates[0]! * seconds, viaWharf); // warm-up
+    const sections: string[] = [];
+    for (const rate of rates) {
+      const total = rate * seconds;
+      const cpuPerEvent: number[] = [];
+      const answers: { p50: number; p95: number; p99: number; lost: number }[] = [];
+      const results = {
+        wharf: [] as { p50: number; p95: number; p99: number; lost: number }[],
+        bare: [] as { p50: number; p95: number; p99: number; lost: number }[],
+      };
+      for (let round = 0; round < rounds; round++) {
+        for (const [name, send] of [
+          ['bare', viaBare],
+          ['wharf', viaWharf],
+        ] as const) {
+          answered.length = 0;
+          const cpu = cpuMicros(server.child.pid!);
+          const ms = await measure(rate, total, send);
+          if (name === 'wharf') cpuPerEvent.push((cpuMicros(server.child.pid!) - cpu) / total);
+          results[name].push({ p50: percentile(ms, 50), p95: percentile(ms, 95), p99: percentile(ms, 99), lost: total - ms.length });
+          if (name === 'wharf') answers.push({ p50: percentile(answered, 50), p95: percentile(answered, 95), p99: percentile(answered, 99), lost: 0 });
+        }
       }
+      const row = (label: string, r: { p50: number; p95: number; p99: number; lost: number }[]) =>
+        `| ${label} | ${fmt(median(r.map((x) => x.p50)))} | ${fmt(median(r.map((x) => x.p95)))} | ${fmt(median(r.map((x) => x.p99)))} | ${r.map((x) => `${fmt(x.p50)}/${fmt(x.p95)}`).join(', ')} | ${r.reduce((a, x) => a + x.lost, 0)} |`;
+      sections.push(
+        [
+          `Latency at ${rate} events/s for ${seconds} s per round (${rounds} rounds, interleaved), send -> arrival at a receiver in the benchmark's process, ms:`,
+          '',
+          '| path | p50 (median) | p95 (median) | p99 (median) | rounds p50/p95 | not arrived |',
+          '|---|---|---|---|---|---|',
+          row('bare undici POST -> receiver', results.bare),
+          row('POST /api/sandbox/receive -> its answer', answers),
+          row('POST /api/sandbox/receive -> webhook at the receiver', results.wharf),
+          '',
+          `Wharf's CPU time per event (receive, record, deliver, write the outcome; user + system): ${fmt(median(cpuPerEvent), 0)} µs (median; rounds ${cpuPerEvent.map((v) => fmt(v, 0)).join(', ')}).`,
+          '',
+          `**p50 ratio Wharf / bare: ${fmt(median(results.wharf.map((x) => x.p50)) / median(results.bare.map((x) => x.p50)))}** (aim: Wharf p50 at most 20 ms)`,
+          '',
+        ].join('\n'),
+      );
     }
-    const row = (label: string, r: { p50: number; p95: number; p99: number; lost: number }[]) =>
-      `| ${label} | ${fmt(median(r.map((x) => x.p50)))} | ${fmt(median(r.map((x) => x.p95)))} | ${fmt(median(r.map((x) => x.p99)))} | ${r.map((x) => `${fmt(x.p50)}/${fmt(x.p95)}`).join(', ')} | ${r.reduce((a, x) => a + x.lost, 0)} |`;
     return [
-      `Latency at ${rate} events/s for ${seconds} s per round (${rounds} rounds, interleaved), send -> arrival at a receiver in the benchmark's process, ms:`,
-      '',
-      '| path | p50 (median) | p95 (median) | p99 (median) | rounds p50/p95 | not arrived |',
-      '|---|---|---|---|---|---|',
-      row('bare undici POST -> receiver', results.bare),
-      row('POST /api/sandbox/receive -> its answer', answers),
-      row('POST /api/sandbox/receive -> webhook at the receiver', results.wharf),
-      '',
-      `Wharf's CPU time per event (receive, record, deliver, write the outcome; user + system): ${fmt(median(cpuPerEvent), 0)} µs (median; rounds ${cpuPerEvent.map((v) => fmt(v, 0)).join(', ')}).`,
-      '',
-      `**p50 ratio Wharf / bare: ${fmt(median(results.wharf.map((x) => x.p50)) / median(results.bare.map((x) => x.p50)))}** (aim: Wharf p50 at most 20 ms)`,
-      '',
-      `(open loop, requests over 32 keep-alive connections; the server from source, pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}; rate_limit, storage and tokens off; one session subscribed to messages.received)`,
-    ].join('\n');
+      ...sections,
+      `(open loop, requests over 32 keep-alive connections; the server from source, pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}; rate_limit, storage and tokens off; one session subscribed to messages.received; concurrency_per_session ${process.env.BENCH_WEBHOOK_PER_SESSION ?? 8})`,
+    ].join('\n\n');
   } finally {
     await api.close();
     await bare.close();

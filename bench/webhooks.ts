@@ -79,7 +79,9 @@ export function webhooksServer(tag: string): { dir: string; start(): Promise<Ser
   const dataDir = path.join(dir, 'data');
   const configFile = path.join(dir, 'wharf.toml');
   const config = ['[plugins.storage]', 'enabled = false', '[plugins.tokens]', 'enabled = false', '[plugins.rate_limit]', 'enabled = false'];
-  fs.writeFileSync(configFile, [...config, '[plugins.webhooks]', 'allow_private_networks = true', ''].join('\n'));
+  // BENCH_WEBHOOK_PER_SESSION: concurrency_per_session (default 8), to see what that limit does.
+  const perSession = process.env.BENCH_WEBHOOK_PER_SESSION ? [`concurrency_per_session = ${Number(process.env.BENCH_WEBHOOK_PER_SESSION)}`] : [];
+  fs.writeFileSync(configFile, [...config, '[plugins.webhooks]', 'allow_private_networks = true', ...perSession, ''].join('\n'));
   createBenchUser([node, [wharf]], dataDir, ['--config', configFile]);
   return {
     dir,

@@ -73,3 +73,30 @@ describe('SigV4 presigned URLs', () => {
     client.destroy();
   });
 });
+
+describe('the signing key kept per day', () => {
+  it('signs with the key of each URL’s own day, as the SDK does', async () => {
+    const client = sdk('http://127.0.0.1:7480', true);
+    const presigner = new SigV4Presigner({ credentials, region: 'us-east-1', forcePathStyle: true });
+    for (const at of ['2026-11-22T23:59:59.000Z', '2026-11-23T00:00:01.000Z', '2026-11-22T12:00:00.000Z']) {
+      const signingDate = new Date(at);
+      const expected = await getSignedUrl(client, new PutObjectCommand({ Bucket: 'b', Key: 'k', ContentType: 'text/plain', ContentLength: 5 }), {
+        expiresIn: 600,
+        signingDate,
+        signableHeaders: new Set(['content-type']),
+      });
+      const ours = presigner.presignSync({
+        method: 'PUT',
+        endpoint: new URL('http://127.0.0.1:7480'),
+        bucket: 'b',
+        key: 'k',
+        expiresInSeconds: 600,
+        headers: { 'content-type': 'text/plain', 'content-length': '5' },
+        query: { 'x-id': 'PutObject' },
+        date: signingDate,
+      });
+      expect(normal(ours)).toBe(normal(expected));
+    }
+    client.destroy();
+  });
+});

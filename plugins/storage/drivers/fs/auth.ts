@@ -12,7 +12,7 @@
  *   (`AWSAccessKeyId`, `Expires`, `Signature`). `s3cmd signurl` still makes only these, and s3cmd
  *   signs with V2 when configured to or when it falls back. V2 signs no payload and no host.
  */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { S3Error } from './objects.ts';
@@ -24,18 +24,23 @@ const MAX_PRESIGN_SECONDS = 7 * 24 * 3600;
 
 export const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
+/**
+ * An HMAC key for createHmac: strings as they are, bytes as a KeyObject. createHmac under raw
+ * bytes costs about 15 us in Node 24 (it checks the key's type at length), under a KeyObject made
+ * from the same bytes about 4 us in all, under a string about 3 us.
+ */
+function hmacKey(secret: string | ArrayBuffer | ArrayBufferView): string | KeyObject {
+  if (typeof secret === 'string') return secret;
+  return createSecretKey(ArrayBuffer.isView(secret) ? new Uint8Array(secret.buffer, secret.byteOffset, secret.byteLength) : new Uint8Array(secret));
+}
+
 /** node:crypto as the hash constructor smithy expects (HMAC when given a key). */
 export class NodeSha256 {
   #hash: ReturnType<typeof createHash> | ReturnType<typeof createHmac>;
-  readonly #secret: Uint8Array | string | undefined;
+  readonly #key: string | KeyObject | undefined;
   constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
-    this.#secret =
-      secret === undefined || typeof secret === 'string'
-        ? secret
-        : ArrayBuffer.isView(secret)
-          ? new Uint8Array(secret.buffer, secret.byteOffset, secret.byteLength)
-          : new Uint8Array(secret);
-    this.#hash = this.#secret === undefined ? createHash('sha256') : createHmac('sha256', this.#secret);
+    this.#key = secret === undefined ? undefined : hmacKey(secret);
+    this.#hash = this.#key === undefined ? createHash('sha256') : createHmac('sha256', this.#key);
   }
   update(data: string | ArrayBuffer | ArrayBufferView): void {
     this.#hash.update(
@@ -50,7 +55,7 @@ export class NodeSha256 {
     return new Uint8Array(this.#hash.digest());
   }
   reset(): void {
-    this.#hash = this.#secret === undefined ? createHash('sha256') : createHmac('sha256', this.#secret);
+    this.#hash = this.#key === undefined ? createHash('sha256') : createHmac('sha256', this.#key);
   }
 }
 

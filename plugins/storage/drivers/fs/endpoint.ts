@@ -39,6 +39,8 @@ export const MAX_PUT_BYTES = 5 * 1024 ** 3;
 const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 const DEFAULT_HEADERS_TIMEOUT_MS = 60_000;
 const MAX_XML_BYTES = 2 * 1024 * 1024;
+/** An object up to this size is read whole (synchronously, see ObjectStore.readSmall) and answered in one piece instead of a stream. */
+const SMALL_READ_BYTES = 256 * 1024;
 const STORED_HEADERS = ['content-encoding', 'content-disposition', 'cache-control', 'content-language', 'expires'];
 const RESPONSE_OVERRIDES: Record<string, string> = {
   'response-content-type': 'content-type',
@@ -474,6 +476,7 @@ export function createEndpoint({
     const partNumber = partNumberOf(req, t.query);
     let row: ObjectRow;
     let handle: fsp.FileHandle | undefined;
+    let whole: Buffer | undefined;
     if (head) {
       const found = store.head(t.bucket, t.key);
       if (!found) {
@@ -482,7 +485,9 @@ export function createEndpoint({
       }
       row = found;
     } else {
-      ({ row, handle } = await store.open(t.bucket, t.key));
+      const small = store.readSmall(t.bucket, t.key, SMALL_READ_BYTES);
+      if (small) ({ row, body: whole } = small);
+      else ({ row, handle } = await store.open(t.bucket, t.key));
     }
     try {
       const pre = precondition(req, row);
@@ -506,6 +511,11 @@ export function createEndpoint({
       if (head || length === 0) {
         await handle?.close();
         res.end();
+        return;
+      }
+      if (whole) {
+        // A small object, read whole: one answer instead of a stream.
+        res.end(whole.subarray(start, end + 1));
         return;
       }
       const stream = handle!.createReadStream({ start, end, highWaterMark: 1 << 20 });

@@ -14,13 +14,13 @@ import fs from 'node:fs';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { SignatureV4 } from '@smithy/signature-v4';
 import { contentDisposition } from '../../../../core/http.ts';
 import { type Keys, writeSecretFile } from '../../../../core/keys.ts';
 import type { Logger } from '../../../../core/logger.ts';
 import type { FsConfig } from '../../config.ts';
 import { type QuotaPolicy, type StorageConnection, type StorageDriver, StoreError } from '../types.ts';
-import { type Credential, type KeyLookup, NodeSha256, Verifier } from './auth.ts';
+import { SigV4Presigner } from '../sigv4.ts';
+import { type Credential, type KeyLookup, Verifier } from './auth.ts';
 import { createEndpoint } from './endpoint.ts';
 import { type BucketKey, ObjectStore, S3Error } from './objects.ts';
 import { BucketQuota } from './quota.ts';
@@ -123,12 +123,6 @@ function toStoreError(err: unknown, doing: string): StoreError {
   return new StoreError('unavailable', `${doing}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
 }
 
-/** SigV4 canonical path of an object (each segment encoded, `/` kept). */
-function objectPath(bucket: string, key: string): string {
-  const enc = (s: string) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-  return `/${enc(bucket)}/${key.split('/').map(enc).join('/')}`;
-}
-
 export interface FsDriver extends StorageDriver {
   /** Binds the endpoint; rejects with a message naming the address when it cannot. */
   start(): Promise<void>;
@@ -155,12 +149,10 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
     headersTimeoutMs: config.headers_timeout_ms,
     quota,
   });
-  const presigner = new SignatureV4({
+  const presigner = new SigV4Presigner({
     credentials: { accessKeyId: service.accessKey, secretAccessKey: service.secretKey },
     region: config.region,
-    service: 's3',
-    sha256: NodeSha256,
-    uriEscapePath: false,
+    forcePathStyle: true,
   });
 
   let listening: Promise<void> | undefined;
@@ -175,47 +167,30 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
     return { accessKey: found.accessKey, secretKey: secrets.secretOf(found) };
   }
 
-  /** The public URL's parts for connectionFor, parsed again only when the URL changes (start). */
-  let endpoint: { url: string; parts: Pick<StorageConnection, 'endPoint' | 'port' | 'useSSL'> } | undefined;
-  function endpointParts(): Pick<StorageConnection, 'endPoint' | 'port' | 'useSSL'> {
-    if (endpoint?.url !== publicUrl) {
+  /** The public URL parsed, with its parts for connectionFor: parsed again only when the URL changes (start). */
+  let endpoint: { text: string; url: URL; parts: Pick<StorageConnection, 'endPoint' | 'port' | 'useSSL'> } | undefined;
+  function publicEndpoint(): NonNullable<typeof endpoint> {
+    if (endpoint?.text !== publicUrl) {
       const url = new URL(publicUrl);
       const parts = {
         endPoint: url.hostname.replace(/^\[(.*)\]$/, '$1'),
         port: url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80,
         useSSL: url.protocol === 'https:',
       };
-      endpoint = { url: publicUrl, parts };
+      endpoint = { text: publicUrl, url, parts };
     }
-    return endpoint.parts;
+    return endpoint;
   }
 
-  async function presign(
+  function presign(
     method: 'GET' | 'PUT',
     bucket: string,
     key: string,
-    expiresIn: number,
+    expiresInSeconds: number,
     headers: Record<string, string>,
     query: Record<string, string>,
-  ): Promise<string> {
-    const url = new URL(publicUrl);
-    const signed = await presigner.presign(
-      {
-        method,
-        protocol: url.protocol,
-        hostname: url.hostname,
-        port: url.port ? Number(url.port) : undefined,
-        path: objectPath(bucket, key),
-        query,
-        headers: { host: url.host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD', ...headers },
-      },
-      { expiresIn },
-    );
-    const qs = Object.entries(signed.query ?? {})
-      .flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x] as const) : [[k, v ?? ''] as const]))
-      .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
-      .join('&');
-    return `${url.protocol}//${url.host}${signed.path}?${qs}`;
+  ): string {
+    return presigner.presignSync({ method, endpoint: publicEndpoint().url, bucket, key, expiresInSeconds, headers, query });
   }
 
   async function run<T>(doing: string, fn: () => T | Promise<T>): Promise<T> {
@@ -356,7 +331,7 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
 
     connectionFor(bucket): StorageConnection {
       const key = bucketKey(bucket);
-      return { ...endpointParts(), accessKey: key.accessKey, secretKey: key.secretKey };
+      return { ...publicEndpoint().parts, accessKey: key.accessKey, secretKey: key.secretKey };
     },
 
     close() {
