@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { baselines, cpuMicros, ensureBinary, fmt, median, medianRatio, startServer, wrk, type ServerSpec } from './lib.ts';
+import { baselines, cpuMicros, ensureBinary, fmt, median, medianRatio, startServer, wrk, type ServerSpec, perRound } from './lib.ts';
 
 export async function run(options: { rounds?: number; starts?: number; seconds?: number } = {}): Promise<string> {
   const rounds = options.rounds ?? Number(process.env.BENCH_ROUNDS ?? 3);
@@ -76,15 +76,10 @@ export async function run(options: { rounds?: number; starts?: number; seconds?:
   }
   lines.push(
     '',
-    `(${starts} starts and ${rounds} load rounds of ${seconds} s per server, interleaved; wrk -t1 -c50; servers pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}, wrk and this script on ${process.env.BENCH_LOAD_CPU ?? '0'}; per-round req/s ${specs
-      .map(
-        (s) =>
-          `${s.name} ${rps
-            .get(s.name)!
-            .map((v) => fmt(v, 0))
-            .join('/')}`,
-      )
-      .join('; ')})`,
+    `(${starts} starts and ${rounds} load rounds of ${seconds} s per server, interleaved; wrk -t1 -c50; servers pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}, wrk and this script on ${process.env.BENCH_LOAD_CPU ?? '0'}; per-round req/s ${perRound(
+      specs.map((x) => x.name),
+      rps,
+    )})`,
   );
   return lines.join('\n');
 }

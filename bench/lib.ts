@@ -153,6 +153,19 @@ export function fmt(n: number, digits = 2): string {
   return n.toFixed(digits);
 }
 
+/** Each name's per-round figures, `name a/b/c; name2 ...` (rounded to whole numbers). */
+export function perRound(names: readonly string[], values: ReadonlyMap<string, readonly number[]>): string {
+  return names
+    .map(
+      (name) =>
+        `${name} ${values
+          .get(name)!
+          .map((v) => fmt(v, 0))
+          .join('/')}`,
+    )
+    .join('; ');
+}
+
 /** The single executable, built when missing or older than the sources. */
 export function ensureBinary(): string {
   const bin = path.join(root, 'dist/wharf');

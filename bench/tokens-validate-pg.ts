@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import { freshDatabase } from '../test/helpers/postgres.ts';
-import { cpuMicros, fmt, median, medianRatio, wrk } from './lib.ts';
+import { cpuMicros, fmt, median, medianRatio, wrk, perRound } from './lib.ts';
 import { type StorageBench, storageBench, wrkScript } from './storage-setup.ts';
 
 /** The plugins not ported to the data layer, off on PostgreSQL (they would refuse the start). */
@@ -70,15 +70,10 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
       '',
       `**PostgreSQL / SQLite: req/s ${fmt(medianRatio(rps.get(postgres)!, rps.get(sqlite)!))}, Wharf's CPU per request ${fmt(medianRatio(cpu.get(postgres)!, cpu.get(sqlite)!))}** (medians of the rounds' ratios; PostgreSQL's own CPU, another process on the same machine, is not counted).`,
       '',
-      `(${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c${connections}; per-round req/s: ${cases
-        .map(
-          (c) =>
-            `${c.name} ${rps
-              .get(c.name)!
-              .map((v) => fmt(v, 0))
-              .join('/')}`,
-        )
-        .join('; ')})`,
+      `(${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c${connections}; per-round req/s: ${perRound(
+        cases.map((x) => x.name),
+        rps,
+      )})`,
     );
     return lines.join('\n');
   } finally {

@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { cpuMicros, fmt, median, medianRatio, node, root, startServer, wrk } from './lib.ts';
+import { cpuMicros, fmt, median, medianRatio, node, root, startServer, wrk, perRound } from './lib.ts';
 import { storageBench, wrkScript } from './storage-setup.ts';
 
 export async function run(options: { rounds?: number; seconds?: number; connections?: number } = {}): Promise<string> {
@@ -73,15 +73,10 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
         '',
         `lastUsedAt after the run: ${tokens[0]?.lastUsedAt ?? 'null'} (read at ${new Date().toISOString()})`,
         '',
-        `(${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c${connections}; per-round req/s: ${cases
-          .map(
-            (c) =>
-              `${c.name} ${rps
-                .get(c.name)!
-                .map((v) => fmt(v, 0))
-                .join('/')}`,
-          )
-          .join('; ')})`,
+        `(${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c${connections}; per-round req/s: ${perRound(
+          cases.map((x) => x.name),
+          rps,
+        )})`,
       );
       fs.rmSync(script, { force: true });
       return lines.join('\n');
