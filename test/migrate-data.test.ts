@@ -14,27 +14,18 @@ import { openDatabase } from '../core/db.ts';
 import { openSqlite } from '../core/db-sqlite.ts';
 import { migrateData } from '../core/migrate-data.ts';
 import { migrate } from '../core/migrations.ts';
-import { type Migration, PLUGIN_CONTRACT } from '../core/plugin.ts';
+import type { Migration } from '../core/plugin.ts';
 import { tempDir } from './helpers/app.ts';
 import { startCluster } from './helpers/cluster.ts';
 import { serve, type Served, wharf, wharfAsync } from './helpers/cli.ts';
 import { login } from './helpers/identity.ts';
-import { freshDatabase, postgresPlugins } from './helpers/postgres.ts';
+import { freshDatabase, legacyPluginDir, postgresPlugins } from './helpers/postgres.ts';
 import { overHttp, setupOwner } from './helpers/served.ts';
 
 /** The built-in plugins that do not run on PostgreSQL yet, off (they refuse a move); none today. */
 const onlyPorted = Object.fromEntries(postgresPlugins().not.map((name) => [`WHARF_PLUGINS__${name.toUpperCase()}__ENABLED`, 'false']));
 /** On PostgreSQL the embedded store (fs driver) runs only when one instance says so. */
 const ONE_INSTANCE = { WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true', WHARF_PLUGINS__STORAGE__SINGLE_INSTANCE: 'true' };
-/** A plugins dir with a plugin from outside the tree that declares no engines (SQLite only): it refuses a move. */
-function legacyPluginDir(): string {
-  const dir = tempDir('wharf-legacy-plugin-');
-  fs.writeFileSync(
-    path.join(dir, 'legacy.mjs'),
-    `export default { contract: ${JSON.stringify(PLUGIN_CONTRACT)}, define: ({ plugin, z }) => plugin({ name: 'legacy', description: 'SQLite only', config: z.strictObject({}), setup() { return {}; } }) };\n`,
-  );
-  return dir;
-}
 /** One public URL for the server before and after the move: it is the issuer of the session cookies. */
 const PUBLIC_URL = { WHARF_SERVER__PUBLIC_URL: 'http://wharf.test' };
 

@@ -10,7 +10,7 @@ import { openSqlite } from '../../core/db-sqlite.ts';
 import { migrate, migrationStatus } from '../../core/migrations.ts';
 import type { Migration } from '../../core/plugin.ts';
 import { tempDir } from '../helpers/app.ts';
-import { freshDatabase, postgresPlugins } from '../helpers/postgres.ts';
+import { freshDatabase, legacyPluginDir, postgresPlugins } from '../helpers/postgres.ts';
 
 const run = promisify(execFile);
 const NODE = path.resolve('node_modules/.bin/node');
@@ -209,12 +209,13 @@ describe('PostgreSQL only', () => {
         WHARF_DATABASE__CONNECT_TIMEOUT_MS: '2000',
         WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true',
         WHARF_PLUGINS__STORAGE__SINGLE_INSTANCE: 'true',
+        WHARF_PLUGINS__DIR: legacyPluginDir(),
       },
     }).catch((e: { code: number; stdout: string; stderr: string }) => e);
     expect(result).toMatchObject({ code: 1 });
     const lines = result.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
-    // The built-in plugins include ones not ported yet: the first of them is named before any connection.
+    // A plugin that does not run on PostgreSQL (from outside the tree) is named before any connection.
     expect(lines[0]).toMatch(/^wharf: plugin \w+ does not run on PostgreSQL yet; disable it or use SQLite$/);
     const only = await run(NODE, ['bin/wharf.ts', 'serve', '--data-dir', dataDir], {
       env: {

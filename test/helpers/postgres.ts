@@ -9,9 +9,13 @@
 // Tests never meet on it: each test file (or test) gets a database of its own (freshDatabase).
 // Never skips: if no PostgreSQL can be had, ensurePostgres() throws with the script's output.
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { PLUGIN_CONTRACT } from '../../core/plugin.ts';
 import { builtinPlugins } from '../../plugins/index.ts';
+import { tempDir } from './app.ts';
 import { runUpScript } from './fixture-script.ts';
 
 const SCRIPT = fileURLToPath(new URL('../pg/postgres.sh', import.meta.url));
@@ -98,4 +102,18 @@ function databaseOf(dataDir: string | undefined): Promise<string> {
   let url = byDataDir.get(dataDir);
   if (!url) byDataDir.set(dataDir, (url = freshDatabase()));
   return url;
+}
+
+/**
+ * A `[plugins] dir` with one plugin from outside the tree, `legacy`, that declares no engines
+ * (SQLite only, as every plugin before contract 1.1): every built-in plugin runs on PostgreSQL,
+ * so this is how the tests meet a plugin that refuses it.
+ */
+export function legacyPluginDir(): string {
+  const dir = tempDir('wharf-legacy-plugin-');
+  fs.writeFileSync(
+    path.join(dir, 'legacy.mjs'),
+    `export default { contract: ${JSON.stringify(PLUGIN_CONTRACT)}, define: ({ plugin, z }) => plugin({ name: 'legacy', description: 'SQLite only', config: z.strictObject({}), setup() { return {}; } }) };\n`,
+  );
+  return dir;
 }
