@@ -130,8 +130,13 @@ describe.each(networks)('the wasenderapi SDK on $name sessions', (net) => {
     const { msgId, status } = (sent.response as unknown as { data: { msgId: number; status: string } }).data;
     expect(status).toBe(net.sentStatus);
     await net.settled(app, alice, msgId, 'delivered');
-    const received = (await eventsOf(app, bob.id)).filter((e) => e.event === 'messages.received');
-    expect(received.map((e) => textOf((e.payload.data as { message: Record<string, unknown> }).message))).toEqual(['Hello from the SDK']);
+    // Bob's receipt and Alice's delivery status are two sessions' events, recorded by two
+    // connections in no fixed order (on PostgreSQL each commit is its own round trip): poll.
+    const receivedTexts = async () =>
+      (await eventsOf(app, bob.id))
+        .filter((e) => e.event === 'messages.received')
+        .map((e) => textOf((e.payload.data as { message: Record<string, unknown> }).message));
+    await expect.poll(receivedTexts).toEqual(['Hello from the SDK']);
 
     const info = await sdk.getMessageInfo(msgId);
     expect(info.response.data).toMatchObject({ msgId, status: 3 });
