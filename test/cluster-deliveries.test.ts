@@ -147,7 +147,8 @@ describe('three instances on one PostgreSQL, Redis and Ceph RGW: kill -9 while w
   let receiver: CountingReceiver;
   let url: string;
   beforeAll(async () => {
-    cluster = await startCluster({ instances: 3, toml: TOML });
+    // The events are queued with each session's key: past the default rule's 600 a minute.
+    cluster = await startCluster({ instances: 3, toml: TOML, env: { WHARF_PLUGINS__RATE_LIMIT__RULES__DEFAULT__LIMIT: '1000000' } });
     receiver = new CountingReceiver(() => cluster.running().map((i) => i.pid));
     url = await receiver.listen();
   }, 180_000);
