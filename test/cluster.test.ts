@@ -2,8 +2,8 @@
  * Several `wharf serve` processes as one Wharf (test/helpers/cluster.ts): one PostgreSQL, one
  * Redis, the same keys, a load balancer in front. A session made on one instance works on the
  * others; rate limits count across instances; `kill -9` of one leaves the others answering and
- * ready, and the balancer's clients see nothing of it; the killed one restarts and rejoins. The takeover tests (webhook deliveries, messaging sessions, uploads) join
- * here once those plugins run on PostgreSQL.
+ * ready, and the balancer's clients see nothing of it; the killed one restarts and rejoins. The takeovers of webhook deliveries and uploads are in
+ * test/cluster-deliveries.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, type Instance, startCluster } from './helpers/cluster.ts';
