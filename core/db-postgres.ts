@@ -6,7 +6,7 @@
  * deadlock (40001, 40P01), a bounded number of times with a short random backoff.
  */
 import pg from 'pg';
-import { ConstraintError, type Db, type DbHandle, numberPlaceholders, type Params } from './db.ts';
+import { ConstraintError, ContentionError, type Db, type DbHandle, numberPlaceholders, type Params } from './db.ts';
 
 export interface PostgresOptions {
   poolSize: number;
@@ -159,7 +159,8 @@ export class PostgresDb extends PgQueries implements DbHandle {
         return await this.#withClient('BEGIN ISOLATION LEVEL SERIALIZABLE', fn);
       } catch (err) {
         const code = (err as { code?: string }).code;
-        if (!code || !RETRYABLE.has(code) || attempt >= MAX_TRANSACTION_ATTEMPTS) throw err;
+        if (!code || !RETRYABLE.has(code)) throw err;
+        if (attempt >= MAX_TRANSACTION_ATTEMPTS) throw new ContentionError(attempt, { cause: err });
         await sleep(Math.random() * 5 * 2 ** attempt);
       }
     }

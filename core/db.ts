@@ -61,6 +61,21 @@ export class ConstraintError extends Error {
   }
 }
 
+/**
+ * A transaction that concurrent ones kept refusing (PostgreSQL serialization failures or
+ * deadlocks) after every retry. Nothing of it was written; the same request may succeed when
+ * tried again, so the server answers 503 with Retry-After (core/errors.ts), never a 500.
+ */
+export class ContentionError extends Error {
+  readonly status = 503;
+  readonly retryAfter = 1;
+  readonly expose = true;
+  constructor(attempts: number, options: { cause?: unknown } = {}) {
+    super(`The database is busy with conflicting writes (${attempts} attempts); nothing was changed, try again`, options);
+    this.name = 'ContentionError';
+  }
+}
+
 export interface OpenOptions {
   busyTimeoutMs?: number;
   readonly?: boolean;

@@ -84,6 +84,12 @@ export function toWharfError(err: unknown): WharfError {
   if (e?.type === 'entity.too.large' || status === 413) {
     return new WharfError('payload_too_large', 'Request body is too large', { cause: err });
   }
+  // A refusal the caller may retry (core/db.ts ContentionError: the database busy with
+  // conflicting writes, nothing changed): 503 with its Retry-After, not a 500.
+  if (status === 503 && e.expose === true && typeof e.message === 'string') {
+    const retryAfter = (err as { retryAfter?: unknown }).retryAfter;
+    return new WharfError('unavailable', e.message, { retryAfter: typeof retryAfter === 'number' ? retryAfter : undefined, cause: err });
+  }
   if (status >= 400 && status < 500) {
     const code = CODE_OF_STATUS.get(status) ?? 'bad_request';
     const message = e.expose !== false && typeof e.message === 'string' ? e.message : 'Bad request';

@@ -4,9 +4,10 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConstraintError, type DbHandle, numberPlaceholders } from '../../core/db.ts';
-import { openPostgres, PostgresDb } from '../../core/db-postgres.ts';
+import { ConstraintError, ContentionError, type DbHandle, numberPlaceholders } from '../../core/db.ts';
+import { MAX_TRANSACTION_ATTEMPTS, openPostgres, PostgresDb } from '../../core/db-postgres.ts';
 import { openSqlite } from '../../core/db-sqlite.ts';
+import { toWharfError } from '../../core/errors.ts';
 import { migrate, migrationStatus } from '../../core/migrations.ts';
 import type { Migration } from '../../core/plugin.ts';
 import { tempDir } from '../helpers/app.ts';
@@ -159,6 +160,38 @@ describe('PostgreSQL only', () => {
       await Promise.all([increment(), increment()]);
       expect(attempts).toBeGreaterThan(2); // at least one ran again
       expect(await db.value('SELECT n FROM counters')).toBe(2); // no lost update
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('gives up on a transaction refused by conflicts every time with a ContentionError, which the server answers as 503 with Retry-After', async () => {
+    const db = await openPostgres(url, { poolSize: 2, connectTimeoutMs: 5000 });
+    try {
+      await db.exec('CREATE TABLE contended (n INTEGER)');
+      let attempts = 0;
+      const err = await db
+        .transaction(async (tx) => {
+          attempts++;
+          await tx.run('INSERT INTO contended VALUES (?)', [attempts]);
+          throw Object.assign(new Error('could not serialize access due to read/write dependencies among transactions'), { code: '40001' });
+        })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ContentionError);
+      expect(attempts).toBe(MAX_TRANSACTION_ATTEMPTS);
+      expect(await db.value('SELECT count(*)::int FROM contended')).toBe(0); // every attempt rolled back
+      const answered = toWharfError(err);
+      expect([answered.code, answered.status, answered.retryAfter]).toEqual(['unavailable', 503, 1]);
+      expect(answered.message).toMatch(/^The database is busy with conflicting writes \(8 attempts\); nothing was changed, try again$/);
+      // Any other error is not retried and passes through as it is.
+      attempts = 0;
+      const other = await db
+        .transaction(async () => {
+          attempts++;
+          throw Object.assign(new Error('boom'), { code: '22P02' });
+        })
+        .catch((e: unknown) => e);
+      expect([attempts, (other as Error).message]).toEqual([1, 'boom']);
     } finally {
       await db.close();
     }
