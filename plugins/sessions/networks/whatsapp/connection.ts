@@ -37,6 +37,8 @@ export interface ConnectionDeps {
   log: Logger;
   /** How a session's proxy URL is checked again before each connection. */
   proxyCheck: ProxyCheckOptions;
+  /** Takes or renews the session's lease (see `leases.ts`) before a socket opens; false: another instance drives the session. */
+  lease(sessionId: number): Promise<boolean>;
 }
 
 /** Close codes (Baileys' DisconnectReason and WhatsApp's stream errors). */
@@ -382,6 +384,12 @@ export class Connection {
 
   async #open(generation: number): Promise<void> {
     const { runtime, store, config, log } = this.#deps;
+    // No socket without the session's lease: another instance may drive it.
+    if (!(await this.#deps.lease(this.sessionId))) {
+      if (generation === this.#generation) this.yield('another Wharf instance drives this session (it holds its lease)');
+      return;
+    }
+    if (generation !== this.#generation) return;
     const proxyUrl = await this.#deps.host.proxyUrl(this.sessionId);
     let proxy: ProxyClients | undefined;
     if (proxyUrl) {
@@ -725,6 +733,26 @@ export class Connection {
     }
     await this.#opening;
     await this.#writes;
+  }
+
+  /**
+   * Another instance holds the session's lease (it took the session over, or this one could not
+   * renew in time): the socket closes at once and nothing reconnects. No status is reported: the
+   * instance that drives the session reports them.
+   */
+  yield(reason: string): void {
+    if (this.#phase === 'idle' || this.#phase === 'stopped') return;
+    this.#log.warn({ sessionId: this.sessionId }, `WhatsApp session ${this.sessionId}: ${reason}; its socket here is closed`);
+    this.#phase = 'idle';
+    this.#lastReason = reason;
+    this.#failing = false;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#generation++;
+    this.#drop();
+    this.#qr = undefined;
+    this.#pairingCode = undefined;
+    this.#settle();
   }
 
   /** The watchdog: an open socket silent for longer than watchdog_silence_seconds is replaced. */
