@@ -154,6 +154,11 @@ export class WhatsAppNetwork implements NetworkAdapter {
     return this.#store;
   }
 
+  /** The sessions' leases this instance takes and holds. */
+  get leases(): SessionLeases {
+    return this.#options.leases;
+  }
+
   /** Whether Baileys has been asked for (a whatsapp session connected or resumed). */
   get loaded(): boolean {
     return this.#runtime !== undefined;
@@ -322,7 +327,9 @@ export class WhatsAppNetwork implements NetworkAdapter {
         kept = await leases.take(id, now);
       } catch (err) {
         log.warn({ err, sessionId: id }, 'renewing a session lease failed');
-        kept = leases.holds(id, Date.now());
+        // Closed while a third of the lease is left (the next heartbeat would come too late): another
+        // instance takes the session over only once the lease has run out, so the two never overlap.
+        kept = leases.holds(id, Date.now() + leases.ms / 3);
       }
       if (!kept) connection.yield('another Wharf instance took this session over, or its lease could not be renewed in time');
     }

@@ -1,0 +1,124 @@
+/**
+ * Session leases across instances: two apps on one PostgreSQL database (the same data dir, so the
+ * same key decrypts a session's credentials), each with its own WebSocket URL on one local server
+ * standing in for WhatsApp's (it accepts and stays silent, so a socket stays open): the server
+ * counts the open sockets of each instance. A whatsapp session is driven by exactly one instance;
+ * the other does not open a socket for it and answers 503 to what needs one. An owner cut off
+ * from the database closes its socket before its lease runs out, and the other resumes the
+ * session once it has run out, not before; an owner that finds its lease taken closes at once.
+ * Runs on PostgreSQL in every project: it is about what only a shared database does.
+ */
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocketServer } from 'ws';
+import type { WhatsAppNetwork } from '../../../plugins/sessions/networks/whatsapp/index.ts';
+import type { Sessions } from '../../../plugins/sessions/service.ts';
+import { type TestApp, tempDir } from '../../helpers/app.ts';
+import { freshDatabase } from '../../helpers/postgres.ts';
+import { call, startMessagingApp, type Tenant, tenant, until, whatsappSession } from './helpers.ts';
+
+const LEASE_SECONDS = 3;
+
+let a: TestApp;
+let b: TestApp;
+let t: Tenant;
+let server: WebSocketServer;
+/** Open sockets per instance path (/a, /b); every socket opened, with when and what the other instance had open then. */
+const open = { a: 0, b: 0 } as Record<string, number>;
+const opened: { path: string; at: number; otherOpen: number }[] = [];
+
+const toml = (port: number, path: string) => `[plugins.sessions]
+lease_seconds = ${LEASE_SECONDS}
+[plugins.sessions.whatsapp]
+websocket_url = "ws://127.0.0.1:${port}/${path}"
+connect_timeout_ms = 300000
+watchdog_silence_seconds = 0
+log_level = "silent"
+`;
+
+const network = (app: TestApp) => (app.running.services.sessions as Sessions).network({ type: 'whatsapp' } as never) as WhatsAppNetwork;
+
+beforeAll(async () => {
+  server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  server.on('connection', (socket, req) => {
+    const path = req.url === '/a' ? 'a' : 'b';
+    open[path] = (open[path] ?? 0) + 1;
+    opened.push({ path, at: Date.now(), otherOpen: open[path === 'a' ? 'b' : 'a'] ?? 0 });
+    socket.on('close', () => {
+      open[path] = (open[path] ?? 1) - 1;
+    });
+  });
+  await new Promise((resolve) => server.once('listening', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const env = { WHARF_DATABASE__URL: await freshDatabase() };
+  const dataDir = tempDir();
+  a = await startMessagingApp(toml(port, 'a'), { dataDir, env });
+  b = await startMessagingApp(toml(port, 'b'), { dataDir, env });
+  t = await tenant(a);
+});
+afterAll(async () => {
+  await b?.close();
+  // A's database pool was closed by the test: its own close may fail to write.
+  await a?.close().catch(() => {});
+  for (const client of server?.clients ?? []) client.terminate();
+  await new Promise((resolve) => server?.close(resolve));
+});
+
+const lease = (sessionId: number) =>
+  b.running.data.one<{ owner: string; lease_until: number }>('SELECT owner, lease_until FROM sessions_leases WHERE session_id = ?', [sessionId]);
+
+describe('a whatsapp session on two instances sharing one PostgreSQL database', () => {
+  it('is driven by one instance; the other takes it over after the lease ran out, never before, never both at once', async () => {
+    const s = await whatsappSession(a, t.pat);
+    // Connect on A; the server never answers, so the answer waits (A's database is gone by then: not checked).
+    call(a, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {}).catch(() => {});
+    await until(() => open.a === 1, 'A’s socket', 10_000);
+    expect((await lease(s.id))?.owner).toBe(network(a).leases.owner);
+    // Paired, and to be resumed: exactly what B's sweep looks for once nobody holds the lease.
+    await b.running.data.run('UPDATE sessions_whatsapp_accounts SET registered = 1, resume = 1 WHERE session_id = ?', [s.id]);
+    // Longer than the lease and than two of B's sweeps: A renews, B opens nothing.
+    await new Promise((r) => setTimeout(r, LEASE_SECONDS * 1000 + 2500));
+    expect(open).toEqual({ a: 1, b: 0 });
+    expect(network(b).connectionOf(s.id)).toBeUndefined();
+    expect((await lease(s.id))?.owner).toBe(network(a).leases.owner);
+
+    // What needs the socket, on B: 503 naming the other instance, nothing opened. What the database holds is served.
+    for (const action of ['connect', 'disconnect']) {
+      const res = await call(b, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/${action}`, {});
+      expect(res.status, action).toBe(503);
+      expect(res.text).toContain('driven by another Wharf instance');
+      expect(res.headers.get('retry-after')).toBe(String(LEASE_SECONDS));
+    }
+    const read = await call(b, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}`);
+    expect(read.status).toBe(200);
+    expect(read.body.data.status).toBe('connecting');
+    expect(open.b).toBe(0);
+
+    // A is cut off from the database: it cannot renew, so it closes its socket before the lease runs out.
+    const held = (await lease(s.id))!;
+    await a.running.data.close();
+    await until(() => open.a === 0, 'A closing its socket', LEASE_SECONDS * 1000 + 5000);
+    expect(Date.now()).toBeLessThan(held.lease_until + 1000);
+    // B resumes the session once the lease has run out, not before.
+    await until(() => open.b === 1, 'B resuming the session', LEASE_SECONDS * 1000 + 10_000);
+    const byB = opened.filter((o) => o.path === 'b');
+    expect(byB).toHaveLength(1);
+    expect(byB[0]!.at).toBeGreaterThanOrEqual(held.lease_until);
+    // Never one socket of each at once.
+    expect(opened.every((o) => o.otherOpen === 0)).toBe(true);
+    expect((await lease(s.id))?.owner).toBe(network(b).leases.owner);
+  });
+
+  it('an owner that finds its lease taken closes its socket at the next heartbeat', async () => {
+    const id = (await b.running.data.value<number>('SELECT session_id FROM sessions_leases'))!;
+    expect(open.b).toBe(1);
+    // A third instance took the session (as one does when B's lease ran out unseen).
+    await b.running.data.run("UPDATE sessions_leases SET owner = 'instance-c', lease_until = ? WHERE session_id = ?", [Date.now() + 60_000, id]);
+    await network(b).renewLeases();
+    await until(() => open.b === 0, 'B closing its socket', 5000);
+    expect(network(b).connectionOf(id)?.phase).toBe('idle');
+    // And B's sweep leaves it to instance C while C's lease lasts.
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(open.b).toBe(0);
+  });
+});
