@@ -92,6 +92,14 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
     const read = await call(b, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}`);
     expect(read.status).toBe(200);
     expect(read.body.data.status).toBe('connecting');
+    // A send while the owner reports the session connected: 503 too, and the message is logged failed (it can be resent).
+    await b.running.data.run("UPDATE sessions_sessions SET status = 'connected' WHERE id = ?", [s.id]);
+    const sent = await call(b, s.apiKey, 'POST', '/api/send-message', { to: '+442071234567', text: 'hello' });
+    expect(sent.status).toBe(503);
+    expect(sent.body).toMatchObject({ success: false });
+    expect(sent.text).toContain('driven by another Wharf instance');
+    expect(await b.running.data.all('SELECT status FROM sessions_messages WHERE session_id = ?', [s.id])).toEqual([{ status: 'failed' }]);
+    await b.running.data.run("UPDATE sessions_sessions SET status = 'connecting' WHERE id = ?", [s.id]);
     expect(open.b).toBe(0);
 
     // A is cut off from the database: it cannot renew, so it closes its socket before the lease runs out.
