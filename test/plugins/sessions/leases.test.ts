@@ -89,6 +89,9 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
       expect(res.text).toContain('driven by another Wharf instance');
       expect(res.headers.get('retry-after')).toBe(String(LEASE_SECONDS));
     }
+    const qr = await call(b, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/qrcode`);
+    expect(qr.status).toBe(503);
+    expect(qr.text).toContain('driven by another Wharf instance');
     const read = await call(b, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}`);
     expect(read.status).toBe(200);
     expect(read.body.data.status).toBe('connecting');

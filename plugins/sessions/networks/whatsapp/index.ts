@@ -266,6 +266,8 @@ export class WhatsAppNetwork implements NetworkAdapter {
     const connection = this.#connections.get(session.id);
     const qr = connection?.qr;
     if (qr) return qr;
+    // The QR code of a session being paired elsewhere is on that instance.
+    if (!connection || connection.phase === 'idle') await this.#notDrivenElsewhere(session);
     // Say what is happening: the live connection's reason first, else the one stored with the status.
     const reason = connection?.reason || session.statusReason;
     const why =
@@ -347,20 +349,18 @@ export class WhatsAppNetwork implements NetworkAdapter {
     // Sessions to resume (paired, and connected when their instance stopped or died) and, at
     // start-up, sessions left mid-pairing, which nobody drives: each once its lease is free.
     const found: { id: number; resume: boolean }[] = [];
-    await this.#host.transaction(async () => {
-      for (const account of await this.#store.accounts()) {
-        // A session with a connection here is in hand already.
-        const here = this.#connections.get(account.session_id);
-        if (here && here.phase !== 'idle') continue;
-        if (account.resume && account.registered) found.push({ id: account.session_id, resume: true });
-        else if (first) {
-          const session = await this.#host.session(account.session_id);
-          if (session?.status === 'connecting' || session?.status === 'need_scan' || session?.status === 'connected') {
-            found.push({ id: account.session_id, resume: false });
-          }
+    for (const account of await this.#store.accounts()) {
+      // A session with a connection here is in hand already.
+      const here = this.#connections.get(account.session_id);
+      if (here && here.phase !== 'idle') continue;
+      if (account.resume && account.registered) found.push({ id: account.session_id, resume: true });
+      else if (first) {
+        const session = await this.#host.session(account.session_id);
+        if (session?.status === 'connecting' || session?.status === 'need_scan' || session?.status === 'connected') {
+          found.push({ id: account.session_id, resume: false });
         }
       }
-    });
+    }
     const { leases } = this.#options;
     for (const { id, resume } of found) {
       if (!(await leases.take(id))) continue;
