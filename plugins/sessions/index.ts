@@ -8,6 +8,7 @@
  * `directory.ts` contacts and groups, `personal-access-tokens.ts`, `media.ts`) -> `store.ts` / `media-store.ts` (SQL). Networks
  * plug in behind `networks/types.ts`; `network-host.ts` is what they report through.
  */
+import { PostgresDb } from '../../core/db-postgres.ts';
 import { systemResolver } from '../../core/net.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { checkProxyUrl } from './address-guard.ts';
@@ -67,7 +68,7 @@ export default definePlugin({
     );
     sessions.registerNetwork('sandbox', (host) => new SandboxNetwork(db, host, { publicUrl: core.server.public_url }));
     // Several instances on one database: a session's socket only where its lease is held (leases.ts).
-    const leases = new SessionLeases(data, config.lease_seconds);
+    const leases = new SessionLeases(data, config.lease_seconds, { shared: data instanceof PostgresDb });
     // Baileys loads when a whatsapp session first connects or resumes, never at start-up.
     const whatsapp = sessions.registerNetwork(
       'whatsapp',

@@ -6,8 +6,8 @@
  * renews what it holds every third of the lease; a clean stop, disconnect, logout or delete
  * releases it. A lease that is not renewed (its instance died) expires, and another instance takes
  * the session over. An instance that cannot renew a lease (taken meanwhile, or not renewed before
- * it ran out) closes its socket at once. On SQLite (one process) the same statements run: the one
- * instance always wins.
+ * it ran out) closes its socket at once. On SQLite (one process) the same statements run, and
+ * the one instance always wins: a lease left by a process that crashed does not delay a resume.
  *
  * The statements go to the data layer directly, never joining a transaction of the caller: a
  * lease is taken or not, whatever the caller's transaction does afterwards.
@@ -24,9 +24,13 @@ export class SessionLeases {
   /** The leases this instance holds: session id -> when it runs out (Unix ms), as last written. */
   readonly #held = new Map<number, number>();
 
-  constructor(db: Db, leaseSeconds: number) {
+  /** Whether other instances may share the database (PostgreSQL). Not on SQLite: a lease another owner left (a crash) never stands in the way. */
+  readonly #shared: boolean;
+
+  constructor(db: Db, leaseSeconds: number, options: { shared: boolean }) {
     this.#db = db;
     this.ms = leaseSeconds * 1000;
+    this.#shared = options.shared;
   }
 
   /**
@@ -40,7 +44,7 @@ export class SessionLeases {
        ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
        WHERE sessions_leases.owner = excluded.owner OR sessions_leases.lease_until <= ?
        RETURNING session_id`,
-      [sessionId, this.owner, until, now],
+      [sessionId, this.owner, until, this.#shared ? now : Number.MAX_SAFE_INTEGER],
     );
     if (rows.length === 0) {
       this.#held.delete(sessionId);
@@ -62,6 +66,7 @@ export class SessionLeases {
 
   /** The instance holding a live lease on a session, or null when none does. */
   async holder(sessionId: number, now = Date.now()): Promise<string | null> {
+    if (!this.#shared) return null;
     return (await this.#db.value<string>('SELECT owner FROM sessions_leases WHERE session_id = ? AND lease_until > ?', [sessionId, now])) ?? null;
   }
 

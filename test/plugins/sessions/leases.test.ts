@@ -21,6 +21,7 @@ const LEASE_SECONDS = 3;
 
 let a: TestApp;
 let b: TestApp;
+let port: number;
 let t: Tenant;
 let server: WebSocketServer;
 /** Open sockets per instance path (/a, /b); every socket opened, with when and what the other instance had open then. */
@@ -41,7 +42,7 @@ const network = (app: TestApp) => (app.running.services.sessions as Sessions).ne
 beforeAll(async () => {
   server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   server.on('connection', (socket, req) => {
-    const path = req.url === '/a' ? 'a' : 'b';
+    const path = req.url?.slice(1) ?? '';
     open[path] = (open[path] ?? 0) + 1;
     opened.push({ path, at: Date.now(), otherOpen: open[path === 'a' ? 'b' : 'a'] ?? 0 });
     socket.on('close', () => {
@@ -49,7 +50,7 @@ beforeAll(async () => {
     });
   });
   await new Promise((resolve) => server.once('listening', resolve));
-  const port = (server.address() as AddressInfo).port;
+  port = (server.address() as AddressInfo).port;
   const env = { WHARF_DATABASE__URL: await freshDatabase() };
   const dataDir = tempDir();
   a = await startMessagingApp(toml(port, 'a'), { dataDir, env });
@@ -64,8 +65,8 @@ afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));
 });
 
-const lease = (sessionId: number) =>
-  b.running.data.one<{ owner: string; lease_until: number }>('SELECT owner, lease_until FROM sessions_leases WHERE session_id = ?', [sessionId]);
+const lease = (app: TestApp, sessionId: number) =>
+  app.running.data.one<{ owner: string; lease_until: number }>('SELECT owner, lease_until FROM sessions_leases WHERE session_id = ?', [sessionId]);
 
 describe('a whatsapp session on two instances sharing one PostgreSQL database', () => {
   it('is driven by one instance; the other takes it over after the lease ran out, never before, never both at once', async () => {
@@ -73,14 +74,14 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
     // Connect on A; the server never answers, so the answer waits (A's database is gone by then: not checked).
     call(a, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {}).catch(() => {});
     await until(() => open.a === 1, 'A’s socket', 10_000);
-    expect((await lease(s.id))?.owner).toBe(network(a).leases.owner);
+    expect((await lease(b, s.id))?.owner).toBe(network(a).leases.owner);
     // Paired, and to be resumed: exactly what B's sweep looks for once nobody holds the lease.
     await b.running.data.run('UPDATE sessions_whatsapp_accounts SET registered = 1, resume = 1 WHERE session_id = ?', [s.id]);
     // Longer than the lease and than two of B's sweeps: A renews, B opens nothing.
     await new Promise((r) => setTimeout(r, LEASE_SECONDS * 1000 + 2500));
     expect(open).toEqual({ a: 1, b: 0 });
     expect(network(b).connectionOf(s.id)).toBeUndefined();
-    expect((await lease(s.id))?.owner).toBe(network(a).leases.owner);
+    expect((await lease(b, s.id))?.owner).toBe(network(a).leases.owner);
 
     // What needs the socket, on B: 503 naming the other instance, nothing opened. What the database holds is served.
     for (const action of ['connect', 'disconnect']) {
@@ -106,7 +107,7 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
     expect(open.b).toBe(0);
 
     // A is cut off from the database: it cannot renew, so it closes its socket before the lease runs out.
-    const held = (await lease(s.id))!;
+    const held = (await lease(b, s.id))!;
     await a.running.data.close();
     await until(() => open.a === 0, 'A closing its socket', LEASE_SECONDS * 1000 + 5000);
     expect(Date.now()).toBeLessThan(held.lease_until + 1000);
@@ -117,7 +118,7 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
     expect(byB[0]!.at).toBeGreaterThanOrEqual(held.lease_until);
     // Never one socket of each at once.
     expect(opened.every((o) => o.otherOpen === 0)).toBe(true);
-    expect((await lease(s.id))?.owner).toBe(network(b).leases.owner);
+    expect((await lease(b, s.id))?.owner).toBe(network(b).leases.owner);
   });
 
   it('an owner that finds its lease taken closes its socket at the next heartbeat', async () => {
@@ -131,5 +132,24 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
     // And B's sweep leaves it to instance C while C's lease lasts.
     await new Promise((r) => setTimeout(r, 2500));
     expect(open.b).toBe(0);
+  });
+});
+
+// The SQLite project runs it; the PostgreSQL project would start this app on PostgreSQL.
+describe.skipIf(process.env.WHARF_TEST_DATABASE === 'postgres')('on SQLite (one process)', () => {
+  it('a lease another process left (it crashed) does not keep the one instance from connecting', async () => {
+    const c = await startMessagingApp(toml(port, 'c'));
+    try {
+      const tc = await tenant(c);
+      const s = await whatsappSession(c, tc.pat);
+      await c.running.data.run("INSERT INTO sessions_leases (session_id, owner, lease_until) VALUES (?, 'crashed-process', ?)", [s.id, Date.now() + 60_000]);
+      call(c, tc.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {}).catch(() => {});
+      await until(() => open.c === 1, 'the socket', 10_000);
+      expect((await lease(c, s.id))?.owner).toBe(network(c).leases.owner);
+    } finally {
+      await c.close();
+    }
+    // Closing the server closes the socket.
+    await until(() => open.c === 0, 'the socket closed', 5000);
   });
 });

@@ -648,15 +648,7 @@ export class Connection {
 
   /** Stops for good with a status: no socket, no reconnect; `forget` drops the pairing. */
   #stop(status: SessionStatus, reason: string, forget = false): void {
-    this.#phase = 'stopped';
-    this.#lastReason = reason;
-    this.#failing = false;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#generation++;
-    this.#drop();
-    this.#qr = undefined;
-    this.#pairingCode = undefined;
+    this.#halt('stopped', reason);
     this.#pairingPhone = undefined;
     const now = new Date().toISOString();
     if (forget) this.#registered = false;
@@ -743,7 +735,13 @@ export class Connection {
   yield(reason: string): void {
     if (this.#phase === 'idle' || this.#phase === 'stopped') return;
     this.#log.warn({ sessionId: this.sessionId }, `WhatsApp session ${this.sessionId}: ${reason}; its socket here is closed`);
-    this.#phase = 'idle';
+    this.#halt('idle', reason);
+    this.#settle();
+  }
+
+  /** Ends the socket and any reconnect under way, leaving the connection in `phase` (no status reported here). */
+  #halt(phase: 'idle' | 'stopped', reason: string): void {
+    this.#phase = phase;
     this.#lastReason = reason;
     this.#failing = false;
     clearTimeout(this.#timer);
@@ -752,7 +750,6 @@ export class Connection {
     this.#drop();
     this.#qr = undefined;
     this.#pairingCode = undefined;
-    this.#settle();
   }
 
   /** The watchdog: an open socket silent for longer than watchdog_silence_seconds is replaced. */
