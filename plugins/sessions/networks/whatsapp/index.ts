@@ -68,6 +68,16 @@ export interface WhatsAppOptions {
   leases: SessionLeases;
 }
 
+/** `promise`, or a rejection once `ms` have passed (a database that hangs instead of failing). */
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from the database within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
 const MEDIA_FILE = /\/api\/media\/([A-Za-z0-9_-]{16,128})(?:\.[A-Za-z0-9]{1,10})?$/;
 const PARTICIPANT_DONE = { add: 'added', remove: 'removed', promote: 'promoted', demote: 'demoted' } as const;
 const PARTICIPANT_ERROR: Readonly<Record<number, string>> = {
@@ -318,23 +328,26 @@ export class WhatsAppNetwork implements NetworkAdapter {
   async renewLeases(now = Date.now()): Promise<void> {
     if (this.#closed) return;
     const { leases, log } = this.#options;
-    for (const connection of this.#connections.values()) {
-      const id = connection.sessionId;
-      if (connection.phase === 'idle' || connection.phase === 'stopped') {
-        if (leases.held().includes(id)) await leases.release(id);
-        continue;
-      }
-      let kept: boolean;
-      try {
-        kept = await leases.take(id, now);
-      } catch (err) {
-        log.warn({ err, sessionId: id }, 'renewing a session lease failed');
-        // Closed while a third of the lease is left (the next heartbeat would come too late): another
-        // instance takes the session over only once the lease has run out, so the two never overlap.
-        kept = leases.holds(id, Date.now() + leases.ms / 3);
-      }
-      if (!kept) connection.yield('another Wharf instance took this session over, or its lease could not be renewed in time');
-    }
+    const held = leases.held();
+    await Promise.all(
+      [...this.#connections.values()].map(async (connection) => {
+        const id = connection.sessionId;
+        if (connection.phase === 'idle' || connection.phase === 'stopped') {
+          if (held.includes(id)) await leases.release(id);
+          return;
+        }
+        let kept: boolean;
+        try {
+          kept = await withDeadline(leases.take(id, now), leases.ms / 3);
+        } catch (err) {
+          log.warn({ err, sessionId: id }, 'renewing a session lease failed');
+          // Closed while a third of the lease is left (the next heartbeat would come too late): another
+          // instance takes the session over only once the lease has run out, so the two never overlap.
+          kept = leases.holds(id, Date.now() + leases.ms / 3);
+        }
+        if (!kept) connection.yield('another Wharf instance took this session over, or its lease could not be renewed in time');
+      }),
+    );
   }
 
   /**
