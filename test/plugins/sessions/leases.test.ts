@@ -22,6 +22,7 @@ const LEASE_SECONDS = 3;
 let a: TestApp;
 let b: TestApp;
 let port: number;
+let shared: { dataDir: string; env: Record<string, string> };
 let t: Tenant;
 let server: WebSocketServer;
 /** Open sockets per instance path (/a, /b); every socket opened, with when and what the other instance had open then. */
@@ -53,6 +54,7 @@ beforeAll(async () => {
   port = (server.address() as AddressInfo).port;
   const env = { WHARF_DATABASE__URL: await freshDatabase() };
   const dataDir = tempDir();
+  shared = { dataDir, env };
   a = await startMessagingApp(toml(port, 'a'), { dataDir, env });
   b = await startMessagingApp(toml(port, 'b'), { dataDir, env });
   t = await tenant(a);
@@ -132,6 +134,25 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
     // And B's sweep leaves it to instance C while C's lease lasts.
     await new Promise((r) => setTimeout(r, 2500));
     expect(open.b).toBe(0);
+  });
+  it('an owner that stops cleanly gives its leases back: another instance resumes the session, never both at once', async () => {
+    const d = await startMessagingApp(toml(port, 'd'), shared);
+    try {
+      const s = await whatsappSession(b, t.pat);
+      call(b, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {}).catch(() => {});
+      await until(() => open.b === 1, 'B’s socket', 10_000);
+      await b.running.data.run('UPDATE sessions_whatsapp_accounts SET registered = 1, resume = 1 WHERE session_id = ?', [s.id]);
+      // D leaves it to B while B runs.
+      await new Promise((r) => setTimeout(r, 2500));
+      expect(open.d ?? 0).toBe(0);
+      await b.close();
+      await until(() => open.b === 0, 'B’s socket closed', 5000);
+      await until(() => open.d === 1, 'D resuming the session', 10_000);
+      expect(opened.every((o) => o.otherOpen === 0)).toBe(true);
+      expect((await lease(d, s.id))?.owner).toBe(network(d).leases.owner);
+    } finally {
+      await d.close();
+    }
   });
 });
 
