@@ -166,6 +166,14 @@ export const sessionsConfig = z.strictObject({
     .max(7 * 24 * 60)
     .default(60)
     .describe('How long the public URL POST /api/decrypt-media returns (GET /api/decrypted-media/{id}) answers, in minutes (WasenderAPI: one hour).'),
+  lease_seconds: z
+    .int()
+    .min(2)
+    .max(3600)
+    .default(30)
+    .describe(
+      "Several instances on one database: how long a session's lease lasts, in seconds. The instance holding it is the only one with a network connection (WhatsApp socket) for the session and renews it every third of this; when that instance dies, another one resumes the session once the lease runs out. An instance that loses a lease closes its socket at once.",
+    ),
   whatsapp: whatsappConfig,
   event_stream_heartbeat_seconds: z
     .int()

@@ -8,10 +8,12 @@
  * `directory.ts` contacts and groups, `personal-access-tokens.ts`, `media.ts`) -> `store.ts` / `media-store.ts` (SQL). Networks
  * plug in behind `networks/types.ts`; `network-host.ts` is what they report through.
  */
+import { PostgresDb } from '../../core/db-postgres.ts';
 import { systemResolver } from '../../core/net.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { checkProxyUrl } from './address-guard.ts';
 import { sessionsConfig } from './config.ts';
+import { SessionLeases } from './leases.ts';
 import { messagingCredentials } from './credentials.ts';
 import { Directory } from './directory.ts';
 import { SessionAdmin } from './management.ts';
@@ -65,6 +67,8 @@ export default definePlugin({
       }),
     );
     sessions.registerNetwork('sandbox', (host) => new SandboxNetwork(db, host, { publicUrl: core.server.public_url }));
+    // Several instances on one database: a session's socket only where its lease is held (leases.ts).
+    const leases = new SessionLeases(data, config.lease_seconds, { shared: data instanceof PostgresDb });
     // Baileys loads when a whatsapp session first connects or resumes, never at start-up.
     const whatsapp = sessions.registerNetwork(
       'whatsapp',
@@ -77,10 +81,12 @@ export default definePlugin({
           maxMediaBytes: config.upload_max_bytes,
           uploadTtlHours: config.upload_ttl_hours,
           log,
+          leases,
         }),
     ) as WhatsAppNetwork;
     // Resumes the whatsapp sessions that were connected (after start-up) and runs their watchdog.
     every('whatsapp-supervisor', 2000, () => whatsapp.supervise());
+    every('session-leases', Math.floor(leases.ms / 3), () => whatsapp.renewLeases());
     every('whatsapp-prune', 3_600_000, () => whatsapp.prune());
 
     api.scheme('personalAccessToken', {

@@ -296,6 +296,17 @@ const S005 = `
         CREATE INDEX sessions_audit_logs_by_time ON sessions_audit_logs (created_at);
       `;
 
+/** 006-session-leases */
+const S006 = `
+        -- Which instance drives a session's network connection, until when (Unix ms): see leases.ts.
+        -- No foreign key: a lease left by a deleted session is harmless and expires.
+        CREATE TABLE sessions_leases (
+          session_id INTEGER PRIMARY KEY,
+          owner TEXT NOT NULL,
+          lease_until INTEGER NOT NULL
+        );
+      `;
+
 export const migrations: Migration[] = [
   {
     id: '001-sessions',
@@ -321,5 +332,10 @@ export const migrations: Migration[] = [
     id: '005-log-retention',
     sqlite: S005,
     postgres: onPostgres(S005),
+  },
+  {
+    id: '006-session-leases',
+    sqlite: S006,
+    postgres: onPostgres(S006),
   },
 ];

@@ -37,6 +37,8 @@ export interface ConnectionDeps {
   log: Logger;
   /** How a session's proxy URL is checked again before each connection. */
   proxyCheck: ProxyCheckOptions;
+  /** Takes or renews the session's lease (see `leases.ts`) before a socket opens; false: another instance drives the session. */
+  lease(sessionId: number): Promise<boolean>;
 }
 
 /** Close codes (Baileys' DisconnectReason and WhatsApp's stream errors). */
@@ -382,6 +384,12 @@ export class Connection {
 
   async #open(generation: number): Promise<void> {
     const { runtime, store, config, log } = this.#deps;
+    // No socket without the session's lease: another instance may drive it.
+    if (!(await this.#deps.lease(this.sessionId))) {
+      if (generation === this.#generation) this.yield('another Wharf instance drives this session (it holds its lease)');
+      return;
+    }
+    if (generation !== this.#generation) return;
     const proxyUrl = await this.#deps.host.proxyUrl(this.sessionId);
     let proxy: ProxyClients | undefined;
     if (proxyUrl) {
@@ -640,15 +648,7 @@ export class Connection {
 
   /** Stops for good with a status: no socket, no reconnect; `forget` drops the pairing. */
   #stop(status: SessionStatus, reason: string, forget = false): void {
-    this.#phase = 'stopped';
-    this.#lastReason = reason;
-    this.#failing = false;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#generation++;
-    this.#drop();
-    this.#qr = undefined;
-    this.#pairingCode = undefined;
+    this.#halt('stopped', reason);
     this.#pairingPhone = undefined;
     const now = new Date().toISOString();
     if (forget) this.#registered = false;
@@ -725,6 +725,31 @@ export class Connection {
     }
     await this.#opening;
     await this.#writes;
+  }
+
+  /**
+   * Another instance holds the session's lease (it took the session over, or this one could not
+   * renew in time): the socket closes at once and nothing reconnects. No status is reported: the
+   * instance that drives the session reports them.
+   */
+  yield(reason: string): void {
+    if (this.#phase === 'idle' || this.#phase === 'stopped') return;
+    this.#log.warn({ sessionId: this.sessionId }, `WhatsApp session ${this.sessionId}: ${reason}; its socket here is closed`);
+    this.#halt('idle', reason);
+    this.#settle();
+  }
+
+  /** Ends the socket and any reconnect under way, leaving the connection in `phase` (no status reported here). */
+  #halt(phase: 'idle' | 'stopped', reason: string): void {
+    this.#phase = phase;
+    this.#lastReason = reason;
+    this.#failing = false;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#generation++;
+    this.#drop();
+    this.#qr = undefined;
+    this.#pairingCode = undefined;
   }
 
   /** The watchdog: an open socket silent for longer than watchdog_silence_seconds is replaced. */

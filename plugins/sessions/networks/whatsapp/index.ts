@@ -20,6 +20,7 @@ import type { ProxyCheckOptions } from '../../address-guard.ts';
 import type { Logger } from '../../../../core/logger.ts';
 import { randomToken } from '../../../../core/tokens.ts';
 import type { WhatsAppConfig } from '../../config.ts';
+import type { SessionLeases } from '../../leases.ts';
 import { notConnectedMessage } from '../not-connected.ts';
 import { digitsOf, mediaOf, normalizePhone, participantJid, participantJids, recipientOf } from '../nodes.ts';
 import type {
@@ -63,6 +64,18 @@ export interface WhatsAppOptions {
   log: Logger;
   /** Loads Baileys (tests may count the loads). */
   load?: () => Promise<WhatsAppRuntime>;
+  /** The sessions' leases: the instance holding a session's lease is the only one with a socket for it. */
+  leases: SessionLeases;
+}
+
+/** `promise`, or a rejection once `ms` have passed (a database that hangs instead of failing). */
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from the database within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
 
 const MEDIA_FILE = /\/api\/media\/([A-Za-z0-9_-]{16,128})(?:\.[A-Za-z0-9]{1,10})?$/;
@@ -151,6 +164,11 @@ export class WhatsAppNetwork implements NetworkAdapter {
     return this.#store;
   }
 
+  /** The sessions' leases this instance takes and holds. */
+  get leases(): SessionLeases {
+    return this.#options.leases;
+  }
+
   /** Whether Baileys has been asked for (a whatsapp session connected or resumed). */
   get loaded(): boolean {
     return this.#runtime !== undefined;
@@ -165,7 +183,17 @@ export class WhatsAppNetwork implements NetworkAdapter {
     this.#deps ??= this.#loadRuntime().then((runtime) => {
       const log = this.#options.log;
       const mapper = new EventMapper({ runtime, host: this.#host, store: this.#store, log });
-      return { runtime, host: this.#host, store: this.#store, mapper, config: this.#options.config, log, proxyCheck: this.#options.proxyCheck };
+      const leases = this.#options.leases;
+      return {
+        runtime,
+        host: this.#host,
+        store: this.#store,
+        mapper,
+        config: this.#options.config,
+        log,
+        proxyCheck: this.#options.proxyCheck,
+        lease: (sessionId: number) => leases.take(sessionId),
+      };
     });
     return this.#deps;
   }
@@ -181,11 +209,36 @@ export class WhatsAppNetwork implements NetworkAdapter {
     return connection;
   }
 
-  /** The open socket of a session; 409 when it has none. */
-  #socket(session: NetworkSession): BaileysSocket {
+  /** The open socket of a session; 409 when it has none, 503 when another instance drives it. */
+  async #socket(session: NetworkSession): Promise<BaileysSocket> {
     const socket = this.#connections.get(session.id)?.socket;
-    if (!socket) throw new WharfError('not_connected', notConnectedMessage(session));
+    if (!socket) {
+      await this.#notDrivenElsewhere(session);
+      throw new WharfError('not_connected', notConnectedMessage(session));
+    }
     return socket;
+  }
+
+  /** 503 when another instance holds the session's lease: only that instance has its socket. */
+  async #notDrivenElsewhere(session: NetworkSession): Promise<void> {
+    const { leases } = this.#options;
+    if (leases.holds(session.id)) return;
+    const holder = await leases.holder(session.id);
+    if (holder !== null && holder !== leases.owner) {
+      throw new WharfError(
+        'unavailable',
+        `Session ${session.id} is driven by another Wharf instance (it holds the session's lease): only that instance has its WhatsApp connection. Retry: a balancer may send the request there, or this instance takes the session over if that one stops.`,
+        { retryAfter: Math.ceil(leases.ms / 1000) },
+      );
+    }
+  }
+
+  /** Takes the session's lease for a request that opens a socket; 503 when another instance holds it. */
+  async #lease(session: NetworkSession): Promise<void> {
+    if (await this.#options.leases.take(session.id)) return;
+    await this.#notDrivenElsewhere(session);
+    // Released between the two statements: try once more (and answer 503 if taken again).
+    if (!(await this.#options.leases.take(session.id))) await this.#notDrivenElsewhere(session);
   }
 
   async #mapper(): Promise<EventMapper> {
@@ -196,18 +249,25 @@ export class WhatsAppNetwork implements NetworkAdapter {
 
   async connect(session: NetworkSession, request: ConnectRequest): Promise<ConnectResult> {
     if (this.#closed) throw new WharfError('unavailable', 'The server is stopping', { retryAfter: 5 });
+    await this.#lease(session);
     const connection = await this.#connection(session.id);
     return connection.connect({ phoneNumber: request.phoneNumber }, request.phoneNumber ? 'connect requested (pairing by phone code)' : 'connect requested');
   }
 
   async disconnect(session: NetworkSession): Promise<ConnectResult> {
     const connection = this.#connections.get(session.id);
-    if (connection) return connection.disconnect('disconnected by request');
+    if (connection && connection.phase !== 'idle') {
+      const result = await connection.disconnect('disconnected by request');
+      await this.#options.leases.release(session.id);
+      return result;
+    }
+    await this.#notDrivenElsewhere(session);
     await this.#store.setResume(session.id, false, new Date().toISOString());
     return { status: session.status, message: 'The session is not connected' };
   }
 
   async restart(session: NetworkSession): Promise<ConnectResult> {
+    await this.#lease(session);
     const connection = await this.#connection(session.id);
     return connection.restart('restart requested');
   }
@@ -216,6 +276,8 @@ export class WhatsAppNetwork implements NetworkAdapter {
     const connection = this.#connections.get(session.id);
     const qr = connection?.qr;
     if (qr) return qr;
+    // The QR code of a session being paired elsewhere is on that instance.
+    if (!connection || connection.phase === 'idle') await this.#notDrivenElsewhere(session);
     // Say what is happening: the live connection's reason first, else the one stored with the status.
     const reason = connection?.reason || session.statusReason;
     const why =
@@ -230,7 +292,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async user(session: NetworkSession) {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const user = socket.user!;
     return {
       id: normalizeJid(user.id),
@@ -242,16 +304,50 @@ export class WhatsAppNetwork implements NetworkAdapter {
 
   async forget(session: NetworkSession): Promise<void> {
     const connection = this.#connections.get(session.id);
+    if (!connection || connection.phase === 'idle') await this.#notDrivenElsewhere(session);
     if (connection) await connection.logout('session deleted');
     this.#connections.delete(session.id);
     await this.#store.clearAuth(session.id);
+    await this.#options.leases.release(session.id);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     await Promise.all([...this.#connections.values()].map((c) => c.shutdown()));
     this.#connections.clear();
+    // After the last status writes: an instance taking a session over reports after them.
+    await this.#options.leases.releaseAll();
     await this.#fetch.close();
+  }
+
+  /**
+   * The heartbeat (every third of the lease): renews the lease of every session this instance
+   * has a connection for; a connection whose lease another instance took, or that could not be
+   * renewed before it ran out, closes its socket at once. Leases of stopped connections are released.
+   */
+  async renewLeases(now = Date.now()): Promise<void> {
+    if (this.#closed) return;
+    const { leases, log } = this.#options;
+    const held = leases.held();
+    await Promise.all(
+      [...this.#connections.values()].map(async (connection) => {
+        const id = connection.sessionId;
+        if (connection.phase === 'idle' || connection.phase === 'stopped') {
+          if (held.includes(id)) await leases.release(id);
+          return;
+        }
+        let kept: boolean;
+        try {
+          kept = await withDeadline(leases.take(id, now), leases.ms / 3);
+        } catch (err) {
+          log.warn({ err, sessionId: id }, 'renewing a session lease failed');
+          // Closed while a third of the lease is left (the next heartbeat would come too late): another
+          // instance takes the session over only once the lease has run out, so the two never overlap.
+          kept = leases.holds(id, Date.now() + leases.ms / 3);
+        }
+        if (!kept) connection.yield('another Wharf instance took this session over, or its lease could not be renewed in time');
+      }),
+    );
   }
 
   /**
@@ -261,24 +357,33 @@ export class WhatsAppNetwork implements NetworkAdapter {
    */
   async supervise(): Promise<void> {
     if (this.#closed) return;
-    if (!this.#resumed) {
-      this.#resumed = true;
-      const resume: number[] = [];
-      await this.#host.transaction(async () => {
-        for (const account of await this.#store.accounts()) {
-          const session = await this.#host.session(account.session_id);
-          // A session connected since the server started is in hand already.
-          if (!session || this.#connections.has(session.id)) continue;
-          if (account.resume && account.registered) resume.push(session.id);
-          else if (session.status === 'connecting' || session.status === 'need_scan' || session.status === 'connected') {
-            await this.#host.setStatus(session.id, 'disconnected', 'server restarted while pairing; connect again');
-          }
+    const first = !this.#resumed;
+    this.#resumed = true;
+    // Sessions to resume (paired, and connected when their instance stopped or died) and, at
+    // start-up, sessions left mid-pairing, which nobody drives: each once its lease is free.
+    const found: { id: number; resume: boolean }[] = [];
+    for (const account of await this.#store.accounts()) {
+      // A session with a connection here is in hand already.
+      const here = this.#connections.get(account.session_id);
+      if (here && here.phase !== 'idle') continue;
+      if (account.resume && account.registered) found.push({ id: account.session_id, resume: true });
+      else if (first) {
+        const session = await this.#host.session(account.session_id);
+        if (session?.status === 'connecting' || session?.status === 'need_scan' || session?.status === 'connected') {
+          found.push({ id: account.session_id, resume: false });
         }
-      });
-      for (const id of resume) {
-        const connection = await this.#connection(id);
-        if (connection.phase === 'idle') void connection.connect({}, 'server started: resuming');
       }
+    }
+    const { leases } = this.#options;
+    for (const { id, resume } of found) {
+      if (!(await leases.take(id))) continue;
+      if (!resume) {
+        await this.#host.setStatus(id, 'disconnected', 'server restarted while pairing; connect again');
+        await leases.release(id);
+        continue;
+      }
+      const connection = await this.#connection(id);
+      if (connection.phase === 'idle') void connection.connect({}, first ? 'server started: resuming' : 'resuming: the instance that drove it stopped');
     }
     const now = Date.now();
     for (const connection of this.#connections.values()) connection.watch(now);
@@ -304,7 +409,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   // Messages
 
   async send(session: NetworkSession, out: OutgoingMessage): Promise<void> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const runtime = await this.#loadRuntime();
     const mapper = await this.#mapper();
     const content = await contentOf(out, (url, type) => this.#media(session, url, MEDIA_URL_FIELD[type]));
@@ -363,7 +468,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async editMessage(session: NetworkSession, key: MessageKey, text: string): Promise<MessageNode> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const full = await this.#fullKey(session, key);
     try {
       await socket.sendMessage(full.remoteJid, { text, edit: full });
@@ -374,7 +479,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async deleteMessage(session: NetworkSession, key: MessageKey): Promise<void> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const full = await this.#fullKey(session, key);
     try {
       await socket.sendMessage(full.remoteJid, { delete: full });
@@ -384,7 +489,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async readMessages(session: NetworkSession, keys: MessageKey[]): Promise<void> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     try {
       await socket.readMessages(await Promise.all(keys.map((k) => this.#fullKey(session, k))));
     } catch (err) {
@@ -393,7 +498,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async react(session: NetworkSession, key: MessageKey, emoji: string): Promise<MessageKey> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const full = await this.#fullKey(session, key);
     let sent: Awaited<ReturnType<BaileysSocket['sendMessage']>>;
     try {
@@ -412,7 +517,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async sendPresence(session: NetworkSession, jid: string, type: PresenceType, delayMs?: number): Promise<void> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const chat = recipientOf(jid);
     if (!chat) throw invalid('jid', 'jid is not a phone number or JID');
     try {
@@ -459,7 +564,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async upsertContact(session: NetworkSession, input: { jid: string; fullName: string }): Promise<Contact> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const jid = await this.#contactJid(session, input.jid);
     try {
       await socket.addOrEditContact(jid, { fullName: input.fullName, firstName: input.fullName.split(' ')[0], saveOnPrimaryAddressbook: true });
@@ -483,7 +588,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async setBlocked(session: NetworkSession, jid: string, blocked: boolean): Promise<void> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const contactJid = await this.#contactJid(session, jid);
     try {
       await socket.updateBlockStatus(contactJid, blocked ? 'block' : 'unblock');
@@ -505,7 +610,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async profilePicture(session: NetworkSession, jid: string): Promise<string | null> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const contactJid = await this.#contactJid(session, jid);
     const url = await this.#picture(socket, contactJid);
     if (url) await this.#store.upsertContact(session.id, contactJid, { imgUrl: url }, new Date().toISOString());
@@ -513,7 +618,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async onWhatsApp(session: NetworkSession, phone: string) {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const normalized = normalizePhone(phone);
     if (!normalized) throw invalid('phone', 'phone must be in E.164 format');
     const pn = `${digitsOf(normalized)}@s.whatsapp.net`;
@@ -533,7 +638,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
     if (!jid) return null;
     const known = await this.#store.lidOfPn(session.id, jid);
     if (known) return known;
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     let lid: string | null;
     try {
       lid = await socket.signalRepository.lidMapping.getLIDForPN(jid);
@@ -552,7 +657,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
     const jid = `${match[1]}@lid`;
     const known = await this.#store.pnOfLid(session.id, jid);
     if (known) return known;
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     let pn: string | null;
     try {
       pn = await socket.signalRepository.lidMapping.getPNForLID(jid);
@@ -585,7 +690,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async groups(session: NetworkSession): Promise<GroupMetadata[]> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     let all: Awaited<ReturnType<BaileysSocket['groupFetchAllParticipating']>>;
     try {
       all = await socket.groupFetchAllParticipating();
@@ -605,13 +710,13 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async createGroup(session: NetworkSession, subject: string, participants: string[]): Promise<GroupMetadata> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const members = participantJids(participants);
     return this.#group(session, () => socket.groupCreate(subject, members));
   }
 
   async groupMetadata(session: NetworkSession, jid: string): Promise<GroupMetadata> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const groupJid = this.#groupJid(jid);
     return this.#group(session, () => socket.groupMetadata(groupJid)).catch((err: unknown) => {
       // WhatsApp answers forbidden for a group this account is not in: to the caller it does not exist.
@@ -625,7 +730,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
     action: 'add' | 'remove' | 'promote' | 'demote',
     participants: string[],
   ): Promise<ParticipantResult[]> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const groupJid = this.#groupJid(jid);
     const list = participantJids(participants);
     let results: Awaited<ReturnType<BaileysSocket['groupParticipantsUpdate']>>;
@@ -651,7 +756,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
     jid: string,
     settings: { subject?: string; description?: string; announce?: boolean; restrict?: boolean },
   ): Promise<GroupMetadata> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const groupJid = this.#groupJid(jid);
     try {
       if (settings.subject !== undefined) await socket.groupUpdateSubject(groupJid, settings.subject);
@@ -666,7 +771,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async leaveGroup(session: NetworkSession, jid: string): Promise<void> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const groupJid = this.#groupJid(jid);
     try {
       await socket.groupLeave(groupJid);
@@ -677,7 +782,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async groupInviteCode(session: NetworkSession, jid: string): Promise<string> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const groupJid = this.#groupJid(jid);
     let code: string | undefined;
     try {
@@ -690,14 +795,14 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async groupInviteInfo(session: NetworkSession, code: string): Promise<GroupMetadata> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     return this.#group(session, () => socket.groupGetInviteInfo(code)).catch((err: unknown) => {
       throw err instanceof WharfError && err.code === 'not_found' ? new WharfError('not_found', 'Invite not found') : err;
     });
   }
 
   async acceptGroupInvite(session: NetworkSession, code: string): Promise<string> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     let jid: string | undefined;
     try {
       jid = await socket.groupAcceptInvite(code);
@@ -709,7 +814,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async groupPicture(session: NetworkSession, jid: string): Promise<string | null> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     return this.#picture(socket, this.#groupJid(jid));
   }
 
@@ -730,7 +835,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
   }
 
   async decryptMedia(session: NetworkSession, node: MessageNode, key?: Partial<MessageKey>): Promise<StoredMedia> {
-    const socket = this.#socket(session);
+    const socket = await this.#socket(session);
     const runtime = await this.#loadRuntime();
     const found = mediaOf(node);
     if (!found) throw invalid('message', 'the message has no image, video, audio, document or sticker');
