@@ -256,10 +256,12 @@ describe('when the connection closes', () => {
     silent.silence();
     await until(async () => network.socketOf(s.id) !== silent && (await statusOf(app, s.id)) === 'connected', 'a new socket', 8000);
     expect(silent.closed).toBe(true);
-    await expect.poll(async () => (await statusEvents(s, from))[0]).toEqual({
-      status: 'connecting',
-      reason: expect.stringMatching(/^watchdog: nothing received for \d+ s; reconnecting$/),
-    });
+    await expect
+      .poll(async () => (await statusEvents(s, from))[0])
+      .toEqual({
+        status: 'connecting',
+        reason: expect.stringMatching(/^watchdog: nothing received for \d+ s; reconnecting$/),
+      });
   });
 });
 
