@@ -1,5 +1,5 @@
 /** Shared pieces of the benchmarks: servers to start, wrk to load them, medians and ratios. */
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -107,15 +107,21 @@ export interface WrkResult {
   p50ms: number;
   p99ms: number;
   errors: number;
+  /** Responses and socket errors in all. */
+  requests: number;
 }
 
-/** Runs wrk against a URL: one thread, `connections` connections, `seconds` long. */
-export function wrk(url: string, options: { connections?: number; seconds?: number; script?: string; headers?: Record<string, string> } = {}): WrkResult {
+type WrkOptions = { connections?: number; seconds?: number; script?: string; headers?: Record<string, string> };
+
+function wrkArgs(url: string, options: WrkOptions): string[] {
   const args = ['-t1', `-c${options.connections ?? 50}`, `-d${options.seconds ?? 5}s`, '--latency'];
   for (const [k, v] of Object.entries(options.headers ?? {})) args.push('-H', `${k}: ${v}`);
   if (options.script) args.push('-s', options.script);
   args.push(url);
-  const out = execFileSync(ensureWrk(), args, { encoding: 'utf8' });
+  return args;
+}
+
+function parseWrk(out: string): WrkResult {
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]);
   const unit = (v: string, u: string) => Number(v) * (u === 'us' ? 0.001 : u === 's' ? 1000 : 1);
   const lat = (p: string) => {
@@ -125,7 +131,20 @@ export function wrk(url: string, options: { connections?: number; seconds?: numb
   const errs = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
   const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
   const errors = (errs ? Number(errs[1]) : 0) + (sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0);
-  return { rps, p50ms: lat('50'), p99ms: lat('99'), errors };
+  const requests = Number(/(\d+) requests in/.exec(out)![1]);
+  return { rps, p50ms: lat('50'), p99ms: lat('99'), errors, requests };
+}
+
+/** Runs wrk against a URL: one thread, `connections` connections, `seconds` long. */
+export function wrk(url: string, options: WrkOptions = {}): WrkResult {
+  return parseWrk(execFileSync(ensureWrk(), wrkArgs(url, options), { encoding: 'utf8' }));
+}
+
+/** `wrk` in a child process without blocking this one: several at once, one per server. */
+export function wrkAsync(url: string, options: WrkOptions = {}): Promise<WrkResult> {
+  return new Promise((resolve, reject) => {
+    execFile(ensureWrk(), wrkArgs(url, options), { encoding: 'utf8' }, (err, out) => (err ? reject(err) : resolve(parseWrk(out))));
+  });
 }
 
 /** CPU time (user + system) a process has used so far, in microseconds. */
@@ -223,7 +242,12 @@ export const BENCH_USER = { email: 'bench@example.test', password: 'benchmark pa
  * Creates the benchmark owner (and its organization "Bench") in a data dir, with `wharf admin
  * create-user` run as `command` (the source entry through Node, or the built binary).
  */
-export function createBenchUser(command: [string, string[]], dataDir: string, extra: string[] = []): { user: { id: string }; org: { id: string } } {
+export function createBenchUser(
+  command: [string, string[]],
+  dataDir: string,
+  extra: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+): { user: { id: string }; org: { id: string } } {
   const [file, args] = command;
   const out = execFileSync(
     file,
@@ -242,9 +266,7 @@ export function createBenchUser(command: [string, string[]], dataDir: string, ex
       dataDir,
       '--json',
     ],
-    {
-      encoding: 'utf8',
-    },
+    { encoding: 'utf8', env: { ...process.env, ...env } },
   );
   return JSON.parse(out) as { user: { id: string }; org: { id: string } };
 }
@@ -260,4 +282,60 @@ export async function benchCookie(url: string): Promise<string> {
   const cookie = login.headers.getSetCookie().find((c) => c.startsWith('__session='));
   if (!cookie) throw new Error('login set no __session cookie');
   return cookie.split(';')[0]!;
+}
+
+export interface EngineCase {
+  /** The row's name, e.g. `wharf serve (source) on PostgreSQL, POST /api/tokens/validate`. */
+  name: string;
+  url: string;
+  /** A wrk Lua script (method and body). */
+  script?: string;
+  headers?: Record<string, string>;
+  /** The server's process, whose CPU time is counted. */
+  pid: number;
+}
+
+/**
+ * The same request on two servers (the baseline first), `rounds` rounds interleaved (a 1 s
+ * warm-up each time): the Markdown table of median req/s, p99 and the server's CPU µs per
+ * request, and the ratios second / first. An error response fails the benchmark unless
+ * `allowErrors`: then req/s counts the 2xx answers only, and the table gives the share refused.
+ */
+export function engineTable(
+  cases: readonly [EngineCase, EngineCase],
+  options: { rounds: number; seconds: number; connections: number; ratioLabel: string; allowErrors?: boolean },
+): string {
+  const { rounds, seconds, connections } = options;
+  const series = () => new Map(cases.map((c) => [c.name, [] as number[]]));
+  const [rps, p99, cpu, refused] = [series(), series(), series(), series()];
+  for (let round = 0; round < rounds; round++) {
+    for (const c of cases) {
+      const opts = { connections, headers: c.headers, ...(c.script ? { script: c.script } : {}) };
+      wrk(c.url, { ...opts, seconds: 1 }); // warm-up
+      const before = cpuMicros(c.pid);
+      const r = wrk(c.url, { ...opts, seconds });
+      if (r.errors && !options.allowErrors) throw new Error(`${c.name}: ${r.errors} errors under load`);
+      const ok = r.rps * (1 - r.errors / r.requests);
+      cpu.get(c.name)!.push((cpuMicros(c.pid) - before) / (r.rps * seconds));
+      rps.get(c.name)!.push(ok);
+      p99.get(c.name)!.push(r.p99ms);
+      refused.get(c.name)!.push((100 * r.errors) / r.requests);
+    }
+  }
+  const [base, other] = cases.map((c) => c.name) as [string, string];
+  const lines = [
+    `| server, request | ${options.allowErrors ? '2xx ' : ''}req/s (median) | p99 (ms) | CPU µs per request (median) |${options.allowErrors ? ' non-2xx (% of answers, median) |' : ''}`,
+    `|---|---|---|---|${options.allowErrors ? '---|' : ''}`,
+  ];
+  for (const c of cases)
+    lines.push(
+      `| ${c.name} | ${fmt(median(rps.get(c.name)!), 0)} | ${fmt(median(p99.get(c.name)!))} | ${fmt(median(cpu.get(c.name)!), 0)} |${options.allowErrors ? ` ${fmt(median(refused.get(c.name)!), 1)} |` : ''}`,
+    );
+  lines.push(
+    '',
+    `**${options.ratioLabel}: req/s ${fmt(medianRatio(rps.get(other)!, rps.get(base)!))}, p99 ${fmt(medianRatio(p99.get(other)!, p99.get(base)!))}, Wharf's CPU per request ${fmt(medianRatio(cpu.get(other)!, cpu.get(base)!))}** (medians of the rounds' ratios; CPU per answer of any status; the database server's own CPU, another process, is not counted).`,
+    '',
+    `(${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c${connections}; per-round req/s: ${perRound([base, other], rps)})`,
+  );
+  return lines.join('\n');
 }

@@ -19,6 +19,8 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   webhooks: () => import('./webhooks.ts'),
   'webhooks-rate': () => import('./webhooks-rate.ts'),
   messaging: () => import('./messaging.ts'),
+  'messaging-pg': () => import('./messaging-pg.ts'),
+  instances: () => import('./instances.ts'),
   objects: () => import('./objects.ts'),
   whatsapp: () => import('./whatsapp.ts'),
   'db-layers': () => import('./db-layers.ts'),

@@ -26,6 +26,28 @@ export interface StorageBench {
   stderrTail(): string;
 }
 
+/** Creates an app (its bucket) through the dashboard API at `url`, with `dashboard`'s cookie and Origin. */
+export async function createApp(url: string, dashboard: Record<string, string>, name: string): Promise<{ id: string; bucketName: string }> {
+  const res = await fetch(`${url}/api/apps`, {
+    method: 'POST',
+    headers: { ...dashboard, 'content-type': 'application/json' },
+    body: JSON.stringify({ name }),
+  });
+  if (res.status !== 201) throw new Error(`create app: ${res.status} ${await res.text()}`);
+  return (await res.json()) as { id: string; bucketName: string };
+}
+
+/** Creates an upload token for `appId` through the dashboard API at `url`; the token. */
+export async function createToken(url: string, dashboard: Record<string, string>, appId: string): Promise<string> {
+  const res = await fetch(`${url}/api/tokens`, {
+    method: 'POST',
+    headers: { ...dashboard, 'content-type': 'application/json' },
+    body: JSON.stringify({ appId, name: 'bench' }),
+  });
+  if (res.status !== 201) throw new Error(`create token: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { token: string }).token;
+}
+
 export async function storageBench(tag: string): Promise<StorageBench> {
   const target = await ensureS3();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `wharf-bench-${tag}-`));
@@ -61,24 +83,8 @@ export async function storageBench(tag: string): Promise<StorageBench> {
     server,
     url: server.url,
     dashboard: { cookie, origin: server.url },
-    async createApp(name) {
-      const res = await fetch(`${bench.url}/api/apps`, {
-        method: 'POST',
-        headers: { ...bench.dashboard, 'content-type': 'application/json' },
-        body: JSON.stringify({ name }),
-      });
-      if (res.status !== 201) throw new Error(`create app: ${res.status} ${await res.text()}`);
-      return (await res.json()) as { id: string; bucketName: string };
-    },
-    async createToken(appId) {
-      const res = await fetch(`${bench.url}/api/tokens`, {
-        method: 'POST',
-        headers: { ...bench.dashboard, 'content-type': 'application/json' },
-        body: JSON.stringify({ appId, name: 'bench' }),
-      });
-      if (res.status !== 201) throw new Error(`create token: ${res.status} ${await res.text()}`);
-      return ((await res.json()) as { token: string }).token;
-    },
+    createApp: (name) => createApp(bench.url, bench.dashboard, name),
+    createToken: (appId) => createToken(bench.url, bench.dashboard, appId),
     async stop() {
       await server.stop();
     },

@@ -7,11 +7,8 @@
  */
 import fs from 'node:fs';
 import { freshDatabase } from '../test/helpers/postgres.ts';
-import { cpuMicros, fmt, median, medianRatio, wrk, perRound } from './lib.ts';
+import { type EngineCase, engineTable } from './lib.ts';
 import { type StorageBench, storageBench, wrkScript } from './storage-setup.ts';
-
-/** The plugins not ported to the data layer, off on PostgreSQL (they would refuse the start). */
-const NOT_ON_POSTGRES = ['sessions', 'webhooks'];
 
 /** A storage bench whose server (and the command that creates its user) runs with `env`. */
 async function benchWith(tag: string, env: Record<string, string>): Promise<StorageBench> {
@@ -32,50 +29,28 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
   const seconds = options.seconds ?? 5;
   const connections = options.connections ?? 50;
   const url = await freshDatabase();
-  const off = Object.fromEntries(NOT_ON_POSTGRES.map((p) => [`WHARF_PLUGINS__${p.toUpperCase()}__ENABLED`, 'false']));
   const benches = [
     { engine: 'SQLite', bench: await benchWith('validate-sqlite', {}) },
-    { engine: 'PostgreSQL', bench: await benchWith('validate-pg', { ...off, WHARF_DATABASE__URL: url }) },
+    { engine: 'PostgreSQL', bench: await benchWith('validate-pg', { WHARF_DATABASE__URL: url }) },
   ];
   try {
-    const cases = [];
+    const cases: EngineCase[] = [];
     for (const { engine, bench } of benches) {
       const app = await bench.createApp('validate');
       const body = JSON.stringify({ token: await bench.createToken(app.id) });
       const first = await fetch(`${bench.url}/api/tokens/validate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
       if (first.status !== 200) throw new Error(`${engine}: validate answered ${first.status} ${await first.text()}`);
       const script = wrkScript(bench.dataDir, 'validate', { method: 'POST', body, headers: { 'Content-Type': 'application/json' } });
-      cases.push({ name: `wharf serve (source) on ${engine}, POST /api/tokens/validate`, url: `${bench.url}/api/tokens/validate`, script, bench });
+      cases.push({
+        name: `wharf serve (source) on ${engine}, POST /api/tokens/validate`,
+        url: `${bench.url}/api/tokens/validate`,
+        script,
+        pid: bench.server.child.pid!,
+      });
     }
-    const rps = new Map(cases.map((c) => [c.name, [] as number[]]));
-    const p99 = new Map(cases.map((c) => [c.name, [] as number[]]));
-    const cpu = new Map(cases.map((c) => [c.name, [] as number[]]));
-    for (let round = 0; round < rounds; round++) {
-      for (const c of cases) {
-        wrk(c.url, { seconds: 1, script: c.script, connections }); // warm-up
-        const before = cpuMicros(c.bench.server.child.pid!);
-        const r = wrk(c.url, { seconds, script: c.script, connections });
-        cpu.get(c.name)!.push((cpuMicros(c.bench.server.child.pid!) - before) / (r.rps * seconds));
-        if (r.errors) throw new Error(`${c.name}: ${r.errors} errors under load`);
-        rps.get(c.name)!.push(r.rps);
-        p99.get(c.name)!.push(r.p99ms);
-      }
-    }
-    for (const c of cases) fs.rmSync(c.script, { force: true });
-    const [sqlite, postgres] = cases.map((c) => c.name) as [string, string];
-    const lines = ['| server, request | req/s (median) | p99 (ms) | CPU µs per request (median) |', '|---|---|---|---|'];
-    for (const c of cases)
-      lines.push(`| ${c.name} | ${fmt(median(rps.get(c.name)!), 0)} | ${fmt(median(p99.get(c.name)!))} | ${fmt(median(cpu.get(c.name)!), 0)} |`);
-    lines.push(
-      '',
-      `**PostgreSQL / SQLite: req/s ${fmt(medianRatio(rps.get(postgres)!, rps.get(sqlite)!))}, Wharf's CPU per request ${fmt(medianRatio(cpu.get(postgres)!, cpu.get(sqlite)!))}** (medians of the rounds' ratios; PostgreSQL's own CPU, another process on the same machine, is not counted).`,
-      '',
-      `(${rounds} rounds of ${seconds} s per case, interleaved; wrk -t1 -c${connections}; per-round req/s: ${perRound(
-        cases.map((x) => x.name),
-        rps,
-      )})`,
-    );
-    return lines.join('\n');
+    const table = engineTable(cases as [EngineCase, EngineCase], { rounds, seconds, connections, ratioLabel: 'PostgreSQL / SQLite' });
+    for (const c of cases) fs.rmSync(c.script!, { force: true });
+    return table;
   } finally {
     for (const { bench } of benches) await bench.cleanup();
   }
