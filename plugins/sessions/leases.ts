@@ -25,12 +25,12 @@ export class SessionLeases {
   readonly #held = new Map<number, number>();
 
   /** Whether other instances may share the database (PostgreSQL). Not on SQLite: a lease another owner left (a crash) never stands in the way. */
-  readonly #shared: boolean;
+  readonly shared: boolean;
 
   constructor(db: Db, leaseSeconds: number, options: { shared: boolean }) {
     this.#db = db;
     this.ms = leaseSeconds * 1000;
-    this.#shared = options.shared;
+    this.shared = options.shared;
   }
 
   /**
@@ -44,7 +44,7 @@ export class SessionLeases {
        ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
        WHERE sessions_leases.owner = excluded.owner OR sessions_leases.lease_until <= ?
        RETURNING session_id`,
-      [sessionId, this.owner, until, this.#shared ? now : Number.MAX_SAFE_INTEGER],
+      [sessionId, this.owner, until, this.shared ? now : Number.MAX_SAFE_INTEGER],
     );
     if (rows.length === 0) {
       this.#held.delete(sessionId);
@@ -66,7 +66,7 @@ export class SessionLeases {
 
   /** The instance holding a live lease on a session, or null when none does. */
   async holder(sessionId: number, now = Date.now()): Promise<string | null> {
-    if (!this.#shared) return null;
+    if (!this.shared) return null;
     return (await this.#db.value<string>('SELECT owner FROM sessions_leases WHERE session_id = ? AND lease_until > ?', [sessionId, now])) ?? null;
   }
 

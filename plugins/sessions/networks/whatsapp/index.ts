@@ -359,6 +359,16 @@ export class WhatsAppNetwork implements NetworkAdapter {
     if (this.#closed) return;
     const first = !this.#resumed;
     this.#resumed = true;
+    const { leases } = this.#options;
+    // After the first run only another instance's sessions can need taking over: alone on the
+    // database (SQLite) there is none, so the accounts are not read again every tick.
+    if (first || leases.shared) await this.#takeOver(first);
+    const now = Date.now();
+    for (const connection of this.#connections.values()) connection.watch(now);
+  }
+
+  /** Resumes the sessions to drive whose lease is free; at start-up, marks those left mid-pairing disconnected. */
+  async #takeOver(first: boolean): Promise<void> {
     // Sessions to resume (paired, and connected when their instance stopped or died) and, at
     // start-up, sessions left mid-pairing, which nobody drives: each once its lease is free.
     const found: { id: number; resume: boolean }[] = [];
@@ -385,8 +395,6 @@ export class WhatsAppNetwork implements NetworkAdapter {
       const connection = await this.#connection(id);
       if (connection.phase === 'idle') void connection.connect({}, first ? 'server started: resuming' : 'resuming: the instance that drove it stopped');
     }
-    const now = Date.now();
-    for (const connection of this.#connections.values()) connection.watch(now);
   }
 
   /** Bounds the message store and drops expired uploads (hourly). */
