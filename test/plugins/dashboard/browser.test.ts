@@ -662,7 +662,8 @@ describe('the dashboard, overview, keyboard, phone, sign-out', () => {
     await expect.poll(() => page.getByRole('dialog').isVisible()).toBe(true);
     await page.keyboard.press('Escape');
     await expect.poll(() => page.getByRole('dialog').isVisible()).toBe(false);
-    expect(await focused()).toBe('Rename or change the limit');
+    // The focus returns once the dialog has unmounted (a frame after it hides): poll.
+    await expect.poll(focused).toBe('Rename or change the limit');
     expect((await api('GET', '/api/apps')).body.apps.find((a: { name: string }) => a.name === 'Keyboard app').storageLimit).toBe(1024 ** 3);
 
     await page.goto(`${app.url}/#/apps`);
@@ -709,7 +710,7 @@ describe('the dashboard, overview, keyboard, phone, sign-out', () => {
       expect(await menu.getAttribute('aria-expanded')).toBe('true');
       await apps.click();
       await expect.poll(() => heading(phone)).toBe('Apps');
-      expect(await apps.isVisible()).toBe(false);
+      await expect.poll(() => apps.isVisible()).toBe(false);
       await phone.getByRole('link', { name: 'Photos', exact: true }).click();
       await expect.poll(() => heading(phone)).toBe('Photos');
       // A short name with a dash stays on one line (it breaks only where it must), and one file is "1 file".
