@@ -1,7 +1,8 @@
 /**
  * `wharf migrate-data --to postgres://...`: a real instance filled through its API on SQLite,
  * moved into a fresh PostgreSQL database, then served from it with the same data dir (the same
- * data through the API, logins and the old session included); the copy itself on tables made
+ * data through the API, logins and the old session included, an app's files found by every kind of
+ * search term and downloaded); the copy itself on tables made
  * for it (identity columns, foreign keys against name order, triggers, 64-bit integers, blobs,
  * batches); and every refusal, each one line with nothing written to the target.
  */
@@ -80,7 +81,25 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
           name: x.name,
           bucketName: x.bucketName,
         })),
-        tokens: (await a.request('GET', `/api/tokens?appId=${app.body.id}`, { headers })).body,
+        // lastUsedAt left out: the file searches below use the token.
+        tokens: ((await a.request('GET', `/api/tokens?appId=${app.body.id}`, { headers })).body.tokens as Record<string, unknown>[]).map(
+          ({ lastUsedAt, ...t }) => ({ ...t, used: lastUsedAt !== null }),
+        ),
+        usage: ((await a.request('GET', '/api/apps', { headers })).body.apps as Record<string, unknown>[]).map((x) => [
+          x.storedBytes,
+          x.fileCount,
+          x.usedBytes,
+        ]),
+        // The app's files and searches of every kind (1, 2 and 3+ characters: SQLite's n-gram and
+        // trigram tables stay behind, PostgreSQL answers from its own indexes of the moved rows).
+        files: Object.fromEntries(
+          await Promise.all(
+            ['', 'e', 'Q3', 'report', 'zz'].map(async (term) => {
+              const res = await a.request('GET', `/api/files?search=${encodeURIComponent(term)}`, { headers: { authorization: `Bearer ${token.body.token}` } });
+              return [term, { status: res.status, total: res.body.pagination.total, names: (res.body.files as { name: string }[]).map((f) => f.name).sort() }];
+            }),
+          ),
+        ),
       };
     };
     // An app on the embedded store and one of its API tokens.
@@ -88,8 +107,26 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
     expect(app.status, app.text).toBe(201);
     const token = await api.request('POST', '/api/tokens', { headers: owner.headers, body: { appId: app.body.id, name: 'ci' } });
     expect(token.status, token.text).toBe(201);
+    // Three files in it, uploaded with the command-line client (objects stored, records registered).
+    const filesDir = tempDir('wharf-migrate-files-');
+    const contents: Record<string, string> = { 'Q3 report.pdf': '%PDF-1.7 quarterly', 'notes.txt': 'hello from SQLite\n', 'ab.bin': 'x'.repeat(3000) };
+    for (const [name, body] of Object.entries(contents)) fs.writeFileSync(path.join(filesDir, name), body);
+    const up = await wharfAsync(['files', 'upload', ...Object.keys(contents), '--token', token.body.token, '--instance', server.url, '--json'], {
+      cwd: filesDir,
+      env: onlyPorted,
+    });
+    expect(up.status, up.stderr).toBe(0);
+    const uploaded = JSON.parse(up.stdout).files as { key: string; name: string }[];
     const before = await lists(server.url, owner.headers);
     expect(before.invitations.invitations).toHaveLength(1);
+    expect(before.usage).toEqual([[3036, 3, 3036]]);
+    expect(before.files).toEqual({
+      '': { status: 200, total: 3, names: ['Q3 report.pdf', 'ab.bin', 'notes.txt'] },
+      e: { status: 200, total: 2, names: ['Q3 report.pdf', 'notes.txt'] },
+      Q3: { status: 200, total: 1, names: ['Q3 report.pdf'] },
+      report: { status: 200, total: 1, names: ['Q3 report.pdf'] },
+      zz: { status: 200, total: 0, names: [] },
+    });
 
     // Refused while the server runs on the data dir: nothing written.
     const target = await freshDatabase();
@@ -114,7 +151,7 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
     expect(rows).toMatchObject({ identity_users: 2, identity_orgs: 3, identity_memberships: 3, identity_invitations: 1, identity_setup_tokens: 1 });
     expect(rows.identity_login_sessions).toBeGreaterThanOrEqual(1);
     expect(result.target).toBe(target.replace(':testsecret@', ':***@'));
-    expect(rows).toMatchObject({ storage_apps: 1, tokens_app_tokens: 1 });
+    expect(rows).toMatchObject({ storage_apps: 1, storage_files: 3, tokens_app_tokens: 1 });
     // Left behind: the migrations (the target records its own) and SQLite's own search index
     // (storage's full-text and n-gram tables; PostgreSQL searches with pg_trgm and a generated column).
     expect(result.skipped[0]).toEqual({ table: '_migrations', rows: result.migrations, reason: 'the target records its own migrations' });
@@ -137,6 +174,13 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
     const validated = await again.request('POST', '/api/tokens/validate', { body: { token: token.body.token } });
     expect(validated.status, validated.text).toBe(200);
     expect(validated.body).toMatchObject({ valid: true, appId: app.body.id });
+    // The objects stayed in the data dir's embedded store: a moved record downloads its bytes.
+    for (const f of uploaded) {
+      const out = path.join(filesDir, `moved-${f.name}`);
+      const got = await wharfAsync(['files', 'get', f.key, '--out', out, '--token', token.body.token, '--instance', server.url], { env: onlyPorted });
+      expect(got.status, got.stderr).toBe(0);
+      expect(fs.readFileSync(out, 'utf8')).toBe(contents[f.name]);
+    }
     // The database is PostgreSQL's: a new org lands there.
     expect((await again.request('POST', '/api/orgs', { headers: { cookie, origin: server.url }, body: { name: 'Fourth' } })).status).toBe(201);
     expect(await server.stop()).toBe(0);
