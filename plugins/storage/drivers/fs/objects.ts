@@ -9,9 +9,10 @@
  *   .wharf/tmp/                  bytes being received
  *   .wharf/multipart/<id>/<n>    parts of unfinished multipart uploads
  *
- * A write goes to a temporary file, is fsynced and renamed into the bucket, and only then is its
- * row committed: a reader finds an object through its row, so it sees the old bytes or the new
- * ones, never a part. A crash or a full disk leaves at most a temporary file (removed on the next
+ * A write goes to a temporary file, is fsynced, renamed into the bucket and the directory synced
+ * (so the name survives a power loss too), and only then is its row committed; it is acknowledged
+ * once the index's WAL is synced (a group commit, off the event loop). A reader finds an object
+ * through its row, so it sees the old bytes or the new ones, never a part. A crash or a full disk leaves at most a temporary file (removed on the next
  * start) or an unreferenced blob, never a row without its bytes. Keys are only ever stored in the
  * index, so no key (`..`, `%2e%2e`, backslashes, absolute paths) can name a path.
  */
@@ -220,6 +221,27 @@ const SMALL_BODY_BYTES = 256 * 1024;
 const EARLY_SYNC_BYTES = 8 << 20;
 
 const datasync = (fd: number) => new Promise<void>((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+/**
+ * fsyncs a file or a directory: a rename or a new entry in it survives a power loss or a kernel crash only
+ * once its directory is synced (a file's fsync covers its bytes, not the name pointing at them).
+ */
+async function fsyncPath(file: string): Promise<void> {
+  const handle = await fsp.open(file, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+/** {@link fsyncPath} on the event loop: for the rare directories made with their row (a bucket, a multipart upload). */
+function fsyncPathNow(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
 const writevAt = (fd: number, pieces: Buffer[], position: number) =>
   new Promise<number>((resolve, reject) => fs.writev(fd, pieces, position, (err, n) => (err ? reject(err) : resolve(n))));
 const writeAt = (fd: number, data: Buffer, off: number, position: number) =>
@@ -242,6 +264,10 @@ export class ObjectStore {
   readonly #statements = new Map<string, Statement>();
   /** Writes waiting for the shared transaction of {@link #record}. */
   #pending: { record: () => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void }[] = [];
+  /** The index's write-ahead log, synced after each group of object writes ({@link ObjectStore.#syncWal}). */
+  readonly #wal: string;
+  #runningSync: Promise<void> | undefined;
+  #queuedSync: Promise<void> | undefined;
 
   constructor(root: string, options: ObjectStoreOptions = {}) {
     this.#onChange = options.onChange;
@@ -252,6 +278,7 @@ export class ObjectStore {
     fs.mkdirSync(this.#tmp, { recursive: true, mode: 0o700 });
     fs.mkdirSync(this.#multipart, { recursive: true, mode: 0o700 });
     this.#db = openDatabase(path.join(meta, 'index.db'));
+    this.#wal = path.join(meta, 'index.db-wal');
     this.#db.exec(`
       CREATE TABLE IF NOT EXISTS buckets (name TEXT PRIMARY KEY, created INTEGER NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS objects (
@@ -320,7 +347,7 @@ export class ObjectStore {
     });
   }
 
-  #flush(): void {
+  async #flush(): Promise<void> {
     const group = this.#pending;
     this.#pending = [];
     const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
@@ -334,6 +361,10 @@ export class ObjectStore {
           }
         }
       })();
+      // The index runs with synchronous = NORMAL (no fsync in COMMIT, which would block the
+      // event loop): the WAL is synced here, off the loop and shared by the groups committed
+      // meanwhile, before any write of the group is acknowledged.
+      if (outcomes.some((o) => o.ok)) await this.#syncWal();
     } catch (error) {
       for (const item of group) item.reject(error);
       return;
@@ -343,6 +374,27 @@ export class ObjectStore {
       if (outcome.ok) item.resolve(outcome.value);
       else item.reject(outcome.error);
     }
+  }
+
+  /**
+   * An fdatasync of the index's WAL that starts after this call: commits made before it are
+   * durable once it settles. Calls made while one runs share the next one (group commit).
+   */
+  #syncWal(): Promise<void> {
+    if (!this.#queuedSync) {
+      const next: Promise<void> = (this.#runningSync ?? Promise.resolve())
+        .catch(() => undefined)
+        .then(() => {
+          this.#queuedSync = undefined;
+          this.#runningSync = next;
+          return fsyncPath(this.#wal);
+        })
+        .finally(() => {
+          if (this.#runningSync === next) this.#runningSync = undefined;
+        });
+      this.#queuedSync = next;
+    }
+    return this.#queuedSync;
   }
 
   // ------------------------------------------------------------------ buckets
@@ -362,7 +414,7 @@ export class ObjectStore {
   /** Creates the bucket; false when it existed already. */
   createBucket(bucket: string): boolean {
     if (!BUCKET_NAME.test(bucket) || bucket.includes('..')) throw new S3Error('InvalidBucketName', 400, 'The specified bucket is not valid.');
-    fs.mkdirSync(path.join(this.root, bucket), { recursive: true, mode: 0o700 });
+    if (fs.mkdirSync(path.join(this.root, bucket), { recursive: true, mode: 0o700 })) fsyncPathNow(this.root);
     return this.#st('INSERT OR IGNORE INTO buckets (name, created) VALUES (?, ?)').run(bucket, Date.now()).changes === 1;
   }
 
@@ -507,15 +559,22 @@ export class ObjectStore {
     return { tmp, size, md5: md5.digest() };
   }
 
-  /** Renames a received file to `target`, making the target's directory (`<bucket>/<2 hex>`) when it is missing. */
+  /**
+   * Renames a received file to `target`, making the target's directory (`<bucket>/<2 hex>`) when
+   * it is missing, and syncs the directories it changed: the row committed next never points at a
+   * name a power loss could take back.
+   */
   async #renameInto(from: string, target: string): Promise<void> {
+    const dir = path.dirname(target);
     try {
       await fsp.rename(from, target);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      await fsp.mkdir(path.dirname(target), { recursive: true, mode: 0o700 });
+      await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
+      await fsyncPath(path.dirname(dir));
       await fsp.rename(from, target);
     }
+    await fsyncPath(dir);
   }
 
   async discard(received: Received): Promise<void> {
@@ -646,9 +705,12 @@ export class ObjectStore {
       if (prev) this.#st('DELETE FROM objects WHERE bucket = ? AND key = ?').run(bucket, key);
       return prev?.blob;
     })();
-    if (blob) await this.#onChange?.(bucket, [{ key, size: undefined }]);
-    if (blob) await fsp.rm(this.#blobPath(bucket, blob), { force: true });
-    return blob !== undefined;
+    if (!blob) return false;
+    // The row's removal is durable before its bytes go: a power loss never leaves it without them.
+    await this.#syncWal();
+    await this.#onChange?.(bucket, [{ key, size: undefined }]);
+    await fsp.rm(this.#blobPath(bucket, blob), { force: true });
+    return true;
   }
 
   /**
@@ -669,7 +731,10 @@ export class ObjectStore {
       }
       return out;
     })();
-    if (removed.length) await this.#onChange?.(bucket, removed);
+    if (removed.length) {
+      await this.#syncWal();
+      await this.#onChange?.(bucket, removed);
+    }
     for (let i = 0; i < blobs.length; i += 32) {
       await Promise.all(blobs.slice(i, i + 32).map((blob) => fsp.rm(this.#blobPath(bucket, blob), { force: true })));
     }
@@ -839,6 +904,7 @@ export class ObjectStore {
     this.requireBucket(bucket);
     const id = randomUUID().replace(/-/g, '') + randomUUID().replace(/-/g, '');
     fs.mkdirSync(path.join(this.#multipart, id), { mode: 0o700 });
+    fsyncPathNow(this.#multipart);
     this.#st('INSERT INTO uploads (id, bucket, key, initiated, meta) VALUES (?, ?, ?, ?, ?)').run(id, bucket, key, Date.now(), JSON.stringify(meta));
     return id;
   }
@@ -877,6 +943,7 @@ export class ObjectStore {
     const blob = path.join(this.#multipart, upload.id, `${partNumber}.${randomUUID()}`);
     try {
       await fsp.rename(received.tmp, blob);
+      await fsyncPath(path.dirname(blob));
     } catch (err) {
       await this.discard(received);
       throw err;
@@ -897,6 +964,7 @@ export class ObjectStore {
       await fsp.rm(blob, { force: true });
       throw err;
     }
+    await this.#syncWal();
     if (prevBlob) await fsp.rm(prevBlob, { force: true });
     return part;
   }

@@ -2,7 +2,9 @@
  * How the embedded store writes objects (issue 16): bodies gathered into large writes with
  * background syncs, small ones in one write; rows of concurrent writes committed together (one
  * transaction, a savepoint each), so a failing write fails alone; and an object acknowledged over
- * HTTP is there after the process is killed with SIGKILL right after the answers.
+ * HTTP is there after the process is killed with SIGKILL right after the answers; a name is synced
+ * (its directory fsynced) before the row that points at it is written, so a power loss cannot leave
+ * a row without its bytes (the order read from strace).
  */
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -13,6 +15,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ObjectStore, S3Error } from '../../../../plugins/storage/drivers/fs/objects.ts';
 import { SigV4Presigner } from '../../../../plugins/storage/drivers/sigv4.ts';
 import { tempDir } from '../../../helpers/app.ts';
+import { ensureDebianTool } from '../../../helpers/debian.ts';
 
 const meta = { contentType: 'application/octet-stream', user: {}, headers: {} };
 const stores: ObjectStore[] = [];
@@ -106,6 +109,60 @@ describe('rows of concurrent writes', () => {
 });
 
 describe('durability', () => {
+  it('a name is synced before its row, the row before the answer: rename, fsync of the directory, the WAL write, its fsync, then the promise settles (strace)', async () => {
+    const dir = tempDir('wharf-writes-order-');
+    const module = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../plugins/storage/drivers/fs/objects.ts');
+    const code = `
+      const { ObjectStore } = await import(${JSON.stringify(module)});
+      const store = new ObjectStore(${JSON.stringify(dir)});
+      store.createBucket('bkt');
+      const meta = { contentType: 'application/octet-stream', user: {}, headers: {} };
+      async function* body() { yield Buffer.alloc(4096, 7); }
+      const fs = await import('node:fs');
+      // A rename of nothing: a mark in the trace when a promise settles (the write is acknowledged).
+      const mark = (name) => { try { fs.renameSync('/nonexistent/' + name, '/nonexistent/x'); } catch {} };
+      await store.commit('bkt', 'k', await store.receive(body()), meta);
+      mark('committed');
+      const upload = store.createUpload('bkt', 'big', meta);
+      await store.putPart(store.upload('bkt', 'big', upload), 1, await store.receive(body()));
+      mark('part');
+      store.close();`;
+    const trace = path.join(tempDir('wharf-strace-'), 'trace');
+    const strace = await ensureDebianTool('/usr/bin/strace', 'strace');
+    const child = spawn(strace, ['-f', '-y', '-e', 'trace=rename,fsync,fdatasync,pwrite64', '-o', trace, process.execPath, '--input-type=module', '-e', code], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(0);
+    const lines = fs.readFileSync(trace, 'utf8').split('\n');
+    const at = (re: RegExp, from = 0) => lines.findIndex((l, i) => i >= from && re.test(l));
+    const esc = (p: string) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    // The bucket's directory entry is synced when the bucket is made.
+    expect(at(new RegExp(`fsync\\(\\d+<${esc(dir)}>\\) = 0`))).toBeGreaterThanOrEqual(0);
+    // The object: renamed into <bucket>/<2 hex>/, that directory synced, and only then its row written.
+    const renamed = at(new RegExp(`rename\\("[^"]+", "${esc(dir)}/bkt/([0-9a-f]{2})/[0-9a-f-]{36}"\\) = 0`));
+    expect(renamed, lines.join('\n')).toBeGreaterThanOrEqual(0);
+    const sub = /\/bkt\/([0-9a-f]{2})\//.exec(lines[renamed]!)![1]!;
+    const synced = at(new RegExp(`fsync\\(\\d+<${esc(dir)}/bkt/${sub}>\\) = 0`), renamed);
+    expect(synced).toBeGreaterThan(renamed);
+    const row = at(/pwrite64\(\d+<[^>]*index\.db-wal>/, renamed);
+    expect(row).toBeGreaterThan(synced);
+    // Acknowledged once the WAL holding the row is synced.
+    const acknowledged = at(/rename\("\/nonexistent\/committed"/);
+    const walSynced = at(/f(data)?sync\(\d+<[^>]*index\.db-wal>\) = 0/, row);
+    expect(walSynced).toBeGreaterThan(row);
+    expect(acknowledged).toBeGreaterThan(walSynced);
+    // A multipart part: renamed into its upload's directory, which is synced before the part's row.
+    const part = at(new RegExp(`rename\\("[^"]+", "${esc(dir)}/\\.wharf/multipart/([0-9a-f]+)/1\\.[0-9a-f-]+"\\) = 0`));
+    expect(part).toBeGreaterThan(row);
+    const partSynced = at(new RegExp(`fsync\\(\\d+<${esc(dir)}/\\.wharf/multipart/[0-9a-f]+>\\) = 0`), part);
+    expect(partSynced).toBeGreaterThan(part);
+    const partRow = at(/pwrite64\(\d+<[^>]*index\.db-wal>/, part);
+    expect(partRow).toBeGreaterThan(partSynced);
+    const partWalSynced = at(/f(data)?sync\(\d+<[^>]*index\.db-wal>\) = 0/, partRow);
+    expect(partWalSynced).toBeGreaterThan(partRow);
+    expect(at(/rename\("\/nonexistent\/part"/)).toBeGreaterThan(partWalSynced);
+  });
+
   it('objects acknowledged over HTTP are all there after SIGKILL right after the answers', async () => {
     const dir = tempDir('wharf-writes-kill-');
     const before = new ObjectStore(dir);
