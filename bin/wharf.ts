@@ -311,8 +311,7 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
       (y) => y.positional('action', { choices: ['status', 'up'] as const, demandOption: true }),
       async (args) => {
         const config = loadConfig(args, plugins);
-        const { migrate, migrationStatus } = await import('../core/migrations.ts');
-        const { migrationSets } = await import('../core/lifecycle.ts');
+        const { migrate, migrationSets, migrationStatus } = await import('../core/migrations.ts');
         const { data } = await openOrFail(config, false);
         try {
           const sets = migrationSets(config.order);

@@ -6,6 +6,7 @@
  * plugins last-in-first-out, then the database.
  */
 import http from 'node:http';
+import path from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
 import type Koa from 'koa';
 import { Registry, collectDefaultMetrics } from 'prom-client';
@@ -16,7 +17,8 @@ import type { AnyPlugin, CoreConfig, ResolvedConfig } from './config.ts';
 import type { Database, DbHandle } from './db.ts';
 import { openPostgres } from './db-postgres.ts';
 import { SqliteDb, openSqlite } from './db-sqlite.ts';
-import { type MigrationSet, migrate } from './migrations.ts';
+import { migrate, migrationSets } from './migrations.ts';
+import { keysMismatch } from './keys-check.ts';
 import { type Keys, loadKeys, prepareDataDir } from './keys.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { writeServePid } from './serve-pid.ts';
@@ -60,11 +62,6 @@ export interface StartOptions {
   log?: Logger;
 }
 
-/** Migration sets of the enabled plugins, in setup order. */
-export function migrationSets(order: readonly AnyPlugin[]): MigrationSet[] {
-  return order.filter((p) => p.migrations?.length).map((p) => ({ plugin: p.name, migrations: p.migrations! }));
-}
-
 /**
  * Starts a server from a validated config, in named steps: open the data dir (keys, database),
  * migrate, set the plugins up, compose the HTTP app, listen, start the timers. A step that fails
@@ -85,6 +82,7 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
   };
   try {
     await migrateEnabled(data, config.order);
+    await checkKeys(data, keys, core.server.data_dir);
     await setUpPlugins(config, { data, db, keys, log, kernel }, plugins);
     const app = composeHttp(config, { data, log, kernel }, plugins);
     const listening = options.listen ? await listen(app, core) : undefined;
@@ -212,6 +210,16 @@ async function migrateEnabled(data: DbHandle, order: readonly AnyPlugin[]): Prom
     await migrate(data, migrationSets(order));
   } catch (err) {
     throw new BootError(`database migration failed: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Step 2b: the data dir's keys are the database's (core/keys-check.ts). */
+async function checkKeys(data: DbHandle, keys: Keys, dataDir: string): Promise<void> {
+  const mismatch = await keysMismatch(data, keys);
+  if (mismatch) {
+    throw new BootError(
+      `the keys in ${path.join(dataDir, 'keys')} are not this database's (${mismatch}): it was set up with other keys; copy keys/ from an instance of this database (see Deployment: several instances in the README)`,
+    );
   }
 }
 

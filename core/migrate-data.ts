@@ -24,7 +24,7 @@ import type { AnyPlugin } from './config.ts';
 import { openDatabase, type Database, type Db } from './db.ts';
 import { openPostgres, type PostgresDb } from './db-postgres.ts';
 import { maskPassword } from './backup.ts';
-import { MIGRATION_LOCK_KEY, migrate, type MigrationSet } from './migrations.ts';
+import { MIGRATION_LOCK_KEY, migrate, migrationSets } from './migrations.ts';
 import { runningServer } from './serve-pid.ts';
 
 /** Refused or failed, with nothing written to the target: one line for the operator. */
@@ -274,7 +274,7 @@ export async function migrateData(options: MigrateDataOptions): Promise<MigrateD
     await pg.close();
     throw new MigrateDataError(`cannot open ${options.source}: ${(err as Error).message}`);
   }
-  const sets: MigrationSet[] = options.plugins.filter((p) => p.migrations?.length).map((p) => ({ plugin: p.name, migrations: p.migrations! }));
+  const sets = migrationSets(options.plugins);
   try {
     // One snapshot of the source for the whole copy.
     source.exec('BEGIN');

@@ -7,6 +7,7 @@
  * start together migrate one after the other (the second finds nothing pending).
  */
 import type { Db } from './db.ts';
+import { CORE_MIGRATIONS } from './keys-check.ts';
 import { PostgresDb } from './db-postgres.ts';
 import { SqliteDb } from './db-sqlite.ts';
 import type { Migration } from './plugin.ts';
@@ -21,6 +22,14 @@ export interface MigrationRow {
   plugin: string;
   id: string;
   appliedAt: string | null;
+}
+
+/** The core's migrations, then those of `plugins` (the enabled ones, in setup order). */
+export function migrationSets(plugins: readonly { name: string; migrations?: readonly Migration[] }[]): MigrationSet[] {
+  return [
+    { plugin: 'core', migrations: CORE_MIGRATIONS },
+    ...plugins.filter((p) => p.migrations?.length).map((p) => ({ plugin: p.name, migrations: p.migrations! })),
+  ];
 }
 
 /** The key of the advisory lock migrations hold on PostgreSQL ("whrf" as a 32-bit number). */

@@ -139,7 +139,7 @@ describe('wharf command', () => {
     const env = { WHARF_PLUGINS__EXAMPLE__ENABLED: 'true' };
     const pending = wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout;
     expect(pending).toContain('pending  example/001-create-visits\n');
-    expect(pending).toMatch(/^pending {2}identity\/001-/);
+    expect(pending).toMatch(/^pending {2}core\/001_keys_check\npending {2}identity\/001-/);
     expect(wharf(['migrate', 'up', '--data-dir', dataDir], { env }).stdout).toContain('applied example/001-create-visits\n');
     expect(wharf(['migrate', 'up', '--data-dir', dataDir], { env }).stdout).toBe('nothing to apply\n');
     expect(wharf(['migrate', 'status', '--data-dir', dataDir], { env }).stdout).toMatch(/^applied {2}example\/001-create-visits {2}\d{4}-/m);

@@ -85,7 +85,10 @@ describe('lifecycle', () => {
     await fine.close();
     // A second start applies nothing twice.
     const again = await start(resolveConfig([good], { flags: { dataDir } }), { log: quiet });
-    expect((again.db.prepare('SELECT COUNT(*) AS n FROM _migrations').get() as { n: number }).n).toBe(1);
+    expect(again.db.prepare('SELECT plugin, id FROM _migrations ORDER BY plugin').all()).toEqual([
+      { plugin: 'core', id: '001_keys_check' },
+      { plugin: 'good', id: '001-table' },
+    ]);
     await again.close();
   });
 
@@ -103,6 +106,42 @@ describe('lifecycle', () => {
     raw[raw.length - 1]! ^= 1; // one flipped bit in the ciphertext
     expect(() => second.keys.decrypt(`v1.${raw.toString('base64url')}`, 'test')).toThrow();
     await second.close();
+  });
+
+  it("refuses keys that are not the database's, in one line naming the keys dir and which key", async () => {
+    const dataDir = path.join(tempDir(), 'data');
+    const keysDir = path.join(dataDir, 'keys');
+    const first = await start(resolveConfig([], { flags: { dataDir } }), { log: quiet });
+    await first.close();
+    const saved = tempDir();
+    fs.cpSync(keysDir, saved, { recursive: true });
+    const restore = () => fs.cpSync(saved, keysDir, { recursive: true });
+    const refused = (problem: string) =>
+      new RegExp(
+        `^the keys in ${keysDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} are not this database's \\(${problem}\\): it was set up with other keys; copy keys/ from an instance of this database`,
+      );
+    // A new secret key (the file lost, so generated again at start).
+    fs.rmSync(path.join(keysDir, 'secret.key'));
+    await expect(start(resolveConfig([], { flags: { dataDir } }), { log: quiet })).rejects.toThrow(
+      refused('secret.key cannot decrypt the secrets stored in it'),
+    );
+    // A new signing key.
+    restore();
+    fs.rmSync(path.join(keysDir, 'signing-ed25519.pem'));
+    await expect(start(resolveConfig([], { flags: { dataDir } }), { log: quiet })).rejects.toThrow(
+      refused("signing-ed25519.pem is not the key that signs its sessions' cookies"),
+    );
+    // Both.
+    fs.rmSync(keysDir, { recursive: true });
+    await expect(start(resolveConfig([], { flags: { dataDir } }), { log: quiet })).rejects.toThrow(
+      refused('secret.key cannot decrypt .*, and signing-ed25519.pem is not .*'),
+    );
+    // The database's own keys back: it starts.
+    fs.rmSync(keysDir, { recursive: true });
+    fs.cpSync(saved, keysDir, { recursive: true });
+    const again = await start(resolveConfig([], { flags: { dataDir } }), { log: quiet });
+    expect((again.db.prepare('SELECT COUNT(*) AS n FROM core_keys_check').get() as { n: number }).n).toBe(1);
+    await again.close();
   });
 
   it('drains an in-flight request before closing', async () => {
