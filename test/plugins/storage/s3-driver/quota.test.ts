@@ -59,8 +59,10 @@ describe('the s3 driver: enforced on Wharf paths, reconciled from the bucket', (
     expect(await appItem(made.id)).toMatchObject({ storedBytes: 0, fileCount: 0, unregisteredBytes: 0, unregisteredCount: 0, usedBytes: 0 });
 
     // The store takes 300 bytes it cannot refuse; the next reconciliation finds them.
-    const written = Date.now();
+    // The time after the write (a loaded store may take seconds): a listing started a second after it
+    // has seen the object, and counts it by its whole-second Last-Modified.
     await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'stray', Body: randomBytes(300) }));
+    const written = Date.now();
     expect(await reconciledAfter(made.id, written + 1000)).toMatchObject({
       storedBytes: 0,
       fileCount: 0,
@@ -115,8 +117,8 @@ describe('the s3 driver: enforced on Wharf paths, reconciled from the bucket', (
     expect((await register(token, [{ key: 'doc', size: 500 }])).status).toBe(200);
     // Give the record a second to age past the listing, then overwrite the object.
     await new Promise((r) => setTimeout(r, 1100));
-    const written = Date.now();
     await s3.send(new PutObjectCommand({ Bucket: made.bucketName, Key: 'doc', Body: randomBytes(2000) }));
+    const written = Date.now();
     expect(await reconciledAfter(made.id, written)).toMatchObject({ storedBytes: 2000, fileCount: 1, unregisteredBytes: 0, usedBytes: 2000 });
     const files = await app.request('GET', '/api/files', { headers: bearer(token) });
     expect(files.body.files.map((f: any) => [f.key, f.size])).toEqual([['doc', 2000]]);
@@ -135,8 +137,8 @@ describe('the s3 driver: enforced on Wharf paths, reconciled from the bucket', (
     expect((await register(token, [{ key: 'b', size: 10 }])).status).toBe(413);
     // Deleting brings it back under the limit (once a reconciliation has seen the bucket without it:
     // until then an earlier run may still count the deleted object as unregistered).
-    const deleted = Date.now();
     expect((await app.request('DELETE', '/api/files', { headers: bearer(token), body: { keys: ['a'] } })).status).toBe(200);
+    const deleted = Date.now();
     expect(await reconciledAfter(made.id, deleted)).toMatchObject({ storedBytes: 0, unregisteredBytes: 10, unregisteredCount: 1 });
     expect((await register(token, [{ key: 'b', size: 10 }])).status).toBe(200);
   });
