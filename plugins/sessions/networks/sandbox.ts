@@ -156,6 +156,14 @@ export class SandboxNetwork implements NetworkAdapter {
         throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { to: ['only admins can send to this group (announce is on)'] } });
       }
     }
+    // The sessions this send writes to, locked for its transaction: the sender's log and the
+    // recipients' (a send A -> B and one B -> A queue rather than conflict). Read again inside.
+    const recipients = target.chat === 'personal' && targetDigits ? [await this.#sessionByDigits(session.orgId, targetDigits)] : [];
+    if (target.chat === 'group') {
+      const group = await this.#store.group(target.jid, session.orgId);
+      if (group) recipients.push(...(await this.#memberSessions(group, session.id)));
+    }
+    const writes = [session.id, ...recipients.flatMap((s) => (s ? [s.id] : []))];
     await this.#host.transaction(async () => {
       if (targetDigits?.startsWith('999')) {
         await this.#host.failed(session.id, out.msgId, 'Recipient unreachable (+999 numbers are unreachable on the sandbox network)');
@@ -190,7 +198,7 @@ export class SandboxNetwork implements NetworkAdapter {
           for (const member of await this.#memberSessions(group, session.id)) await this.#deliver(session, member, key, node, ts, 'group');
         }
       }
-    });
+    }, writes);
   }
 
   /** An uploaded file named by the URL's last path segment: encrypted onto the sandbox CDN, its node fields returned. */
