@@ -124,7 +124,7 @@ export class SandboxNetwork implements NetworkAdapter {
     await this.#host.transaction(async () => {
       await this.#host.setStatus(session.id, 'connecting', 'restart');
       await this.#host.setStatus(session.id, 'connected', 'restart');
-    });
+    }, [session.id]);
     return { status: 'connected', message: 'Sandbox session restarted' };
   }
 
@@ -457,7 +457,7 @@ export class SandboxNetwork implements NetworkAdapter {
         { id: jid, lid: contact.lid, phoneNumber: jid, name: input.fullName },
       ]);
       return contact;
-    });
+    }, [session.id]);
   }
 
   async setBlocked(session: NetworkSession, jid: string, blocked: boolean): Promise<void> {
