@@ -3,10 +3,13 @@
  * once per statement text (cached) and statements are prepared by name on each connection.
  * BIGINT and COUNT(*) come back as numbers (pg's default is a string), so rows look the same
  * as on SQLite. Transactions are SERIALIZABLE and retried on a serialization failure or a
- * deadlock (40001, 40P01), a bounded number of times with a short random backoff.
+ * deadlock (40001, 40P01), a bounded number of times with a short random backoff. A transaction
+ * with `lock` keys first takes them: in this process (a queue per key, so waiters hold no
+ * connection), then on the server (session-level advisory locks on its connection, before BEGIN).
  */
+import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { ConstraintError, ContentionError, type Db, type DbHandle, numberPlaceholders, type Params } from './db.ts';
+import { ConstraintError, ContentionError, type Db, type DbHandle, numberPlaceholders, type Params, type TransactionOptions } from './db.ts';
 
 export interface PostgresOptions {
   poolSize: number;
@@ -137,32 +140,109 @@ class PgQueries implements Db {
     }
   }
 
-  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
-    // Inside a transaction (the client of one): a nested call joins it.
+  transaction<T>(fn: (tx: Db) => Promise<T>, _options?: TransactionOptions): Promise<T> {
+    // Inside a transaction (the client of one): a nested call joins it (and the outer call's locks).
     return fn(this);
   }
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The advisory lock id (a signed 64-bit integer, as text) of a lock key: the first 8 bytes of its SHA-256. */
+export function advisoryKey(key: string): string {
+  return createHash('sha256').update(key).digest().readBigInt64BE(0).toString();
+}
+
+/**
+ * Locks by key in this process: `acquire(keys)` resolves once every key is held (taken one after
+ * another in the order given: callers pass them sorted), with the function that releases them.
+ */
+class KeyedQueue {
+  readonly #tails = new Map<string, Promise<void>>();
+
+  async acquire(keys: readonly string[]): Promise<() => void> {
+    const releases: (() => void)[] = [];
+    for (const key of keys) {
+      const previous = this.#tails.get(key);
+      let release!: () => void;
+      const done = new Promise<void>((resolve) => (release = resolve));
+      const tail = (previous ?? Promise.resolve()).then(() => done);
+      this.#tails.set(key, tail);
+      releases.push(() => {
+        release();
+        if (this.#tails.get(key) === tail) this.#tails.delete(key);
+      });
+      if (previous) await previous;
+    }
+    return () => {
+      for (const release of releases.reverse()) release();
+    };
+  }
+}
+
 export class PostgresDb extends PgQueries implements DbHandle {
   readonly pool: pg.Pool;
+  readonly #local = new KeyedQueue();
 
   constructor(pool: pg.Pool) {
     super(pool);
     this.pool = pool;
   }
 
-  override async transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
+  override async transaction<T>(fn: (tx: Db) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+    const keys = [...new Set(options.lock ?? [])].sort();
+    if (keys.length === 0) return this.#retried(() => this.#withClient('BEGIN ISOLATION LEVEL SERIALIZABLE', fn));
+    const unlock = await this.#local.acquire(keys);
+    try {
+      return await this.#locked(keys, fn);
+    } finally {
+      unlock();
+    }
+  }
+
+  /** Runs `attempt` again after a serialization failure or a deadlock, at most MAX_TRANSACTION_ATTEMPTS times in all. */
+  async #retried<T>(attempt: () => Promise<T>): Promise<T> {
+    for (let n = 1; ; n++) {
       try {
-        return await this.#withClient('BEGIN ISOLATION LEVEL SERIALIZABLE', fn);
+        return await attempt();
       } catch (err) {
         const code = (err as { code?: string }).code;
         if (!code || !RETRYABLE.has(code)) throw err;
-        if (attempt >= MAX_TRANSACTION_ATTEMPTS) throw new ContentionError(attempt, { cause: err });
-        await sleep(Math.random() * 5 * 2 ** attempt);
+        if (n >= MAX_TRANSACTION_ATTEMPTS) throw new ContentionError(n, { cause: err });
+        await sleep(Math.random() * 5 * 2 ** n);
       }
+    }
+  }
+
+  /**
+   * The transaction on one connection that holds the advisory locks of `keys` (sorted) from before
+   * BEGIN until after COMMIT or ROLLBACK, every attempt included. A connection whose locks could
+   * not be released is closed (the server releases them with the session), never reused.
+   */
+  async #locked<T>(keys: readonly string[], fn: (tx: Db) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    const ids = keys.map(advisoryKey);
+    let held = 0;
+    let broken = false;
+    try {
+      for (const id of ids) {
+        await client.query('SELECT pg_advisory_lock($1::bigint)', [id]);
+        held++;
+      }
+      return await this.#retried(() =>
+        this.#inTransaction(client, 'BEGIN ISOLATION LEVEL SERIALIZABLE', fn).catch((err: unknown) => {
+          broken = (err as { rollbackFailed?: boolean }).rollbackFailed === true;
+          throw err;
+        }),
+      );
+    } finally {
+      for (const id of ids.slice(0, held).reverse()) {
+        if (broken) break;
+        await client.query('SELECT pg_advisory_unlock($1::bigint)', [id]).catch(() => {
+          broken = true;
+        });
+      }
+      client.release(broken);
     }
   }
 

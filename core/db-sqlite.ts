@@ -9,7 +9,7 @@
  * the transaction while one is open waits for it to end instead of landing inside it.
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import { ConstraintError, type Database, type Db, type DbHandle, openDatabase, type OpenOptions, type Params } from './db.ts';
+import { ConstraintError, type Database, type Db, type DbHandle, openDatabase, type OpenOptions, type Params, type TransactionOptions } from './db.ts';
 
 type Statement = BetterSqlite3.Statement<unknown[], unknown>;
 
@@ -119,7 +119,7 @@ class SqliteTx implements Db {
   async exec(sql: string) {
     this.#q.exec(sql);
   }
-  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
+  transaction<T>(fn: (tx: Db) => Promise<T>, _options?: TransactionOptions): Promise<T> {
     return fn(this);
   }
 }
@@ -168,7 +168,8 @@ export class SqliteDb implements DbHandle {
     this.#q.exec(sql);
   }
 
-  async transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
+  /** `options.lock` changes nothing here: transactions already run one at a time in the process. */
+  async transaction<T>(fn: (tx: Db) => Promise<T>, _options?: TransactionOptions): Promise<T> {
     // The check and the claim in one turn: callers that waited for the same transaction to end
     // resume one by one, and each finds the connection free or taken (an `await this.#idle()`
     // here would let two of them through before either claims it).

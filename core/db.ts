@@ -35,11 +35,29 @@ export interface Db {
   /**
    * Runs `fn` in a transaction: committed when it resolves, rolled back when it throws. Use only
    * `tx` inside. On PostgreSQL it is SERIALIZABLE and `fn` may run again (a bounded number of
-   * times) after a serialization failure, so it must not have effects outside the database. On
+   * times) after a serialization failure, so it must not have effects outside the database; when
+   * concurrent transactions keep refusing it, it throws a {@link ContentionError} (503). On
    * SQLite transactions run one at a time in the process (BEGIN IMMEDIATE); queries outside wait
-   * for the one in progress. A nested call runs inside the outer transaction.
+   * for the one in progress. A nested call runs inside the outer transaction (its options are
+   * ignored: the outer call's hold).
+   *
+   * `options.lock` names what the transaction writes that others write too (say `sessions:12`,
+   * one session's event log and message log; prefix keys with the plugin's name). Transactions
+   * naming a common key run one after another, on every instance sharing the database: on
+   * PostgreSQL each key is a session-level advisory lock taken on the transaction's connection
+   * BEFORE `BEGIN` (so the snapshot is taken once the previous holder committed, and the two never
+   * conflict) and released after COMMIT or ROLLBACK; several keys are taken in sorted order, so
+   * two transactions naming the same keys cannot deadlock. Waiters in one process queue in memory,
+   * one connection per key waits on the server. The retries stay as the safety net for writers
+   * that name no key. On SQLite it changes nothing (writers already run one at a time).
    */
-  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Db) => Promise<T>, options?: TransactionOptions): Promise<T>;
+}
+
+/** How a transaction runs (see {@link Db.transaction}). */
+export interface TransactionOptions {
+  /** Keys whose holders run one at a time, over every instance sharing the database; taken before the transaction starts. */
+  lock?: readonly string[];
 }
 
 /** A connection pool or file: the `Db` plus its lifecycle. */

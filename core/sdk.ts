@@ -20,7 +20,7 @@ export type { contentDisposition } from './http.ts';
 export type { Credential, GroupOptions, Method, RouteGroup, RouteInput, RouteSpec } from './api.ts';
 export type { AuthRegistry, Principal, PrincipalKind, PrincipalKinds } from './auth.ts';
 export type { CoreConfig } from './config.ts';
-export type { ConstraintError, Database, DatabaseEngine, Db, Params } from './db.ts';
+export type { ConstraintError, Database, DatabaseEngine, Db, Params, TransactionOptions } from './db.ts';
 export type { Envelope, ErrorCode, WharfError, WharfErrorOptions } from './errors.ts';
 export type { Keys } from './keys.ts';
 export type { Logger } from './logger.ts';

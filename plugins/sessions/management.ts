@@ -113,7 +113,7 @@ export class SessionAdmin {
         await store.updateSession(session.id, changesOf(input), now);
         if (input.proxy_url !== undefined) await store.setProxyUrl(session.id, input.proxy_url, now);
         await this.#sessions.audit(session, account.actor, 'session.updated', { fields: Object.keys(input) });
-      });
+      }, [session.id]);
     } catch (err) {
       if (isUniqueViolation(err)) throw invalid(NUMBER_TAKEN);
       throw err;
@@ -128,7 +128,7 @@ export class SessionAdmin {
     await this.#sessions.transaction(async () => {
       await store.setProxyUrl(session.id, proxyUrl, new Date().toISOString());
       await this.#sessions.audit(session, account.actor, 'session.proxy_updated', { proxy: proxyUrl === null ? 'cleared' : 'set' });
-    });
+    }, [session.id]);
     return this.detail((await store.session(session.id))!);
   }
 
@@ -140,7 +140,7 @@ export class SessionAdmin {
       await sessions.emit(session.id, 'session.status', { status: 'disconnected', reason: 'session deleted' });
       await sessions.audit(session, account.actor, 'session.deleted', { name: session.name, phone_number: session.phoneNumber });
       await sessions.store.deleteSession(session.id);
-    });
+    }, [session.id]);
   }
 
   async connect(account: Account, session: SessionRecord, request: ConnectRequest): Promise<ConnectResult> {
@@ -185,7 +185,7 @@ export class SessionAdmin {
     await sessions.transaction(async () => {
       await sessions.sessionLog(session.id, 'session_restarted', result.status);
       await sessions.audit(session, account.actor, 'session.restart', { status: result.status });
-    });
+    }, [session.id]);
     return result;
   }
 
@@ -195,7 +195,7 @@ export class SessionAdmin {
     await this.#sessions.transaction(async () => {
       await this.#sessions.store.setApiKey(session.id, key.key, key.hash, new Date().toISOString());
       await this.#sessions.audit(session, account.actor, 'session.api_key_regenerated');
-    });
+    }, [session.id]);
     return key.key;
   }
 
@@ -203,7 +203,7 @@ export class SessionAdmin {
     await this.#sessions.transaction(async () => {
       await this.#sessions.store.updateSession(session.id, { webhook_signing: mode }, new Date().toISOString());
       await this.#sessions.audit(session, account.actor, 'session.webhook_signing_updated', { mode });
-    });
+    }, [session.id]);
   }
 
   /**
@@ -220,7 +220,7 @@ export class SessionAdmin {
       const previousValidUntil = await sessions.secretRotated({ sessionId: session.id, orgId: session.orgId, previousSecret, rotatedAt });
       await sessions.audit(session, account.actor, 'session.webhook_secret_rotated', { previous_valid_until: previousValidUntil?.toISOString() ?? null });
       return { secret, previousValidUntil };
-    });
+    }, [session.id]);
   }
 
   messageLogs(session: SessionRecord, options: { status?: MessageStatus; page: number; perPage: number }): Promise<Page<MessageRow>> {

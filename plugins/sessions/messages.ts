@@ -180,7 +180,7 @@ export class Messages {
       const key = await receive(session, input);
       await this.#sessions.audit(session, actor, 'sandbox.receive', { chat: input.chat, from: input.from });
       return key;
-    });
+    }, [session.id]);
   }
 
   /** Account protection: one send per interval per session, else 429 with Retry-After. */

@@ -12,7 +12,7 @@ import type { SessionRecord, SessionType } from './types.ts';
 
 export function networkHost(type: SessionType, store: SessionsStore, recorder: EventRecorder): NetworkHost {
   const now = () => new Date().toISOString();
-  const transaction = <T>(fn: () => Promise<T>): Promise<T> => recorder.transaction(fn);
+  const transaction = <T>(fn: () => Promise<T>, sessions?: readonly number[]): Promise<T> => recorder.transaction(fn, sessions);
   const ofType = (session: SessionRecord | undefined) => (session?.type === type ? session : undefined);
   return {
     transaction,
@@ -33,7 +33,7 @@ export function networkHost(type: SessionType, store: SessionsStore, recorder: E
         await store.setStatus(sessionId, status, reason ?? null, at);
         await store.statusLog(sessionId, changed ? 'status_change' : 'status_update', status, reason ?? null, at);
         await recorder.emit(sessionId, 'session.status', reason ? { status, reason } : { status });
-      }),
+      }, [sessionId]),
     qrUpdated: async (sessionId, qr) => {
       await recorder.emit(sessionId, 'qrcode.updated', { qr });
     },
@@ -44,14 +44,14 @@ export function networkHost(type: SessionType, store: SessionsStore, recorder: E
         await store.messageSent(sessionId, msgId, key, session.logMessages ? message : null, timestamp, now());
         await recorder.emit(sessionId, 'messages.upsert', { key, message, pushName: session.name, messageTimestamp: timestamp });
         await recorder.emit(sessionId, 'message.sent', { key, message, status: 'sent', msgId });
-      }),
+      }, [sessionId]),
     failed: (sessionId, msgId, error) =>
       transaction(async () => {
         const row = await store.message(sessionId, msgId);
         if (!row) return;
         await store.messageFailed(sessionId, msgId, error, now());
         await recorder.emit(sessionId, 'messages.update', [{ key: JSON.parse(row.remote_key) as MessageKey, update: { status: 'error' }, msgId }]);
-      }),
+      }, [sessionId]),
     receipt: (sessionId, key, status: ReceiptStatus, userJid) =>
       transaction(async () => {
         const row = await store.messageByKey(sessionId, key.id);
@@ -62,7 +62,7 @@ export function networkHost(type: SessionType, store: SessionsStore, recorder: E
         await recorder.emit(sessionId, 'message-receipt.update', [
           { key, receipt: { userJid, status, t: Math.floor(Date.now() / 1000) }, ...(row ? { msgId: row.id } : {}) },
         ]);
-      }),
+      }, [sessionId]),
     inbound: (sessionId, message) =>
       transaction(async () => {
         const session = await store.session(sessionId);
@@ -75,6 +75,6 @@ export function networkHost(type: SessionType, store: SessionsStore, recorder: E
         await recorder.emit(sessionId, 'messages.received', data);
         if (message.chat !== 'broadcast') await recorder.emit(sessionId, VIEW_OF_CHAT[message.chat], data);
         return true;
-      }),
+      }, [sessionId]),
   };
 }

@@ -31,15 +31,18 @@ export class EventRecorder {
     return pending;
   }
 
-  /** Runs `fn` in one transaction (nesting joins it); events recorded inside are announced after the commit. */
-  async transaction<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` in one transaction (nesting joins it); events recorded inside are announced after
+   * the commit. `sessions`: the sessions it writes events of, locked for it (SessionsStore.transaction).
+   */
+  async transaction<T>(fn: () => Promise<T>, sessions: readonly number[] = []): Promise<T> {
     const { db } = this.#store;
     if (db.scope) return fn();
     let committed: Scope | undefined;
     const result = await this.#store.transaction(() => {
       committed = db.scope;
       return fn();
-    });
+    }, sessions);
     const events = committed?.state.get(this) as EmittedEvent[] | undefined;
     if (events) this.#flush(events);
     return result;
@@ -59,7 +62,7 @@ export class EventRecorder {
       for (const subscriber of this.#subscribers) await subscriber(recorded, scope.tx);
       this.#pending(scope).push(recorded);
       return recorded;
-    });
+    }, [sessionId]);
   }
 
   onEvent(fn: EventSubscriber): () => void {

@@ -10,7 +10,7 @@
  * serialization failure: each attempt gets a fresh scope, so nothing of a failed attempt leaks.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Db, Params } from '../../core/db.ts';
+import type { Db, Params, TransactionOptions } from '../../core/db.ts';
 
 /** What one outermost transaction carries. */
 export interface Scope {
@@ -65,10 +65,11 @@ export class ScopedDb implements Db {
 
   /**
    * Runs `fn` in a transaction; inside one already, joins it (no savepoint: a throw inside
-   * rolls back the whole transaction once it reaches the outermost call). On PostgreSQL `fn`
-   * may run again after a serialization failure: no effects outside the database in it.
+   * rolls back the whole transaction once it reaches the outermost call, and its `options` are
+   * those of the outermost call). On PostgreSQL `fn` may run again after a serialization
+   * failure: no effects outside the database in it.
    */
-  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
+  transaction<T>(fn: (tx: Db) => Promise<T>, options?: TransactionOptions): Promise<T> {
     const current = this.scope;
     if (current) return fn(current.tx);
     return this.#root.transaction(async (tx) => {
@@ -78,6 +79,6 @@ export class ScopedDb implements Db {
       } finally {
         scope.open = false;
       }
-    });
+    }, options);
   }
 }

@@ -77,8 +77,8 @@ export class Sessions implements SessionsService {
     return this.store.webhookSecret(id);
   }
 
-  transaction<T>(fn: () => Promise<T>): Promise<T> {
-    return this.#recorder.transaction(fn);
+  transaction<T>(fn: () => Promise<T>, sessions?: readonly number[]): Promise<T> {
+    return this.#recorder.transaction(fn, sessions);
   }
 
   emit(sessionId: number, event: EventName, data: unknown): Promise<EmittedEvent> {

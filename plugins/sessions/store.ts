@@ -15,6 +15,15 @@ import type { Keys } from '../../core/keys.ts';
 import type { EventName } from './events.ts';
 import type { Actor, SessionEvent, SessionRecord, SessionStatus, SessionType, SigningMode } from './types.ts';
 
+/**
+ * The lock key of a session's writers (`Db.transaction`'s `lock`): its events, message log and
+ * webhook outbox get their ids in commit order, and on PostgreSQL concurrent writers of one
+ * session queue instead of failing each other's serializable transactions.
+ */
+export function sessionLock(sessionId: number): string {
+  return `sessions:${sessionId}`;
+}
+
 interface SessionRow {
   id: number;
   org_id: string;
@@ -190,9 +199,13 @@ export class SessionsStore {
     this.#keys = keys;
   }
 
-  /** Runs `fn` in one transaction (inside one: joins it); session rows are read once in it (see above). */
-  transaction<T>(fn: () => Promise<T>): Promise<T> {
-    return this.db.transaction(() => fn());
+  /**
+   * Runs `fn` in one transaction (inside one: joins it); session rows are read once in it (see
+   * above). `sessions`: the sessions whose logs it writes (events, messages, the outbox); the
+   * transactions that name one run one at a time, over every instance ({@link sessionLock}).
+   */
+  transaction<T>(fn: () => Promise<T>, sessions: readonly number[] = []): Promise<T> {
+    return this.db.transaction(() => fn(), sessions.length ? { lock: sessions.map(sessionLock) } : undefined);
   }
 
   /** Session rows read in the current transaction, by id (undefined: no such row); undefined outside one. */

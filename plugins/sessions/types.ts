@@ -149,9 +149,12 @@ export interface SessionsService {
   emit(sessionId: number, event: EventName, data: unknown): Promise<EmittedEvent>;
   /**
    * Runs `fn` in one transaction (nesting joins it); events emitted inside are announced after
-   * the commit. On PostgreSQL `fn` may run again after a serialization failure.
+   * the commit. On PostgreSQL `fn` may run again after a serialization failure. `sessions`: the
+   * sessions whose events or messages it writes; transactions naming a common session run one
+   * after another (on every instance), so a burst through one session queues instead of meeting
+   * serialization failures (ignored when nested: the outermost call's sessions hold).
    */
-  transaction<T>(fn: () => Promise<T>): Promise<T>;
+  transaction<T>(fn: () => Promise<T>, sessions?: readonly number[]): Promise<T>;
   /** Subscribes inside the recording transaction (the webhooks outbox). Returns an unsubscribe function. */
   onEvent(fn: EventSubscriber): () => void;
   /** Subscribes after commit (wake a dispatcher, say). Returns an unsubscribe function. */

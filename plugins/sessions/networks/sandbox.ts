@@ -124,7 +124,7 @@ export class SandboxNetwork implements NetworkAdapter {
     await this.#host.transaction(async () => {
       await this.#host.setStatus(session.id, 'connecting', 'restart');
       await this.#host.setStatus(session.id, 'connected', 'restart');
-    });
+    }, [session.id]);
     return { status: 'connected', message: 'Sandbox session restarted' };
   }
 
@@ -156,6 +156,14 @@ export class SandboxNetwork implements NetworkAdapter {
         throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { to: ['only admins can send to this group (announce is on)'] } });
       }
     }
+    // The sessions this send writes to, locked for its transaction: the sender's log and the
+    // recipients' (a send A -> B and one B -> A queue rather than conflict). Read again inside.
+    const recipients = target.chat === 'personal' && targetDigits ? [await this.#sessionByDigits(session.orgId, targetDigits)] : [];
+    if (target.chat === 'group') {
+      const group = await this.#store.group(target.jid, session.orgId);
+      if (group) recipients.push(...(await this.#memberSessions(group, session.id)));
+    }
+    const writes = [session.id, ...recipients.flatMap((s) => (s ? [s.id] : []))];
     await this.#host.transaction(async () => {
       if (targetDigits?.startsWith('999')) {
         await this.#host.failed(session.id, out.msgId, 'Recipient unreachable (+999 numbers are unreachable on the sandbox network)');
@@ -190,7 +198,7 @@ export class SandboxNetwork implements NetworkAdapter {
           for (const member of await this.#memberSessions(group, session.id)) await this.#deliver(session, member, key, node, ts, 'group');
         }
       }
-    });
+    }, writes);
   }
 
   /** An uploaded file named by the URL's last path segment: encrypted onto the sandbox CDN, its node fields returned. */
@@ -222,6 +230,21 @@ export class SandboxNetwork implements NetworkAdapter {
       mediaKeyTimestamp: seconds(),
       ...(type === 'document' && upload.file_name ? { fileName: upload.file_name } : {}),
     };
+  }
+
+  /** The sandbox sessions of these numbers (JIDs), by id. */
+  async #sessionsOf(orgId: string, jids: readonly string[]): Promise<number[]> {
+    const ids: number[] = [];
+    for (const jid of jids) {
+      const s = await this.#sessionByDigits(orgId, digitsOf(jid));
+      if (s) ids.push(s.id);
+    }
+    return ids;
+  }
+
+  /** The sessions a change of a group writes events to: its members' and those of `also` (numbers joining or leaving). */
+  async #groupWriters(group: GroupRow, also: readonly string[]): Promise<number[]> {
+    return [...(await this.#memberSessions(group, -1)).map((s) => s.id), ...(await this.#sessionsOf(group.org_id, also))];
   }
 
   async #memberSessions(group: GroupRow, exceptId: number): Promise<NetworkSession[]> {
@@ -317,7 +340,7 @@ export class SandboxNetwork implements NetworkAdapter {
       if (input.chat !== 'newsletter') await this.#sawContact(session, digits, pushName);
       const accepted = await this.#host.inbound(session.id, { key, message: node, pushName, messageTimestamp: seconds(), chat: input.chat });
       if (accepted && session.readIncomingMessages) await this.#store.markRead(session.id, id, now());
-    });
+    }, [session.id]);
     return key;
   }
 
@@ -333,6 +356,12 @@ export class SandboxNetwork implements NetworkAdapter {
   }
 
   async readMessages(session: NetworkSession, keys: MessageKey[]): Promise<void> {
+    // This session's copies and the senders' logs (their read receipts).
+    const writes = [session.id];
+    for (const key of keys) {
+      const origin = (await this.#store.message(session.id, key.id))?.origin_session_id;
+      if (origin) writes.push(origin);
+    }
     await this.#host.transaction(async () => {
       for (const key of keys) {
         const row = await this.#row(session, key.id);
@@ -341,7 +370,12 @@ export class SandboxNetwork implements NetworkAdapter {
         const origin = row.origin_session_id === null ? undefined : await this.#store.message(row.origin_session_id, key.id);
         if (origin) await this.#host.receipt(origin.session_id, JSON.parse(origin.remote_key) as MessageKey, 'read', this.#selfJid(session));
       }
-    });
+    }, writes);
+  }
+
+  /** The sessions holding a copy of a message (the transaction changing them names them: SessionsService.transaction). */
+  async #copyWriters(row: MessageRow): Promise<number[]> {
+    return (await this.#copies(row)).map((copy) => copy.session_id);
   }
 
   /** Every copy of a message on the network: the sender's and each recipient's. */
@@ -356,6 +390,7 @@ export class SandboxNetwork implements NetworkAdapter {
     const row = await this.#row(session, key.id);
     const reactionKey: MessageKey = { id: newMessageId(), remoteJid: (JSON.parse(row.remote_key) as MessageKey).remoteJid, fromMe: true };
     const digits = digitsOf(session.phoneNumber);
+    const writes = await this.#copyWriters(row);
     await this.#host.transaction(async () => {
       for (const copy of await this.#copies(row)) {
         const mine = copy.session_id === session.id;
@@ -371,7 +406,7 @@ export class SandboxNetwork implements NetworkAdapter {
           { key: JSON.parse(copy.remote_key), reaction: { text: emoji, key: seenKey, senderTimestampMs: String(Date.now()) } },
         ]);
       }
-    });
+    }, writes);
     return reactionKey;
   }
 
@@ -385,6 +420,7 @@ export class SandboxNetwork implements NetworkAdapter {
       throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { msgId: ['only text messages can be edited'] } });
     }
     const node: MessageNode = ext ? { extendedTextMessage: { ...ext, text } } : { conversation: text };
+    const writes = await this.#copyWriters(row);
     await this.#host.transaction(async () => {
       await this.#store.setNode(key.id, session.id, JSON.stringify(node));
       for (const copy of await this.#copies(row)) {
@@ -392,12 +428,13 @@ export class SandboxNetwork implements NetworkAdapter {
           { key: JSON.parse(copy.remote_key), update: { message: { editedMessage: { message: node } } } },
         ]);
       }
-    });
+    }, writes);
     return node;
   }
 
   async deleteMessage(session: NetworkSession, key: MessageKey): Promise<void> {
     const row = await this.#row(session, key.id);
+    const writes = await this.#copyWriters(row);
     await this.#host.transaction(async () => {
       // Own messages are deleted for everyone; received ones only for this session.
       const copies = row.from_me ? await this.#copies(row) : [row];
@@ -405,7 +442,7 @@ export class SandboxNetwork implements NetworkAdapter {
         await this.#store.deleteMessage(copy.session_id, copy.key_id);
         await this.#host.emit(copy.session_id, 'messages.delete', { keys: [JSON.parse(copy.remote_key)] });
       }
-    });
+    }, writes);
   }
 
   async sendPresence(_session: NetworkSession, jid: string, _type: PresenceType, _delayMs?: number): Promise<void> {
@@ -449,7 +486,7 @@ export class SandboxNetwork implements NetworkAdapter {
         { id: jid, lid: contact.lid, phoneNumber: jid, name: input.fullName },
       ]);
       return contact;
-    });
+    }, [session.id]);
   }
 
   async setBlocked(session: NetworkSession, jid: string, blocked: boolean): Promise<void> {
@@ -528,6 +565,7 @@ export class SandboxNetwork implements NetworkAdapter {
 
   async createGroup(session: NetworkSession, subject: string, participants: string[]): Promise<GroupMetadata> {
     const members = participantJids(participants);
+    const writes = [session.id, ...(await this.#sessionsOf(session.orgId, members))];
     return this.#host.transaction(async () => {
       let jid: string;
       do jid = `120363${String(randomInt(0, 1e12)).padStart(12, '0')}@g.us`;
@@ -540,7 +578,7 @@ export class SandboxNetwork implements NetworkAdapter {
       const metadata = await this.#metadata(group);
       await this.#toMembers(group, 'groups.upsert', [metadata]);
       return metadata;
-    });
+    }, writes);
   }
 
   async groupMetadata(session: NetworkSession, jid: string): Promise<GroupMetadata> {
@@ -556,6 +594,7 @@ export class SandboxNetwork implements NetworkAdapter {
     const { group, admin } = await this.#memberGroup(session, jid);
     const list = participantJids(participants);
     if (!admin) return list.map((id) => ({ id, status: 403, message: 'not-authorized' }));
+    const writes = await this.#groupWriters(group, list);
     return this.#host.transaction(async () => {
       const results: ParticipantResult[] = [];
       const changed: string[] = [];
@@ -585,7 +624,7 @@ export class SandboxNetwork implements NetworkAdapter {
       }
       if (changed.length) await this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: changed, action }, removed);
       return results;
-    });
+    }, writes);
   }
 
   async updateGroupSettings(
@@ -597,22 +636,24 @@ export class SandboxNetwork implements NetworkAdapter {
     if (!admin && (group.restrict_info === 1 || settings.announce !== undefined || settings.restrict !== undefined)) {
       throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { settings: ['only group admins can change these settings'] } });
     }
+    const writes = await this.#groupWriters(group, [this.#selfJid(session)]);
     return this.#host.transaction(async () => {
       await this.#store.updateGroup(group.jid, settings);
       const updated = (await this.#store.group(group.jid, session.orgId))!;
       await this.#toMembers(updated, 'groups.update', [{ id: group.jid, ...settings }]);
       return this.#metadata(updated);
-    });
+    }, writes);
   }
 
   async leaveGroup(session: NetworkSession, jid: string): Promise<void> {
     const { group } = await this.#memberGroup(session, jid);
+    const writes = await this.#groupWriters(group, [this.#selfJid(session)]);
     await this.#host.transaction(async () => {
       const self = this.#selfJid(session);
       await this.#store.removeMember(group.jid, self);
       await this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: [self], action: 'remove' }, [session]);
       if ((await this.#store.members(group.jid)).length === 0) await this.#store.deleteGroup(group.jid);
-    });
+    }, writes);
   }
 
   async groupInviteCode(session: NetworkSession, jid: string): Promise<string> {
@@ -632,11 +673,12 @@ export class SandboxNetwork implements NetworkAdapter {
     const group = await this.#store.groupByCode(code, session.orgId);
     if (!group) throw new WharfError('not_found', 'Invite not found');
     const self = this.#selfJid(session);
+    const writes = await this.#groupWriters(group, [this.#selfJid(session)]);
     await this.#host.transaction(async () => {
       if (await this.#store.member(group.jid, self)) return;
       await this.#store.addMember(group.jid, self, null);
       await this.#toMembers(group, 'group-participants.update', { id: group.jid, participants: [self], action: 'add' });
-    });
+    }, writes);
     return group.jid;
   }
 

@@ -227,8 +227,12 @@ export type PresenceType = 'composing' | 'recording' | 'available' | 'unavailabl
  * database (events are announced after the commit).
  */
 export interface NetworkHost {
-  /** Runs `fn` in one transaction; events emitted inside are announced after the commit. */
-  transaction<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` in one transaction; events emitted inside are announced after the commit.
+   * `sessions`: every session it writes to (a send: the sender and the recipients); transactions
+   * naming a common session run one after another (SessionsService.transaction).
+   */
+  transaction<T>(fn: () => Promise<T>, sessions?: readonly number[]): Promise<T>;
   /** A session of this network, as it is now. */
   session(id: number): Promise<NetworkSession | undefined>;
   /** The session of this network that owns a number in an organization (`+<digits>`), if any. */

@@ -522,7 +522,7 @@ export class Connection {
       this.#deps.host.transaction(async () => {
         await this.#deps.host.setStatus(this.sessionId, 'need_scan', reason);
         await this.#deps.host.qrUpdated(this.sessionId, qr);
-      }),
+      }, [this.sessionId]),
     );
     this.#settle();
   }
@@ -543,7 +543,7 @@ export class Connection {
         this.#deps.host.transaction(async () => {
           await this.#deps.host.setStatus(this.sessionId, 'need_scan', 'pairing code issued: enter it on the phone');
           await this.#deps.host.emit(this.sessionId, 'qrcode.updated', { pairingCode: code });
-        }),
+        }, [this.sessionId]),
       );
     } catch (err) {
       // The next QR tick tries again.
@@ -584,7 +584,7 @@ export class Connection {
         await store.setMe(this.sessionId, me, new Date().toISOString());
         if (me.lid) await store.setLid(this.sessionId, me.lid, me.jid);
         await host.setStatus(this.sessionId, 'connected', wasNew ? 'paired' : 'connected');
-      }),
+      }, [this.sessionId]),
     );
     this.#settle();
   }
@@ -659,7 +659,7 @@ export class Connection {
         if (forget) await store.clearAuth(this.sessionId);
         else await store.setResume(this.sessionId, false, now);
         await host.setStatus(this.sessionId, status, reason);
-      }),
+      }, [this.sessionId]),
     );
     this.#settle();
   }

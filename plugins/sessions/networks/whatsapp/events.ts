@@ -189,7 +189,7 @@ export class EventMapper {
           if (session.autoRejectCalls) for (const c of offers) toReject.push({ id: c.id, from: c.from });
         }
       }
-    });
+    }, [ctx.sessionId]);
     // Network calls after the transaction: it must not wait on them.
     if (toRead.length)
       ctx.socket.readMessages(toRead).catch((err: unknown) => this.#log.warn({ err, sessionId: ctx.sessionId }, 'marking messages read failed'));
@@ -323,7 +323,7 @@ export class EventMapper {
     await this.#host.transaction(async () => {
       const row = await this.#store.message(sessionId, id);
       if (row?.msg_id) await this.#sent(sessionId, row.msg_id, id, JSON.parse(row.key) as MessageKey);
-    });
+    }, [sessionId]);
   }
 
   /**
@@ -367,7 +367,7 @@ export class EventMapper {
         now(),
       );
       if (ackedFirst) await this.#sent(sessionId, msgId, msg.key.id!, key);
-    });
+    }, [sessionId]);
   }
 
   async #poll(sessionId: number, key: WAMessageKey, pollUpdates: NonNullable<WAMessage['pollUpdates']>): Promise<void> {

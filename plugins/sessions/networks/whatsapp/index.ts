@@ -592,7 +592,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
         { id: jid, lid: contact.lid, phoneNumber: jid, name: input.fullName },
       ]);
       return contact;
-    });
+    }, [session.id]);
   }
 
   async setBlocked(session: NetworkSession, jid: string, blocked: boolean): Promise<void> {
