@@ -125,7 +125,7 @@ export const webhooksConfig = z.strictObject({
     .max(3600)
     .default(60)
     .describe(
-      'How long an instance holds a delivery it took from the outbox, in seconds (renewed by nothing: keep it above timeout_ms). Another instance takes over a delivery whose lease expired (its instance died).',
+      'How long an instance holds a delivery it took from the outbox, in seconds; a live instance renews its leases every third of this. Another instance takes over a delivery whose lease expired (its instance died), so this is also how long a dead instance delays its deliveries.',
     ),
 });
 

@@ -355,6 +355,17 @@ export class WebhookDispatcher {
     );
   }
 
+  /**
+   * Renews the leases of what this instance holds (in flight, or finished and not written yet);
+   * run every third of the lease on PostgreSQL. A live instance keeps its deliveries however long
+   * an attempt and its write take; only a dead one's leases run out.
+   */
+  async renewLeases(now = Date.now()): Promise<void> {
+    if (this.#d.direct || this.#closed) return;
+    const ids = [...this.#held.values()].flatMap((held) => [...held]);
+    await this.#d.store.renew(ids, this.#d.owner, now + this.#d.config.lease_seconds * 1000);
+  }
+
   #finish(row: DueRow, number: number, startedAt: number, result: AttemptResult): void {
     this.#active--;
     this.#controllers.delete(row.id);

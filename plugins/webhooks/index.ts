@@ -122,6 +122,8 @@ export default definePlugin({
     await prune();
     every('prune-dispatch-records', HOUR, prune);
     every('resync-outbox', RESYNC_MS, () => dispatcher.resync());
+    // Shared outbox (PostgreSQL): the leases of what this instance holds, renewed every third of a lease.
+    if (data instanceof PostgresDb) every('renew-webhook-leases', Math.floor((config.lease_seconds * 1000) / 3), () => dispatcher.renewLeases());
     // Other instances' new deliveries (PostgreSQL): their NOTIFY, delivered at their commit, wakes this dispatcher.
     const unlistenWake =
       data instanceof PostgresDb

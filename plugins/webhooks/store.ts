@@ -190,6 +190,23 @@ export class WebhooksStore {
     );
   }
 
+  /**
+   * Extends to `until` the leases `owner` still holds on the deliveries `ids` (in flight, or
+   * finished and not written yet): the heartbeat of a live instance, so that a slow attempt or a
+   * delayed write never lets another instance take a delivery this one is still sending. A lease
+   * another instance took meanwhile is left alone. Returns how many were renewed.
+   */
+  async renew(ids: readonly number[], owner: string, until: number): Promise<number> {
+    if (ids.length === 0 || !(this.db instanceof PostgresDb)) return 0;
+    return (
+      await this.db.run("UPDATE webhooks_dispatches SET lease_until = ? WHERE id = ANY(?::bigint[]) AND leased_by = ? AND status = 'pending'", [
+        until,
+        ids,
+        owner,
+      ])
+    ).changes;
+  }
+
   /** Gives back the leases `owner` holds on deliveries not finished (a shutdown): another instance takes them at once. */
   async release(owner: string): Promise<number> {
     return (await this.db.run("UPDATE webhooks_dispatches SET leased_by = NULL, lease_until = NULL WHERE leased_by = ? AND status = 'pending'", [owner]))

@@ -132,3 +132,45 @@ describe('two instances on one PostgreSQL database', () => {
     );
   });
 });
+
+describe('a live instance keeps the deliveries it holds', () => {
+  it('renews their leases while an attempt outlasts the lease: the other instance never sends one again', async () => {
+    // A 1 s lease, attempts that take 3.5 s (the timeout is 6 s): without renewal the other instance
+    // would take each delivery over after 1 s and send it a second time while the first is in flight.
+    const toml = `${FAST_TOML.replace('timeout_ms = 1000', 'timeout_ms = 6000')}lease_seconds = 1\n`;
+    const env = { WHARF_DATABASE__URL: await freshDatabase() };
+    const dataDir = tempDir();
+    const c = await startWebhooksApp(toml, { dataDir, env });
+    const d = await startWebhooksApp(toml, { dataDir, env });
+    const slow = await Receiver.start((req, res, received) => {
+      setTimeout(() => answer(200)(req, res, received), 3500);
+    });
+    try {
+      const t = await tenant(c);
+      const s = await hookedSession(c, t.pat, slow.url('/slow'), ['messages.received']);
+      await receive(c, s, 'one');
+      await receive(d, s, 'two');
+      await eventually(
+        async () =>
+          (await c.running.data.value<number>("SELECT COUNT(*) FROM webhooks_dispatches WHERE session_id = ? AND status = 'delivered'", [s.id])) === 2,
+        20_000,
+        'both delivered',
+      );
+      const ids = slow.requests.map((r) => String(r.headers['webhook-id']));
+      expect(ids).toHaveLength(2);
+      expect(new Set(ids).size).toBe(2);
+      const rows = await c.running.data.all<{ attempt_count: number; leased_by: string | null }>(
+        'SELECT attempt_count, leased_by FROM webhooks_dispatches WHERE session_id = ?',
+        [s.id],
+      );
+      expect(rows).toEqual([
+        { attempt_count: 1, leased_by: null },
+        { attempt_count: 1, leased_by: null },
+      ]);
+    } finally {
+      await d.close();
+      await c.close();
+      await slow.close();
+    }
+  }, 60_000);
+});
