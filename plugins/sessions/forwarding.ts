@@ -154,7 +154,7 @@ export class OwnerClient {
     this.#options = options;
   }
 
-  #unreachable(call: ForwardedCall, holder: LeaseHolder, why: string): WharfError {
+  #unreachable(call: ForwardedCall, why: string): WharfError {
     return new WharfError(
       'unavailable',
       `Session ${call.session.id} is driven by another Wharf instance, which could not serve this request (${why}). Retry: once that instance's lease runs out, another instance takes the session over.`,
@@ -183,7 +183,7 @@ export class OwnerClient {
     } catch (err) {
       const why = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : `unreachable: ${(err as Error).message}`;
       log.warn({ ...where, err }, 'a call to the instance driving a session failed');
-      throw this.#unreachable(call, holder, why);
+      throw this.#unreachable(call, why);
     }
     // An answer not signed by an instance with our key is no answer (a proxy's page, another service on that address).
     if (!matches(mac(key, responseHead(signature, res.status), text), res.headers.get('x-wharf-signature') ?? '')) {
@@ -191,7 +191,7 @@ export class OwnerClient {
         { ...where, status: res.status, body: text.slice(0, 200) },
         'the instance driving a session refused or did not sign a call: do all instances share keys/ and agree on the time?',
       );
-      throw this.#unreachable(call, holder, `it answered ${res.status} without a valid signature`);
+      throw this.#unreachable(call, `it answered ${res.status} without a valid signature`);
     }
     const answer = decode(text) as { result?: unknown; error?: string; code?: string; fields?: Record<string, string[]>; retry_after?: number };
     if (res.status === 200) return answer.result;
