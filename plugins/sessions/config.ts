@@ -178,7 +178,7 @@ export const sessionsConfig = z.strictObject({
     .url({ protocol: /^https?$/ })
     .optional()
     .describe(
-      "Several instances on one database: the URL at which the other instances reach this one (scheme, host, port; not through the load balancer), written with the leases it holds. A request that needs a session's network connection and reaches another instance is run here through it (POST /internal/sessions/call, signed with a key derived from keys/). Default: http://<listen> when server.listen names an address; when it listens on every address (0.0.0.0, ::), the first non-loopback IPv4 address of this machine with the listen port. Without a usable one, such requests answer 503 on the other instances.",
+      'Several instances on one database: the URL at which the other instances reach this one (scheme, host, port; not through the load balancer), written with the leases it holds. A request that needs the network connection of a session this instance drives and reaches another instance is handed here (POST /internal/sessions/call, signed with a key derived from keys/). Default: http://<listen> when server.listen names an address; when it listens on every address (0.0.0.0, ::), the first non-loopback IPv4 address of this machine with the listen port. Without a usable one, such requests answer 503 on the other instances.',
     ),
   whatsapp: whatsappConfig,
   event_stream_heartbeat_seconds: z

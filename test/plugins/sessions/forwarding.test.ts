@@ -10,7 +10,8 @@
 import { Boom } from '@hapi/boom';
 import { createHmac, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { FORWARD_KEY, FORWARD_PATH } from '../../../plugins/sessions/forwarding.ts';
+import { decode, encode, FORWARD_KEY, FORWARD_PATH } from '../../../plugins/sessions/forwarding.ts';
+import { internalUrl } from '../../../plugins/sessions/index.ts';
 import type { WhatsAppNetwork } from '../../../plugins/sessions/networks/whatsapp/index.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
 import { type TestApp, tempDir } from '../../helpers/app.ts';
@@ -236,5 +237,26 @@ describe('when the instances disagree, or the owner dies', () => {
     const sent = await call(b, s.apiKey, 'POST', '/api/send-message', { to: peer, text: 'after the takeover' });
     expect(sent.status, sent.text).toBe(200);
     expect(network.calls.filter((c) => c.method === 'sendMessage' && c.sessionId === s.id).at(-1)?.args[1]).toMatchObject({ text: 'after the takeover' });
+  });
+});
+
+describe('parts', () => {
+  it('a call’s JSON carries bytes (decrypt-media’s answer) intact, and nothing else is taken for bytes', () => {
+    const value = { bytes: Buffer.from([0, 1, 2, 255]), nested: [{ key: new Uint8Array([7, 8]) }], text: 'x', tagged: { '$wharf:buffer': 'AA==', other: 1 } };
+    const back = decode(encode(value)) as typeof value;
+    expect(Buffer.isBuffer(back.bytes) && back.bytes.equals(value.bytes)).toBe(true);
+    expect([...(back.nested[0]!.key as Uint8Array)]).toEqual([7, 8]);
+    expect(back.text).toBe('x');
+    expect(back.tagged).toEqual({ '$wharf:buffer': 'AA==', other: 1 });
+    expect(decode(encode({ result: undefined }))).toEqual({});
+  });
+
+  it('the internal URL: configured, else the listen address, else this machine’s first non-loopback IPv4 address', () => {
+    expect(internalUrl('http://wharf-1:8080/', { host: '0.0.0.0', port: 9 })).toBe('http://wharf-1:8080');
+    expect(internalUrl(undefined, { host: '10.0.0.5', port: 8080 })).toBe('http://10.0.0.5:8080');
+    expect(internalUrl(undefined, { host: '::1', port: 8080 })).toBe('http://[::1]:8080');
+    const any = internalUrl(undefined, { host: '0.0.0.0', port: 8080 });
+    expect(any === null || /^http:\/\/\d+\.\d+\.\d+\.\d+:8080$/.test(any)).toBe(true);
+    expect(any).not.toMatch(/127\.0\.0\.1/);
   });
 });
