@@ -9,6 +9,9 @@
  *   accepted (in_progress) until WhatsApp's server acks them.
  * - `supervise()` runs on a timer once the server has started: it resumes the sessions that were
  *   connected (only then does Baileys load) and runs the watchdog; `prune()` bounds the stores.
+ * - Several instances on one database: only the instance holding a session's lease (leases.ts)
+ *   has its socket; a method that needs the socket, called on another instance, runs on that one
+ *   (`../../forwarding.ts`, the methods in OWNER_METHODS; `serveForwarded` is the owner's side).
  *
  * Capabilities: pairing by QR code and by phone code; no simulated receive.
  */
