@@ -10,7 +10,7 @@
  * Runs on PostgreSQL in every project: it is about what only a shared database does.
  */
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocketServer } from 'ws';
 import type { WhatsAppNetwork } from '../../../plugins/sessions/networks/whatsapp/index.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
@@ -133,6 +133,26 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
     await new Promise((r) => setTimeout(r, 2500));
     expect(open.b).toBe(0);
   });
+  it('lease times are the database’s clock: an instance whose clock runs an hour ahead neither steals a live lease nor takes one for longer', async () => {
+    const leases = network(b).leases;
+    const id = 987_654;
+    const realNow = Date.now();
+    await b.running.data.run("INSERT INTO sessions_leases (session_id, owner, lease_until) VALUES (?, 'instance-c', ?)", [id, realNow + 60_000]);
+    const ahead = vi.spyOn(Date, 'now').mockImplementation(() => realNow + 3_600_000);
+    try {
+      expect(await leases.take(id)).toBe(false);
+      expect(await leases.holder(id)).toMatchObject({ owner: 'instance-c' });
+      await b.running.data.run('DELETE FROM sessions_leases WHERE session_id = ?', [id]);
+      expect(await leases.take(id)).toBe(true);
+    } finally {
+      ahead.mockRestore();
+    }
+    const taken = (await lease(b, id))!;
+    expect(taken.lease_until).toBeGreaterThanOrEqual(realNow + LEASE_SECONDS * 1000);
+    expect(taken.lease_until).toBeLessThanOrEqual(Date.now() + LEASE_SECONDS * 1000);
+    await leases.release(id);
+  });
+
   it('an owner that stops cleanly gives its leases back: another instance resumes the session, never both at once', async () => {
     const d = await startMessagingApp(toml(port, 'd'), shared);
     try {
