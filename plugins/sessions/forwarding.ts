@@ -19,7 +19,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Middleware } from 'koa';
 import getRawBody from 'raw-body';
-import { type ErrorCode, toWharfError, WharfError } from '../../core/errors.ts';
+import { isErrorCode, toWharfError, WharfError } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { LeaseHolder } from './leases.ts';
 import type { NetworkAdapter, NetworkSession } from './networks/types.ts';
@@ -116,23 +116,6 @@ function matches(expected: Buffer, given: string): boolean {
   return got !== undefined && timingSafeEqual(expected, got);
 }
 
-const ERROR_CODES: ReadonlySet<string> = new Set<ErrorCode>([
-  'bad_request',
-  'invalid_json',
-  'validation_failed',
-  'unauthorized',
-  'forbidden',
-  'not_found',
-  'method_not_allowed',
-  'conflict',
-  'not_connected',
-  'payload_too_large',
-  'unsupported_media_type',
-  'rate_limited',
-  'internal',
-  'unavailable',
-]);
-
 export interface OwnerClientOptions {
   /** The instances' shared key for these calls (`keys.derive(FORWARD_KEY)`). */
   key: Buffer;
@@ -181,7 +164,8 @@ export class OwnerClient {
       });
       text = await res.text();
     } catch (err) {
-      const why = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : `unreachable: ${(err as Error).message}`;
+      const cause = (err as { cause?: { code?: string } }).cause?.code;
+      const why = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : `unreachable: ${cause ?? (err as Error).message}`;
       log.warn({ ...where, err }, 'a call to the instance driving a session failed');
       throw this.#unreachable(call, why);
     }
@@ -195,7 +179,7 @@ export class OwnerClient {
     }
     const answer = decode(text) as { result?: unknown; error?: string; code?: string; fields?: Record<string, string[]>; retry_after?: number };
     if (res.status === 200) return answer.result;
-    const code = answer.code && ERROR_CODES.has(answer.code) ? (answer.code as ErrorCode) : 'internal';
+    const code = answer.code && isErrorCode(answer.code) ? answer.code : 'internal';
     throw new WharfError(code, answer.error ?? 'The instance driving the session failed', {
       ...(answer.fields ? { fields: answer.fields } : {}),
       ...(answer.retry_after !== undefined ? { retryAfter: answer.retry_after } : {}),
