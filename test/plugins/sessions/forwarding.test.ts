@@ -88,9 +88,13 @@ describe('a request reaching the instance that does not drive the session', () =
     expect((await call(b, s.apiKey, 'GET', '/api/user')).body.data).toMatchObject({ name: 'Forwarded', phone_number: s.phone });
 
     const sendsBefore = network.calls.filter((c) => c.method === 'sendMessage' && c.sessionId === s.id).length;
+    // The server's acks wait, so both answers are read before them (accepted: in_progress).
+    network.holdAcks = true;
     const sentOnA = await call(a, s.apiKey, 'POST', '/api/send-message', { to: peer, text: 'from A' });
     const sentOnB = await call(b, s.apiKey, 'POST', '/api/send-message', { to: peer, text: 'from B' });
+    network.releaseAcks();
     expect(sentOnA.status, sentOnA.text).toBe(200);
+    expect(sentOnA.body.data.status).toBe('in_progress');
     expect(withoutMsgId(sentOnB)).toEqual(withoutMsgId(sentOnA));
     // Both went out on A's one socket (B has none), and B's is logged sent by A.
     const sends = network.calls.filter((c) => c.method === 'sendMessage' && c.sessionId === s.id).slice(sendsBefore);
