@@ -13,7 +13,7 @@ import { type Cluster, type Instance, startCluster } from './helpers/cluster.ts'
 import { login } from './helpers/identity.ts';
 import { overHttp } from './helpers/served.ts';
 
-const LEASE_SECONDS = 3;
+const LEASE_SECONDS = 6;
 
 describe('a whatsapp session on two instances (processes) sharing one PostgreSQL database', () => {
   let cluster: Cluster;

@@ -23,7 +23,7 @@ const fake = vi.hoisted(() => ({}) as { network?: FakeWhatsApp });
 vi.mock('baileys', async (importOriginal) => mockedBaileys(await importOriginal(), fake.network!, Boom));
 const network = (fake.network = new FakeWhatsApp());
 
-const LEASE_SECONDS = 3;
+const LEASE_SECONDS = 6;
 const TOML = `${WHATSAPP_TEST_TOML}[plugins.sessions]\nlease_seconds = ${LEASE_SECONDS}\n`;
 
 let a: TestApp;
