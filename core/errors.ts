@@ -39,6 +39,11 @@ const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
   unavailable: 503,
 });
 
+/** Whether a string names an error code (one read off the wire, say). */
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(STATUS_OF, value);
+}
+
 /** Field name -> the messages of every rule it failed (the messaging API's `errors`). */
 export type FieldErrors = Record<string, string[]>;
 

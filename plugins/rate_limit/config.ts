@@ -16,8 +16,11 @@ import type { ConfigProblem } from '../../core/plugin.ts';
 export const KIND_NAMES = ['session', 'oauth', 'pat', 'session_key', 'app_token'] as const;
 export type KindName = (typeof KIND_NAMES)[number];
 
-/** Paths that are never limited: health, readiness and metrics (probes and scrapers must always get through). */
-export const EXEMPT_PATHS: readonly string[] = ['/healthz', '/readyz', '/metrics'];
+/**
+ * Paths that are never limited: health, readiness and metrics (probes and scrapers must always get through), and the
+ * calls between instances (signed; the request each serves was counted on the instance it reached).
+ */
+export const EXEMPT_PATHS: readonly string[] = ['/healthz', '/readyz', '/metrics', '/internal/sessions/call'];
 
 function isExemptPrefix(prefix: string): boolean {
   return EXEMPT_PATHS.some((exempt) => isUnder(prefix, exempt));

@@ -174,6 +174,12 @@ export const sessionsConfig = z.strictObject({
     .describe(
       "Several instances on one database: how long a session's lease lasts, in seconds. The instance holding it is the only one with a network connection (WhatsApp socket) for the session and renews it every third of this; when that instance dies, another one resumes the session once the lease runs out. An instance that loses a lease closes its socket at once.",
     ),
+  internal_url: z
+    .url({ protocol: /^https?$/ })
+    .optional()
+    .describe(
+      'Several instances on one database: the URL at which the other instances reach this one (scheme, host, port; not through the load balancer), written with the leases it holds. A request that needs the network connection of a session this instance drives and reaches another instance is handed here (POST /internal/sessions/call, signed with a key derived from keys/). Default: http://<listen> when server.listen names an address; when it listens on every address (0.0.0.0, ::), the first non-loopback IPv4 address of this machine with the listen port. Without a usable one, such requests answer 503 on the other instances.',
+    ),
   whatsapp: whatsappConfig,
   event_stream_heartbeat_seconds: z
     .int()

@@ -8,11 +8,14 @@
  * `directory.ts` contacts and groups, `personal-access-tokens.ts`, `media.ts`) -> `store.ts` / `media-store.ts` (SQL). Networks
  * plug in behind `networks/types.ts`; `network-host.ts` is what they report through.
  */
+import { networkInterfaces } from 'node:os';
 import { PostgresDb } from '../../core/db-postgres.ts';
+import type { CoreConfig } from '../../core/core-config.ts';
 import { systemResolver } from '../../core/net.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { checkProxyUrl } from './address-guard.ts';
 import { sessionsConfig } from './config.ts';
+import { FORWARD_KEY, forwardEndpoint, OwnerClient } from './forwarding.ts';
 import { SessionLeases } from './leases.ts';
 import { messagingCredentials } from './credentials.ts';
 import { Directory } from './directory.ts';
@@ -44,6 +47,21 @@ import { ScopedDb } from './scoped-db.ts';
 import { SessionsStore } from './store.ts';
 import type { SessionsService } from './types.ts';
 
+/**
+ * Where the other instances reach this one: `[plugins.sessions] internal_url`, else the listen
+ * address, else (listening on every address) this machine's first non-loopback IPv4 address with
+ * the listen port; null when there is none.
+ */
+export function internalUrl(configured: string | undefined, server: Pick<CoreConfig['server'], 'host' | 'port'>): string | null {
+  if (configured) return configured.replace(/\/+$/, '');
+  const { host, port } = server;
+  if (host !== '0.0.0.0' && host !== '::' && host !== '') return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const address = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
+  return address ? `http://${address}:${port}` : null;
+}
+
 export default definePlugin({
   name: 'sessions',
   description: 'Messaging sessions (WhatsApp-compatible API), session API keys, personal access tokens, the sandbox network, session events.',
@@ -67,8 +85,26 @@ export default definePlugin({
       }),
     );
     sessions.registerNetwork('sandbox', (host) => new SandboxNetwork(db, host, { publicUrl: core.server.public_url }));
-    // Several instances on one database: a session's socket only where its lease is held (leases.ts).
-    const leases = new SessionLeases(data, config.lease_seconds, { shared: data instanceof PostgresDb });
+    // Several instances on one database: a session's socket only where its lease is held (leases.ts);
+    // what needs the socket on another instance is run here through the owner (forwarding.ts).
+    const shared = data instanceof PostgresDb;
+    const ownUrl = internalUrl(config.internal_url, core.server);
+    const leases = new SessionLeases(data, config.lease_seconds, { shared, url: ownUrl });
+    const notices: string[] = [];
+    if (shared && !ownUrl) {
+      const line = `sessions: no internal URL for this instance (it listens on ${core.server.host}:${core.server.port} and has no non-loopback IPv4 address): requests reaching other instances for the sessions it drives answer 503; set [plugins.sessions] internal_url`;
+      log.warn(line);
+      notices.push(line);
+    } else if (shared) log.info({ internalUrl: ownUrl }, 'sessions: other instances reach this one at its internal URL');
+    const forwardKey = keys.derive(FORWARD_KEY);
+    const { whatsapp: wa } = config;
+    const owners = new OwnerClient({
+      key: forwardKey,
+      // Longer than any adapter method waits on the owner (a connect for its first QR code, a send for its ack).
+      timeoutMs: Math.max(wa.connect_timeout_ms, wa.send_timeout_ms) + 15_000,
+      retryAfterSeconds: config.lease_seconds,
+      log,
+    });
     // Baileys loads when a whatsapp session first connects or resumes, never at start-up.
     const whatsapp = sessions.registerNetwork(
       'whatsapp',
@@ -82,6 +118,7 @@ export default definePlugin({
           uploadTtlHours: config.upload_ttl_hours,
           log,
           leases,
+          owners,
         }),
     ) as WhatsAppNetwork;
     // Resumes the whatsapp sessions that were connected (after start-up) and runs their watchdog.
@@ -134,6 +171,18 @@ export default definePlugin({
 
     return {
       service: sessions satisfies SessionsService,
+      notices,
+      middleware: [
+        {
+          name: 'sessions:calls-between-instances',
+          fn: forwardEndpoint({
+            key: forwardKey,
+            maxBytes: core.server.body_limit_bytes + 65_536,
+            serve: (call) => whatsapp.serveForwarded(call),
+            log,
+          }),
+        },
+      ],
       routes: [
         whatsappSessionRoutes(deps, '/api/whatsapp-sessions'),
         whatsappSessionRoutes(deps, '/api/messaging-sessions'),

@@ -307,6 +307,12 @@ const S006 = `
         );
       `;
 
+/** 007-lease-owner-url */
+const S007 = `
+        -- Where the lease's owner takes calls for the session from other instances (its internal URL; null: none usable).
+        ALTER TABLE sessions_leases ADD COLUMN owner_url TEXT;
+      `;
+
 export const migrations: Migration[] = [
   {
     id: '001-sessions',
@@ -337,5 +343,10 @@ export const migrations: Migration[] = [
     id: '006-session-leases',
     sqlite: S006,
     postgres: onPostgres(S006),
+  },
+  {
+    id: '007-lease-owner-url',
+    sqlite: S007,
+    postgres: onPostgres(S007),
   },
 ];

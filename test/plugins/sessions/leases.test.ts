@@ -3,13 +3,14 @@
  * same key decrypts a session's credentials), each with its own WebSocket URL on one local server
  * standing in for WhatsApp's (it accepts and stays silent, so a socket stays open): the server
  * counts the open sockets of each instance. A whatsapp session is driven by exactly one instance;
- * the other does not open a socket for it and answers 503 to what needs one. An owner cut off
+ * the other does not open a socket for it and hands what needs one to the owner (forwarding.ts;
+ * the calls themselves, with a connected session, in forwarding.test.ts). An owner cut off
  * from the database closes its socket before its lease runs out, and the other resumes the
  * session once it has run out, not before; an owner that finds its lease taken closes at once.
  * Runs on PostgreSQL in every project: it is about what only a shared database does.
  */
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocketServer } from 'ws';
 import type { WhatsAppNetwork } from '../../../plugins/sessions/networks/whatsapp/index.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
@@ -85,28 +86,25 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
     expect(network(b).connectionOf(s.id)).toBeUndefined();
     expect((await lease(b, s.id))?.owner).toBe(network(a).leases.owner);
 
-    // What needs the socket, on B: 503 naming the other instance, nothing opened. What the database holds is served.
-    for (const action of ['connect', 'disconnect']) {
-      const res = await call(b, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/${action}`, {});
-      expect(res.status, action).toBe(503);
-      expect(res.text).toContain('driven by another Wharf instance');
-      expect(res.headers.get('retry-after')).toBe(String(LEASE_SECONDS));
+    // What needs the socket, on B, runs on A (forwarding.ts): the same answers as A gives, nothing opened on B.
+    for (const path of [`/api/whatsapp-sessions/${s.id}/qrcode`, `/api/whatsapp-sessions/${s.id}/qr-code`]) {
+      const onA = await call(a, t.pat, 'GET', path);
+      const onB = await call(b, t.pat, 'GET', path);
+      expect(onA.status).toBe(409);
+      expect(onA.body.error).toContain('The session is connecting and has no QR code yet');
+      expect([onB.status, onB.body]).toEqual([onA.status, onA.body]);
     }
-    const qr = await call(b, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}/qrcode`);
-    expect(qr.status).toBe(503);
-    expect(qr.text).toContain('driven by another Wharf instance');
     const read = await call(b, t.pat, 'GET', `/api/whatsapp-sessions/${s.id}`);
     expect(read.status).toBe(200);
     expect(read.body.data.status).toBe('connecting');
-    // A send while the owner reports the session connected: 503 too, and the message is logged failed (it can be resent).
+    // A send while the owner reports the session connected: A has no socket yet, so 409 as on A, and the message is not kept.
     await b.running.data.run("UPDATE sessions_sessions SET status = 'connected' WHERE id = ?", [s.id]);
     const sent = await call(b, s.apiKey, 'POST', '/api/send-message', { to: '+442071234567', text: 'hello' });
-    expect(sent.status).toBe(503);
+    expect(sent.status, sent.text).toBe(409);
     expect(sent.body).toMatchObject({ success: false });
-    expect(sent.text).toContain('driven by another Wharf instance');
-    expect(await b.running.data.all('SELECT status FROM sessions_messages WHERE session_id = ?', [s.id])).toEqual([{ status: 'failed' }]);
+    expect(await b.running.data.all('SELECT status FROM sessions_messages WHERE session_id = ?', [s.id])).toEqual([]);
     await b.running.data.run("UPDATE sessions_sessions SET status = 'connecting' WHERE id = ?", [s.id]);
-    expect(open.b).toBe(0);
+    expect(open).toEqual({ a: 1, b: 0 });
 
     // A is cut off from the database: it cannot renew, so it closes its socket before the lease runs out.
     const held = (await lease(b, s.id))!;
@@ -135,6 +133,26 @@ describe('a whatsapp session on two instances sharing one PostgreSQL database', 
     await new Promise((r) => setTimeout(r, 2500));
     expect(open.b).toBe(0);
   });
+  it('lease times are the database’s clock: an instance whose clock runs an hour ahead neither steals a live lease nor takes one for longer', async () => {
+    const leases = network(b).leases;
+    const id = 987_654;
+    const realNow = Date.now();
+    await b.running.data.run("INSERT INTO sessions_leases (session_id, owner, lease_until) VALUES (?, 'instance-c', ?)", [id, realNow + 60_000]);
+    const ahead = vi.spyOn(Date, 'now').mockImplementation(() => realNow + 3_600_000);
+    try {
+      expect(await leases.take(id)).toBe(false);
+      expect(await leases.holder(id)).toMatchObject({ owner: 'instance-c' });
+      await b.running.data.run('DELETE FROM sessions_leases WHERE session_id = ?', [id]);
+      expect(await leases.take(id)).toBe(true);
+    } finally {
+      ahead.mockRestore();
+    }
+    const taken = (await lease(b, id))!;
+    expect(taken.lease_until).toBeGreaterThanOrEqual(realNow + LEASE_SECONDS * 1000);
+    expect(taken.lease_until).toBeLessThanOrEqual(Date.now() + LEASE_SECONDS * 1000);
+    await leases.release(id);
+  });
+
   it('an owner that stops cleanly gives its leases back: another instance resumes the session, never both at once', async () => {
     const d = await startMessagingApp(toml(port, 'd'), shared);
     try {

@@ -9,9 +9,13 @@
  *   accepted (in_progress) until WhatsApp's server acks them.
  * - `supervise()` runs on a timer once the server has started: it resumes the sessions that were
  *   connected (only then does Baileys load) and runs the watchdog; `prune()` bounds the stores.
+ * - Several instances on one database: only the instance holding a session's lease (leases.ts)
+ *   has its socket; a method that needs the socket, called on another instance, runs on that one
+ *   (`../../forwarding.ts`, the methods in OWNER_METHODS; `serveForwarded` is the owner's side).
  *
  * Capabilities: pairing by QR code and by phone code; no simulated receive.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { WAMessageContent } from 'baileys';
 import type { Db } from '../../../../core/db.ts';
 import { WharfError } from '../../../../core/errors.ts';
@@ -20,7 +24,8 @@ import type { ProxyCheckOptions } from '../../address-guard.ts';
 import type { Logger } from '../../../../core/logger.ts';
 import { randomToken } from '../../../../core/tokens.ts';
 import type { WhatsAppConfig } from '../../config.ts';
-import type { SessionLeases } from '../../leases.ts';
+import { type ForwardedCall, OWNER_METHODS, type OwnerClient, type OwnerMethod } from '../../forwarding.ts';
+import type { LeaseHolder, SessionLeases } from '../../leases.ts';
 import { notConnectedMessage } from '../not-connected.ts';
 import { digitsOf, mediaOf, normalizePhone, participantJid, participantJids, recipientOf } from '../nodes.ts';
 import type {
@@ -66,7 +71,28 @@ export interface WhatsAppOptions {
   load?: () => Promise<WhatsAppRuntime>;
   /** The sessions' leases: the instance holding a session's lease is the only one with a socket for it. */
   leases: SessionLeases;
+  /** Calls the instance holding a session's lease, for what needs its socket (forwarding.ts); without it such calls answer 503. */
+  owners?: OwnerClient;
 }
+
+/** Set while this instance runs a call another instance forwarded: such a call is never forwarded again. */
+const forwarded = new AsyncLocalStorage<true>();
+
+/** 503: another instance holds the session's lease. Where it can be reached, the call goes to it instead (forwarding.ts). */
+class DrivenElsewhere extends WharfError {
+  readonly holder: LeaseHolder;
+
+  constructor(sessionId: number, holder: LeaseHolder, retryAfter: number) {
+    super(
+      'unavailable',
+      `Session ${sessionId} is driven by another Wharf instance (it holds the session's lease): only that instance has its WhatsApp connection. Retry: a balancer may send the request there, or this instance takes the session over if that one stops.`,
+      { retryAfter },
+    );
+    this.holder = holder;
+  }
+}
+
+type AdapterMethod = (session: NetworkSession, ...args: unknown[]) => Promise<unknown>;
 
 /** `promise`, or a rejection once `ms` have passed (a database that hangs instead of failing). */
 function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
@@ -146,8 +172,18 @@ export class WhatsAppNetwork implements NetworkAdapter {
   #deps: Promise<ConnectionDeps> | undefined;
   #resumed = false;
   #closed = false;
+  /** The methods that need the session's socket, as this instance runs them (the public ones go to the owner when another instance drives the session). */
+  readonly #here = new Map<OwnerMethod, AdapterMethod>();
 
   constructor(db: Db, keys: Pick<Keys, 'encrypt' | 'decrypt'>, host: NetworkHost, options: WhatsAppOptions) {
+    // Each method that needs the socket runs here, or, when it finds that another instance holds
+    // the session's lease (a DrivenElsewhere, thrown before it changed anything), on that instance.
+    const self = this as unknown as Record<OwnerMethod, AdapterMethod>;
+    for (const method of OWNER_METHODS) {
+      const here = self[method].bind(this);
+      this.#here.set(method, here);
+      self[method] = (session, ...args) => this.#hereOrOwner(method, session, args, here);
+    }
     this.#host = host;
     this.#store = new WhatsAppStore(db, keys);
     this.#options = options;
@@ -219,18 +255,41 @@ export class WhatsAppNetwork implements NetworkAdapter {
     return socket;
   }
 
-  /** 503 when another instance holds the session's lease: only that instance has its socket. */
+  /** DrivenElsewhere (503) when another instance holds the session's lease: only that instance has its socket. */
   async #notDrivenElsewhere(session: NetworkSession): Promise<void> {
     const { leases } = this.#options;
     if (leases.holds(session.id)) return;
     const holder = await leases.holder(session.id);
-    if (holder !== null && holder !== leases.owner) {
+    if (holder !== null && holder.owner !== leases.owner) throw new DrivenElsewhere(session.id, holder, Math.ceil(leases.ms / 1000));
+  }
+
+  /** Runs a method here; when another instance drives the session, on that one (a call forwarded here is never forwarded again). */
+  async #hereOrOwner(method: OwnerMethod, session: NetworkSession, args: unknown[], here: AdapterMethod): Promise<unknown> {
+    try {
+      return await here(session, ...args);
+    } catch (err) {
+      const owners = this.#options.owners;
+      if (!(err instanceof DrivenElsewhere) || !owners || forwarded.getStore()) throw err;
+      const { holder } = err;
+      if (holder.url === null) throw err;
+      return owners.call({ owner: holder.owner, url: holder.url }, { owner: holder.owner, method, session, args });
+    }
+  }
+
+  /**
+   * Runs a call another instance forwarded (forwarding.ts), if this instance is the owner it
+   * found and holds the session's lease; 503 otherwise (it moved: the caller retries).
+   */
+  async serveForwarded(call: ForwardedCall): Promise<unknown> {
+    const { leases } = this.#options;
+    if (call.owner !== leases.owner || !leases.holds(call.session.id)) {
       throw new WharfError(
         'unavailable',
-        `Session ${session.id} is driven by another Wharf instance (it holds the session's lease): only that instance has its WhatsApp connection. Retry: a balancer may send the request there, or this instance takes the session over if that one stops.`,
+        `Session ${call.session.id} is not driven by the Wharf instance the request was handed to (any more): retry, the session's lease names the one that drives it.`,
         { retryAfter: Math.ceil(leases.ms / 1000) },
       );
     }
+    return forwarded.run(true, () => this.#here.get(call.method)!(call.session, ...call.args));
   }
 
   /** Takes the session's lease for a request that opens a socket; 503 when another instance holds it. */
@@ -325,7 +384,7 @@ export class WhatsAppNetwork implements NetworkAdapter {
    * has a connection for; a connection whose lease another instance took, or that could not be
    * renewed before it ran out, closes its socket at once. Leases of stopped connections are released.
    */
-  async renewLeases(now = Date.now()): Promise<void> {
+  async renewLeases(): Promise<void> {
     if (this.#closed) return;
     const { leases, log } = this.#options;
     const held = leases.held();
@@ -336,9 +395,11 @@ export class WhatsAppNetwork implements NetworkAdapter {
           if (held.includes(id)) await leases.release(id);
           return;
         }
+        // Alone on the database (SQLite) a lease is held until released: nothing to renew.
+        if (!leases.shared) return;
         let kept: boolean;
         try {
-          kept = await withDeadline(leases.take(id, now), leases.ms / 3);
+          kept = await withDeadline(leases.take(id), leases.ms / 3);
         } catch (err) {
           log.warn({ err, sessionId: id }, 'renewing a session lease failed');
           // Closed while a third of the lease is left (the next heartbeat would come too late): another
