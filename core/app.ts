@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { type ApiRegistry, PUBLIC } from './api.ts';
 import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
-import { groupFinder, methodNotAllowed, requestHandling } from './http.ts';
+import { groupFinder, jsonBodies, methodNotAllowed, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
 import { underAny } from './paths.ts';
 import type { RouteGroup } from './api.ts';
@@ -54,43 +54,6 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   for (const m of stack) app.use(m.fn);
   app.use(routesUnder(groups));
   return app;
-}
-
-/**
- * `ctx.body = {...}` (or an array) takes Koa's JSON branch directly. Koa's setter first tests the
- * value against Node's stream, ReadableStream, Blob and Response, and the first `instanceof Response`
- * loads Node's internal fetch (undici): 25 ms of the first request's CPU in a start-up profile
- * (BENCHMARKS.md, issue 16). What it does for such a value is repeated here exactly: status 200
- * unless one was set, no Content-Length, type json unless a JSON type was set. Anything else, and
- * a body replacing a stream (which Koa destroys), goes through Koa's setter.
- */
-export function jsonBodies(app: Koa): void {
-  const proto = Object.getPrototypeOf(app.response) as object;
-  const koaBody = Object.getOwnPropertyDescriptor(proto, 'body');
-  if (!koaBody?.get || !koaBody.set) throw new Error("Koa's response has no body accessor");
-  const { get, set } = koaBody;
-  Object.defineProperty(app.response, 'body', {
-    configurable: true,
-    enumerable: koaBody.enumerable,
-    get,
-    set(this: Koa.Response & { _body?: unknown; _explicitStatus?: boolean }, value: unknown) {
-      const previous = this._body;
-      const plain = value !== null && typeof value === 'object' && (Array.isArray(value) || isPlainObject(value));
-      if (!plain || (previous !== null && typeof previous === 'object' && typeof (previous as { pipe?: unknown }).pipe === 'function')) {
-        set.call(this, value);
-        return;
-      }
-      this._body = value;
-      if (!this._explicitStatus) this.status = 200;
-      this.remove('Content-Length');
-      if (!this.type || !/\bjson\b/i.test(this.type)) this.type = 'json';
-    },
-  });
-}
-
-function isPlainObject(value: object): boolean {
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
 }
 
 /**

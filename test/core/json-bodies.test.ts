@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import Koa from 'koa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jsonBodies } from '../../core/app.ts';
+import { jsonAsText, jsonBodies } from '../../core/http.ts';
 
 /** Each case sets a response the way a handler would; both apps must answer it byte for byte alike. */
 const cases: Record<string, (ctx: Koa.Context) => void> = {
@@ -59,6 +59,21 @@ const cases: Record<string, (ctx: Koa.Context) => void> = {
     ctx.body = { a: 1 };
     ctx.body = null;
   },
+  'an empty status after an object': (ctx) => {
+    ctx.body = { a: 1 };
+    ctx.status = 204;
+  },
+  'Content-Type removed after': (ctx) => {
+    ctx.body = { a: 1 };
+    ctx.remove('Content-Type');
+  },
+  'Transfer-Encoding set': (ctx) => {
+    ctx.set('Transfer-Encoding', 'chunked');
+    ctx.body = { a: 'chunked' };
+  },
+  unicode: (ctx) => {
+    ctx.body = { text: 'héllo ✓ 𝄞' };
+  },
 };
 
 function serve(app: Koa): Promise<{ server: http.Server; url: string }> {
@@ -73,6 +88,10 @@ beforeAll(async () => {
   koa = await serve(new Koa());
   const app = new Koa();
   jsonBodies(app);
+  app.use(async (ctx, next) => {
+    await next();
+    jsonAsText(ctx);
+  });
   ours = await serve(app);
 });
 afterAll(() => {
@@ -82,13 +101,14 @@ afterAll(() => {
 
 describe("JSON bodies skip Koa's body type tests and answer exactly as Koa does", () => {
   it.each(Object.keys(cases))('%s', async (name) => {
-    const answer = async (url: string) => {
-      const res = await fetch(`${url}/${encodeURIComponent(name)}`);
+    const answer = async (url: string, method = 'GET') => {
+      const res = await fetch(`${url}/${encodeURIComponent(name)}`, { method });
       const headers = Object.fromEntries([...res.headers].filter(([key]) => key !== 'date'));
       return { status: res.status, headers, body: await res.text() };
     };
     const expected = await answer(koa.url);
     expect(await answer(ours.url)).toStrictEqual(expected);
+    expect(await answer(ours.url, 'HEAD')).toStrictEqual(await answer(koa.url, 'HEAD'));
     // The case answered something (a wrong case name would answer 404 on both).
     expect(expected.status).not.toBe(404);
   });
