@@ -5,7 +5,7 @@
  * as on SQLite. Transactions are SERIALIZABLE and retried on a serialization failure or a
  * deadlock (40001, 40P01), a bounded number of times with a short random backoff.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { ConstraintError, ContentionError, type Db, type DbHandle, numberPlaceholders, type Params } from './db.ts';
 
 export interface PostgresOptions {
@@ -20,12 +20,23 @@ export const MAX_TRANSACTION_ATTEMPTS = 8;
 const RETRYABLE = new Set(['40001', '40P01']);
 const INT8_OID = 20;
 
-const types = {
-  getTypeParser(oid: number, format?: 'text' | 'binary') {
-    if (oid === INT8_OID) return (value: string) => Number(value);
-    return pg.types.getTypeParser(oid, format as 'text');
-  },
-};
+/**
+ * The pg module, loaded when PostgreSQL is first opened: a server on SQLite never evaluates it
+ * (it was 1-2% of the start's CPU in a profile of the binary, BENCHMARKS.md issue 16).
+ */
+let driver: typeof pg | undefined;
+async function loadPg(): Promise<typeof pg> {
+  return (driver ??= (await import('pg')).default);
+}
+
+function typesOf(module: typeof pg) {
+  return {
+    getTypeParser(oid: number, format?: 'text' | 'binary') {
+      if (oid === INT8_OID) return (value: string) => Number(value);
+      return module.types.getTypeParser(oid, format as 'text');
+    },
+  };
+}
 
 /** Where a URL points, without its password: for messages. */
 export function describePostgres(url: string): string {
@@ -42,12 +53,13 @@ export function describePostgres(url: string): string {
  * server, a refused password or a missing database is an Error with one line saying which.
  */
 export async function openPostgres(url: string, options: PostgresOptions): Promise<PostgresDb> {
+  const pg = await loadPg();
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,
     application_name: 'wharf',
-    types,
+    types: typesOf(pg),
   } as pg.PoolConfig);
   pool.on('error', (err) => options.onIdleError?.(err));
   const db = new PostgresDb(pool);
@@ -224,7 +236,8 @@ export class PostgresDb extends PgQueries implements DbHandle {
    * callers keep a periodic safety net (the webhooks dispatcher's resync).
    */
   async listen(channel: string, fn: (payload: string) => void, onError?: (err: Error) => void): Promise<() => Promise<void>> {
-    const client = new pg.Client(this.pool.options as pg.ClientConfig);
+    const { Client } = await loadPg();
+    const client = new Client(this.pool.options as pg.ClientConfig);
     client.on('error', (err) => onError?.(err));
     await client.connect();
     client.on('notification', (message) => {
