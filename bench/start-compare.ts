@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { baselines, cpuMicros, ensureBinary, fmt, median, type ServerSpec, startServer, wrk } from './lib.ts';
+import { baselines, cpuMicros, dropPageCache, ensureBinary, fmt, median, type ServerSpec, startServer, wrk } from './lib.ts';
 
 export async function run(): Promise<string> {
   const starts = Number(process.env.BENCH_STARTS ?? 15);
@@ -21,6 +21,7 @@ export async function run(): Promise<string> {
     const name = v.slice(0, at);
     return { name, bin: path.resolve(bin), options };
   });
+  for (const v of variants) dropPageCache(v.bin);
   const specs: ServerSpec[] = [
     baselines.koa,
     ...variants.map(
