@@ -10,13 +10,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { baselines, cpuMicros, ensureBinary, fmt, median, medianRatio, startServer, wrk, type ServerSpec, perRound } from './lib.ts';
+import { baselines, cpuMicros, dropPageCache, ensureBinary, fmt, median, medianRatio, startServer, wrk, type ServerSpec, perRound } from './lib.ts';
 
 export async function run(options: { rounds?: number; starts?: number; seconds?: number } = {}): Promise<string> {
   const rounds = options.rounds ?? Number(process.env.BENCH_ROUNDS ?? 3);
   const starts = options.starts ?? Number(process.env.BENCH_STARTS ?? 10);
   const seconds = options.seconds ?? 5;
   const bin = ensureBinary();
+  dropPageCache(bin);
   const dataRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-'));
   const wharf: ServerSpec = {
     name: 'wharf serve (binary)',

@@ -194,6 +194,17 @@ export function ensureBinary(): string {
   return bin;
 }
 
+/**
+ * Drops a file's pages from the page cache (GNU dd: `iflag=nocache count=0`), so a binary's idle
+ * RSS is measured as after installing it. Just written by the build, its cached pages are large
+ * folios that the kernel maps whole around each fault: the same binary then showed 74 MiB of
+ * file-backed RSS instead of 54 (BENCHMARKS.md, issue 16 part 5). The first start after this
+ * reads from disk; the others find what it read.
+ */
+export function dropPageCache(file: string): void {
+  execFileSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
+}
+
 export const baselines: Record<'http' | 'koa', ServerSpec> = {
   http: { name: 'bare node:http', argsFor: (port) => [node, [path.join(root, 'bench/baselines/bare-http.mjs'), String(port)]] },
   koa: { name: 'bare Koa', argsFor: (port) => [node, [path.join(root, 'bench/baselines/bare-koa.mjs'), String(port)]] },

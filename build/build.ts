@@ -15,9 +15,10 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type BuildOptions, build, type Metafile } from 'esbuild';
+import { type BuildOptions, build, type Metafile, type Plugin } from 'esbuild';
 import { SDK_ASSET } from '../bin/plugin-template.ts';
 import { SQLITE_ASSET, SQLITE_SHA_ASSET } from '../core/native.ts';
+import { LAZY_ASSET, LAZY_PACKAGES } from '../core/lazy-packages.ts';
 import { WHATSAPP_ASSET } from '../plugins/sessions/networks/whatsapp/load.ts';
 import { bundledPackages, NOTICES_ASSET, noticesText } from './notices.ts';
 import { DASHBOARD_ASSET } from '../plugins/dashboard/assets.ts';
@@ -28,6 +29,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = path.join(root, 'dist');
 const bundleFile = path.join(dist, 'wharf.cjs');
 const whatsappFile = path.join(dist, WHATSAPP_ASSET);
+const lazyFile = path.join(dist, LAZY_ASSET);
 const noticesFile = path.join(dist, NOTICES_ASSET);
 /** The dashboard's script and stylesheet, as one JSON asset (file name -> text). */
 const dashboardFile = path.join(dist, DASHBOARD_ASSET);
@@ -54,14 +56,34 @@ const COMMON: BuildOptions = {
 };
 
 /**
- * The three bundles: the program; the WhatsApp runtime (Baileys), which the program loads only
- * when it needs it; the dashboard's browser code (its files, carried as an asset).
+ * In the program's bundle, each of LAZY_PACKAGES is a module returning the package from the
+ * packages' own bundle (core/lazy-packages.ts), evaluated when first required.
  */
-export async function bundles(write = true): Promise<{ main: Metafile; whatsapp: Metafile; dashboard: Awaited<ReturnType<typeof dashboardBundle>> }> {
+const lazyPackages: Plugin = {
+  name: 'lazy-packages',
+  setup(b) {
+    const names = new Set<string>(LAZY_PACKAGES);
+    b.onResolve({ filter: /^[@a-z]/ }, (args) => (names.has(args.path) ? { path: args.path, namespace: 'lazy-package' } : undefined));
+    b.onLoad({ filter: /.*/, namespace: 'lazy-package' }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(path.join(root, 'core/lazy-packages.ts'))}).lazyPackage(${JSON.stringify(args.path)});`,
+      resolveDir: root,
+      loader: 'js',
+    }));
+  },
+};
+
+/**
+ * The four bundles: the program; the WhatsApp runtime (Baileys), which the program loads only
+ * when it needs it; the packages the program loads on first use (core/lazy-packages.ts); the
+ * dashboard's browser code (its files, carried as an asset).
+ */
+export async function bundles(
+  write = true,
+): Promise<{ main: Metafile; whatsapp: Metafile; lazy: Metafile; dashboard: Awaited<ReturnType<typeof dashboardBundle>> }> {
   const done = write ? step('bundle') : () => {};
   if (write) fs.mkdirSync(dist, { recursive: true });
-  const [main, whatsapp, dashboard] = await Promise.all([
-    build({ ...COMMON, write, entryPoints: [path.join(root, 'build/entry.ts')], outfile: bundleFile }),
+  const [main, whatsapp, lazy, dashboard] = await Promise.all([
+    build({ ...COMMON, write, entryPoints: [path.join(root, 'build/entry.ts')], outfile: bundleFile, plugins: [lazyPackages] }),
     build({
       ...COMMON,
       write,
@@ -71,25 +93,38 @@ export async function bundles(write = true): Promise<{ main: Metafile; whatsapp:
       // not bundled; Baileys catches their absence (no thumbnails, no link previews).
       external: ['sharp', 'jimp', 'audio-decode', 'link-preview-js'],
     }),
+    build({
+      ...COMMON,
+      write,
+      stdin: {
+        contents: `module.exports = {${LAZY_PACKAGES.map((name) => `${JSON.stringify(name)}: require(${JSON.stringify(name)})`).join(', ')}};`,
+        resolveDir: root,
+        sourcefile: 'lazy-packages.js',
+        loader: 'js',
+      },
+      outfile: lazyFile,
+    }),
     dashboardBundle(),
   ]);
   done();
-  return { main: main.metafile!, whatsapp: whatsapp.metafile!, dashboard };
+  return { main: main.metafile!, whatsapp: whatsapp.metafile!, lazy: lazy.metafile!, dashboard };
 }
 
 /** The third-party notices of what the bundles contain. */
 export async function notices(): Promise<string> {
-  const { main, whatsapp, dashboard } = await bundles(false);
-  return noticesText(bundledPackages([main, whatsapp, dashboard.metafile], root));
+  const { main, whatsapp, lazy, dashboard } = await bundles(false);
+  return noticesText(bundledPackages([main, whatsapp, lazy, dashboard.metafile], root));
 }
 
 /** Writes the program's bundle, the WhatsApp runtime, the notices and the dashboard asset to dist/. */
 export async function bundle(): Promise<void> {
-  const { main, whatsapp, dashboard } = await bundles();
+  const { main, whatsapp, lazy, dashboard } = await bundles();
   if (Object.keys(main.inputs).some((input) => input.includes('node_modules/baileys/'))) {
     throw new Error('the main bundle contains Baileys: it must load only through plugins/sessions/networks/whatsapp/load.ts');
   }
-  fs.writeFileSync(noticesFile, noticesText(bundledPackages([main, whatsapp, dashboard.metafile], root)));
+  const eager = LAZY_PACKAGES.find((name) => Object.keys(main.inputs).some((input) => input.includes(`node_modules/${name}/`)));
+  if (eager) throw new Error(`the main bundle contains ${eager}: it must load only through core/lazy-packages.ts`);
+  fs.writeFileSync(noticesFile, noticesText(bundledPackages([main, whatsapp, lazy, dashboard.metafile], root)));
   fs.writeFileSync(dashboardFile, JSON.stringify(dashboard.files));
 }
 
@@ -140,6 +175,7 @@ export async function buildBinary(): Promise<string> {
         [SQLITE_SHA_ASSET]: addonSha,
         [SDK_ASSET]: sdkAsset,
         [WHATSAPP_ASSET]: whatsappFile,
+        [LAZY_ASSET]: lazyFile,
         [NOTICES_ASSET]: noticesFile,
         [DASHBOARD_ASSET]: dashboardFile,
       },

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { type ApiRegistry, PUBLIC } from './api.ts';
 import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
-import { groupFinder, methodNotAllowed, requestHandling } from './http.ts';
+import { groupFinder, jsonBodies, methodNotAllowed, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
 import { underAny } from './paths.ts';
 import type { RouteGroup } from './api.ts';
@@ -35,6 +35,7 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   // anything in the X-Forwarded-For it sends.
   const app = new Koa({ proxy: parts.trustProxy, maxIpsCount: parts.trustProxy ? 1 : 0 });
   app.silent = true;
+  jsonBodies(app);
   const rootLog = parts.log;
   Object.defineProperty(app.context, 'log', {
     configurable: true,

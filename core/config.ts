@@ -50,7 +50,7 @@ export interface ConfigSources {
 }
 
 /** The full schema: the core's sections and one section per plugin of the registry. */
-function configSchema(plugins: readonly AnyPlugin[]) {
+export function configSchema(plugins: readonly AnyPlugin[]) {
   const sections: Record<string, z.ZodType> = {};
   for (const p of plugins) {
     sections[p.name] = p.config
@@ -143,14 +143,11 @@ export function resolveConfig(plugins: readonly AnyPlugin[], sources: ConfigSour
     raw = readToml(sources.toml.text, sources.toml.file);
     for (const [key, line] of keyLines(sources.toml.text)) origins.set(key, `${sources.toml.file}:${line}`);
   }
-  // The schema's JSON form tells each variable's type; built only when a variable needs it.
-  let jsonSchema: JsonSchema | undefined;
   const errors: string[] = [];
   for (const [name, value] of Object.entries(sources.env ?? {})) {
     if (!name.startsWith('WHARF_') || !name.includes('__') || value === undefined) continue;
     const keyPath = name.slice('WHARF_'.length).toLowerCase().split('__');
-    jsonSchema ??= z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
-    const leaf = schemaAt(jsonSchema, keyPath);
+    const leaf = envLeaf(schema, keyPath);
     if (!leaf) {
       errors.push(`${name}: unknown key "${keyPath.join('.')}"`);
       continue;
@@ -338,7 +335,7 @@ function received(input: unknown): string {
   return `, got ${kind}${kind === 'string' || kind === 'number' || kind === 'boolean' ? ` ${JSON.stringify(input)}` : ''}`;
 }
 
-interface JsonSchema {
+export interface JsonSchema {
   type?: string | string[];
   properties?: Record<string, JsonSchema>;
   anyOf?: JsonSchema[];
@@ -348,7 +345,42 @@ interface JsonSchema {
   items?: JsonSchema;
 }
 
-function schemaAt(schema: JsonSchema, keyPath: string[]): JsonSchema | undefined {
+/**
+ * The JSON form of the setting at `keyPath` (which tells a variable's type), or undefined when
+ * there is no such setting. Only that setting's schema is converted: converting the whole
+ * schema was 3% of the start's CPU (BENCHMARKS.md, issue 16). The walk goes through what the
+ * JSON form inlines (optional, default, prefault, readonly, catch, a pipe's input) to the
+ * objects' keys, and stops where it would not have `properties` (a union, a nullable, a record),
+ * so it finds what {@link schemaAt} finds in the whole schema's JSON form
+ * (test/core/config.test.ts compares them for every setting).
+ */
+export function envLeaf(schema: z.ZodType, keyPath: readonly string[]): JsonSchema | undefined {
+  let node: z.ZodType = schema;
+  for (const key of keyPath) {
+    const object = inlined(node);
+    if (!(object instanceof z.ZodObject)) return undefined;
+    // Variable names are the operator's text: `constructor` must not reach Object.prototype.
+    const shape = object.shape as Record<string, z.ZodType>;
+    if (!Object.hasOwn(shape, key)) return undefined;
+    node = shape[key]!;
+  }
+  const leaf = z.toJSONSchema(node, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
+  return leaf.properties ? undefined : leaf;
+}
+
+/** What the input JSON form of `schema` is made of: its wrappers (which that form inlines) removed. */
+function inlined(schema: z.ZodType): z.ZodType {
+  let node = schema;
+  for (;;) {
+    const def = (node as unknown as { _zod: { def: { type: string; innerType?: z.ZodType; in?: z.ZodType } } })._zod.def;
+    if (['optional', 'default', 'prefault', 'readonly', 'catch', 'nonoptional'].includes(def.type) && def.innerType) node = def.innerType;
+    else if (def.type === 'pipe' && def.in) node = def.in;
+    else return node;
+  }
+}
+
+/** @internal The setting at `keyPath` in the whole schema's JSON form (what {@link envLeaf} must agree with). */
+export function schemaAt(schema: JsonSchema, keyPath: string[]): JsonSchema | undefined {
   let node: JsonSchema | undefined = schema;
   for (const key of keyPath) {
     // Variable names are the operator's text: `constructor` must not reach Object.prototype.

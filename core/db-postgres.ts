@@ -8,7 +8,7 @@
  * connection), then on the server (session-level advisory locks on its connection, before BEGIN).
  */
 import { createHash } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
 import { ConstraintError, ContentionError, type Db, type DbHandle, numberPlaceholders, type Params, type TransactionOptions } from './db.ts';
 
 export interface PostgresOptions {
@@ -23,12 +23,23 @@ export const MAX_TRANSACTION_ATTEMPTS = 8;
 const RETRYABLE = new Set(['40001', '40P01']);
 const INT8_OID = 20;
 
-const types = {
-  getTypeParser(oid: number, format?: 'text' | 'binary') {
-    if (oid === INT8_OID) return (value: string) => Number(value);
-    return pg.types.getTypeParser(oid, format as 'text');
-  },
-};
+/**
+ * The pg module, loaded when PostgreSQL is first opened: a server on SQLite never evaluates it
+ * (it was 1-2% of the start's CPU in a profile of the binary, BENCHMARKS.md issue 16).
+ */
+let driver: typeof pg | undefined;
+async function loadPg(): Promise<typeof pg> {
+  return (driver ??= (await import('pg')).default);
+}
+
+function typesOf(module: typeof pg) {
+  return {
+    getTypeParser(oid: number, format?: 'text' | 'binary') {
+      if (oid === INT8_OID) return (value: string) => Number(value);
+      return module.types.getTypeParser(oid, format as 'text');
+    },
+  };
+}
 
 /** Where a URL points, without its password: for messages. */
 export function describePostgres(url: string): string {
@@ -45,12 +56,13 @@ export function describePostgres(url: string): string {
  * server, a refused password or a missing database is an Error with one line saying which.
  */
 export async function openPostgres(url: string, options: PostgresOptions): Promise<PostgresDb> {
+  const pg = await loadPg();
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,
     application_name: 'wharf',
-    types,
+    types: typesOf(pg),
   } as pg.PoolConfig);
   pool.on('error', (err) => options.onIdleError?.(err));
   const db = new PostgresDb(pool);
@@ -304,7 +316,8 @@ export class PostgresDb extends PgQueries implements DbHandle {
    * callers keep a periodic safety net (the webhooks dispatcher's resync).
    */
   async listen(channel: string, fn: (payload: string) => void, onError?: (err: Error) => void): Promise<() => Promise<void>> {
-    const client = new pg.Client(this.pool.options as pg.ClientConfig);
+    const { Client } = await loadPg();
+    const client = new Client(this.pool.options as pg.ClientConfig);
     client.on('error', (err) => onError?.(err));
     await client.connect();
     client.on('notification', (message) => {

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type Router from '@koa/router';
+import type Koa from 'koa';
 import type { Context, Next } from 'koa';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { type Envelope, formatters, rateLimitBody, toWharfError, WharfError } from './errors.ts';
@@ -84,7 +85,58 @@ export function requestHandling(options: { log: Logger; metrics: Registry; group
       durations.observe({ method: ctx.method, route }, seconds);
       access({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, durationMs: Math.round(seconds * 1e4) / 10 });
     }
+    jsonAsText(ctx);
   };
+}
+
+/**
+ * JSON bodies without Koa's body type tests. Koa's setter and its response writer test every
+ * body against stream, ReadableStream, Blob and Response, and the first `instanceof Response`
+ * loads Node's internal fetch (undici): 25 ms of the first request's CPU in a start-up profile
+ * (BENCHMARKS.md, issue 16). For a plain object or array the setter here does exactly what
+ * Koa's JSON branch does (status 200 unless one was set, no Content-Length, type json unless a
+ * JSON type was set); anything else, and a body replacing a stream (which Koa destroys), goes
+ * through Koa's setter. {@link jsonAsText} then hands Koa the JSON text.
+ */
+export function jsonBodies(app: Koa): void {
+  const proto = Object.getPrototypeOf(app.response) as object;
+  const koaBody = Object.getOwnPropertyDescriptor(proto, 'body');
+  if (!koaBody?.get || !koaBody.set) throw new Error("Koa's response has no body accessor");
+  const { get, set } = koaBody;
+  Object.defineProperty(app.response, 'body', {
+    configurable: true,
+    enumerable: koaBody.enumerable,
+    get,
+    set(this: Koa.Response & { _body?: unknown; _explicitStatus?: boolean }, value: unknown) {
+      const previous = this._body;
+      if (!isJsonValue(value) || (previous !== null && typeof previous === 'object' && typeof (previous as { pipe?: unknown }).pipe === 'function')) {
+        set.call(this, value);
+        return;
+      }
+      this._body = value;
+      if (!this._explicitStatus) this.status = 200;
+      this.remove('Content-Length');
+      if (!this.type || !/\bjson\b/i.test(this.type)) this.type = 'json';
+    },
+  });
+}
+
+/**
+ * At the end of the outermost middleware: a plain object or array body becomes its JSON text, as
+ * Koa's writer would make it (the same bytes, Content-Length its byte length), so the writer
+ * takes its string branch. Left to Koa when the response is not Koa's to write or has no type.
+ */
+export function jsonAsText(ctx: Context): void {
+  const body = ctx.body;
+  if (!isJsonValue(body) || ctx.respond === false || ctx.headerSent || !ctx.res.hasHeader('Content-Type')) return;
+  ctx.body = JSON.stringify(body);
+}
+
+function isJsonValue(value: unknown): value is object {
+  if (value === null || typeof value !== 'object') return false;
+  if (Array.isArray(value)) return true;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
 }
 
 /** The message of what caused an error, when it has a cause (no stack). */

@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import vm from 'node:vm';
 
 /** The asset name the build gives the addon (build/build.ts). */
 export const SQLITE_ASSET = 'better_sqlite3.node';
@@ -31,6 +32,19 @@ export function seaModule(): typeof import('node:sea') | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Evaluates a CommonJS bundle the executable carries as an asset (the WhatsApp runtime, the
+ * packages loaded on first use) and returns its exports. Such a bundle requires Node's built-in
+ * modules only; the require given to it resolves them inside the executable.
+ */
+export function evaluateBundle(code: string, name: string): unknown {
+  const filename = path.join(path.dirname(process.execPath), name);
+  const module = { exports: {} as unknown };
+  const wrapper = vm.compileFunction(code, ['exports', 'require', 'module', '__filename', '__dirname'], { filename });
+  wrapper(module.exports, createRequire(process.execPath), module, filename, path.dirname(filename));
+  return module.exports;
 }
 
 export function nativeSqliteBinding(): object | undefined {

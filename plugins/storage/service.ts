@@ -383,7 +383,7 @@ export class Storage {
           );
         }
       }
-      for (const f of planned) await store.insertUpload({ appId: app.id, key: f.key, size: f.size, type: f.type, now, expiresAt });
+      await store.insertUploads(app.id, planned, now, expiresAt);
     });
     try {
       return await Promise.all(

@@ -84,6 +84,13 @@ const DELETE_FILE_BY_KEY = 'DELETE FROM storage_files WHERE app_id = ? AND key =
 const DELETE_UPLOAD = 'DELETE FROM storage_uploads WHERE app_id = ? AND key = ?';
 const FILE_COLUMNS_RETURNED = 'RETURNING id, app_id, key, name, size, type, uploaded_at';
 
+/** One reservation of phase 1. */
+export interface UploadInput {
+  key: string;
+  size: number;
+  type: string;
+}
+
 /** The statements that differ between the engines. */
 const ENGINE_SQL = {
   sqlite: {
@@ -99,6 +106,10 @@ const ENGINE_SQL = {
     reservedOfKeys:
       "SELECT u.key FROM json_each(@keys) j JOIN storage_uploads u ON u.app_id = @appId AND u.key = j.value WHERE u.state = 'pending' AND u.expires_at > @now",
     keys: (keys: readonly string[]): unknown => JSON.stringify(keys),
+    // The reservations of one phase 1 as one statement over a JSON array of [key, size, type].
+    insertUploads: `INSERT INTO storage_uploads (app_id, key, size, type, state, created_at, expires_at)
+       SELECT @appId, j.value ->> 0, j.value ->> 1, j.value ->> 2, 'pending', @now, @expiresAt FROM json_each(@rows) j`,
+    uploadRows: (files: readonly UploadInput[]): Record<string, unknown> => ({ rows: JSON.stringify(files.map((f) => [f.key, f.size, f.type])) }),
   },
   postgres: {
     // Numbers from identity columns: concurrent instances never compute the same one.
@@ -112,6 +123,13 @@ const ENGINE_SQL = {
     reservedOfKeys:
       "SELECT u.key FROM storage_uploads u WHERE u.app_id = @appId AND u.key = ANY(@keys::text[]) AND u.state = 'pending' AND u.expires_at > @now",
     keys: (keys: readonly string[]): unknown => keys,
+    insertUploads: `INSERT INTO storage_uploads (app_id, key, size, type, state, created_at, expires_at)
+       SELECT @appId, u.key, u.size, u.type, 'pending', @now, @expiresAt FROM unnest(@keys::text[], @sizes::bigint[], @types::text[]) AS u(key, size, type)`,
+    uploadRows: (files: readonly UploadInput[]): Record<string, unknown> => ({
+      keys: files.map((f) => f.key),
+      sizes: files.map((f) => f.size),
+      types: files.map((f) => f.type),
+    }),
   },
 };
 
@@ -298,12 +316,14 @@ export class StorageStore {
     return this.#db.one<UploadRow>('SELECT * FROM storage_uploads WHERE app_id = ? AND key = ?', [appId, key]);
   }
 
-  async insertUpload(input: { appId: string; key: string; size: number; type: string; now: string; expiresAt: string }): Promise<void> {
-    await this.#db.run(
-      `INSERT INTO storage_uploads (app_id, key, size, type, state, created_at, expires_at)
-       VALUES (@appId, @key, @size, @type, 'pending', @now, @expiresAt)`,
-      input,
-    );
+  /**
+   * Records the reservations of one phase 1, in the order given, with one statement: 100 of them
+   * one statement each were most of phase 1's reservation transaction (BENCHMARKS.md, issue 16).
+   * A key already reserved fails the whole statement, as the first duplicate insert would.
+   */
+  async insertUploads(appId: string, files: readonly UploadInput[], now: string, expiresAt: string): Promise<void> {
+    if (files.length === 0) return;
+    await this.#db.run(this.#sql.insertUploads, { appId, now, expiresAt, ...this.#sql.uploadRows(files) });
   }
 
   async deleteUpload(appId: string, key: string): Promise<void> {

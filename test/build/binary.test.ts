@@ -6,6 +6,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import { PLUGIN_CONTRACT } from '../../core/plugin.ts';
 import { tempDir } from '../helpers/app.ts';
 import { root, serve, wharf } from '../helpers/cli.ts';
 import { buildPluginProject } from '../helpers/plugin-project.ts';
+import { ensureS3 } from '../helpers/s3.ts';
 
 let bin: string;
 let cache: string;
@@ -93,6 +95,109 @@ describe('the single executable', () => {
     expect(await server.stop('SIGTERM')).toBe(0);
     expect(fs.existsSync(path.join(cwd, 'wharf-data/wharf.db'))).toBe(true);
   });
+});
+
+describe('the single executable and the packages it loads on first use (core/lazy-packages.ts)', () => {
+  const env = () => ({ XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin' });
+  /** A user, a server on `toml`, and a signed-in cookie; `fn` runs against them, then the server stops. */
+  async function withServer(toml: string, extra: Record<string, string>, fn: (url: string, headers: Record<string, string>) => Promise<void>) {
+    const cwd = tempDir('wharf-lazy-');
+    fs.writeFileSync(path.join(cwd, 'w.toml'), toml);
+    const made = wharf(['admin', 'create-user', '--email', 'lazy@example.test', '--password', 'correct horse battery', '--org', 'Lazy', '--config', 'w.toml'], {
+      bin,
+      cwd,
+      env: env(),
+    });
+    expect(made.status, made.stderr).toBe(0);
+    const srv = await serve(['--config', 'w.toml'], { bin, cwd, env: { ...env(), ...extra } });
+    try {
+      const json = { 'content-type': 'application/json', origin: srv.url };
+      const login = await fetch(`${srv.url}/auth/login`, {
+        method: 'POST',
+        headers: json,
+        body: JSON.stringify({ email: 'lazy@example.test', password: 'correct horse battery' }),
+      });
+      expect(login.status).toBe(200);
+      await fn(srv.url, { ...json, cookie: login.headers.getSetCookie()[0]!.split(';')[0]! });
+    } finally {
+      expect(await srv.stop('SIGTERM')).toBe(0);
+    }
+  }
+  const post = async (url: string, headers: Record<string, string>, body: unknown) => {
+    const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+    const text = await res.text();
+    expect(res.status, text).toBeLessThan(300);
+    return JSON.parse(text);
+  };
+
+  it("delivers a webhook (undici) and accepts a presigned PUT on the embedded endpoint (smithy's signer)", async () => {
+    const arrived: string[] = [];
+    const receiver = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        arrived.push(body);
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const toml = '[plugins.identity]\nscrypt_cost = 1024\n[plugins.webhooks]\nallow_private_networks = true\n';
+    try {
+      await withServer(toml, { WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0' }, async (url, headers) => {
+        const pat = (await post(`${url}/api/personal-access-tokens`, headers, { name: 'lazy' })).data.token as string;
+        const bearer = { 'content-type': 'application/json', authorization: `Bearer ${pat}` };
+        const session = (
+          await post(`${url}/api/sandbox-sessions`, bearer, {
+            name: 'lazy',
+            webhook_url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`,
+            webhook_enabled: true,
+            webhook_events: ['messages.received'],
+          })
+        ).data as { api_key: string };
+        await post(
+          `${url}/api/sandbox/receive`,
+          { 'content-type': 'application/json', authorization: `Bearer ${session.api_key}` },
+          { from: '+14155550100', text: 'lazy hello' },
+        );
+        await expect.poll(() => arrived.some((body) => body.includes('lazy hello'))).toBe(true);
+
+        const app = await post(`${url}/api/apps`, headers, { name: 'lazy' });
+        const appId = (app.data ?? app).id as string;
+        const upload = await post(`${url}/api/files/upload`, headers, { appId, files: [{ name: 'a.txt', size: 5, type: 'text/plain' }] });
+        const put = await fetch(upload.uploads[0].presignedUrl, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'hello' });
+        expect(put.status, await put.text()).toBe(200);
+      });
+    } finally {
+      await new Promise((resolve) => receiver.close(resolve));
+    }
+  }, 90_000);
+
+  it('creates an app on the s3 driver (the AWS SDK)', async () => {
+    const target = await ensureS3();
+    const prefix = `lazy${Date.now().toString(36)}-`;
+    const toml = [
+      '[plugins.identity]',
+      'scrypt_cost = 1024',
+      '[plugins.storage]',
+      'driver = "s3"',
+      `bucket_prefix = "${prefix}"`,
+      '[plugins.storage.s3]',
+      `endpoint = "${target.endpoint}"`,
+      `region = "${target.region}"`,
+      `access_key = "${target.accessKeyId}"`,
+      `secret_key = "${target.secretAccessKey}"`,
+      '',
+    ].join('\n');
+    await withServer(toml, {}, async (url, headers) => {
+      const app = await post(`${url}/api/apps`, headers, { name: 'lazy' });
+      const created = (app.data ?? app) as { id: string; bucketName: string };
+      expect(created.bucketName.startsWith(prefix)).toBe(true);
+      const ready = await fetch(`${url}/readyz`);
+      expect(((await ready.json()) as { checks: Record<string, boolean> }).checks).toMatchObject({ storage: true });
+      const gone = await fetch(`${url}/api/apps`, { method: 'DELETE', headers, body: JSON.stringify({ appId: created.id }) });
+      expect(gone.status, await gone.text()).toBeLessThan(300);
+    });
+  }, 90_000);
 });
 
 describe('the single executable and the WhatsApp network', () => {

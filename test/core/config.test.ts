@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { type AnyPlugin, ConfigError, keyLines, resolveConfig, sortPlugins } from '../../core/config.ts';
+import { type AnyPlugin, ConfigError, configSchema, envLeaf, type JsonSchema, keyLines, resolveConfig, schemaAt, sortPlugins } from '../../core/config.ts';
 import { builtinPlugins } from '../../plugins/index.ts';
 import { journalPlugin } from '../helpers/plugins.ts';
 
@@ -176,6 +176,30 @@ describe('config: plugin declarations are checked when they load', () => {
     ]);
     expect(errorsOf('', {}, [named('dir')])).toEqual(['plugin "dir": "dir" is the key of the extra plugins\' directory, not a plugin name']);
     expect(errorsOf('', {}, [named('same'), named('same')])).toEqual(['plugin "same": declared twice']);
+  });
+});
+
+describe('config: a WHARF_ variable finds its setting without converting the whole schema', () => {
+  it('finds for every setting, and for paths that are not settings, what the whole schema finds', () => {
+    for (const list of [builtinPlugins, plugins]) {
+      const schema = configSchema(list);
+      const whole = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
+      const paths: string[][] = [];
+      const walk = (node: JsonSchema, at: string[]) => {
+        paths.push(at, [...at, 'nope'], [...at, 'constructor']);
+        for (const [key, child] of Object.entries(node.properties ?? {})) walk(child, [...at, key]);
+      };
+      walk(whole, []);
+      const leaves = paths.filter((p) => schemaAt(whole, p));
+      // Every plugin's settings are among them (the walk reached them).
+      expect(leaves.some((p) => p.join('.') === 'plugins.storage.fs.listen')).toBe(list === builtinPlugins);
+      expect(leaves.length).toBeGreaterThan(list === builtinPlugins ? 80 : 10);
+      for (const p of paths) {
+        const found = envLeaf(schema, p);
+        const { $schema: _ignored, ...leaf } = (found ?? {}) as Record<string, unknown>;
+        expect(found ? leaf : undefined, p.join('.')).toEqual(schemaAt(whole, p));
+      }
+    }
   });
 });
 

@@ -7,6 +7,8 @@
  */
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConstraintError } from '../../../core/db.ts';
+import { StorageStore } from '../../../plugins/storage/store.ts';
 import { postgresSearchSql } from '../../../plugins/storage/store-search.ts';
 import type { TestApp } from '../../helpers/app.ts';
 import { tempDir } from '../../helpers/app.ts';
@@ -79,6 +81,35 @@ describe(`search on ${onPostgres ? 'PostgreSQL' : 'SQLite'}`, () => {
     const want = await db.value<number>("SELECT count(*) FROM storage_files WHERE app_id = 'plans' AND strpos(name, 'abc1') > 0");
     expect(rows[0]?.total).toBe(want);
     expect(rows.every((r) => r.name.includes('abc1'))).toBe(true);
+  });
+});
+
+describe(`phase 1's reservations on ${onPostgres ? 'PostgreSQL' : 'SQLite'}`, () => {
+  it('are recorded by one statement exactly as given, and a key already reserved records none of them', async () => {
+    const store = new StorageStore(app.running.data);
+    const files = [
+      { key: 'res/ünïcode ✓ 𝄞.txt', size: 0, type: 'text/plain; charset=utf-8' },
+      { key: 'res/"quoted"\\back', size: 5 * 1024 ** 3, type: 'application/octet-stream' },
+      { key: 'res/big', size: Number.MAX_SAFE_INTEGER, type: 'image/jpeg' },
+    ];
+    await store.transaction((tx) => tx.insertUploads(appId, files, '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z'));
+    const rows = await app.running.data.all<Record<string, unknown>>(
+      "SELECT key, size, type, state, created_at, expires_at FROM storage_uploads WHERE app_id = ? AND key LIKE 'res/%' ORDER BY key",
+      [appId],
+    );
+    const expected = files
+      .map((f) => ({ ...f, state: 'pending', created_at: '2026-01-01T00:00:00.000Z', expires_at: '2026-01-01T01:00:00.000Z' }))
+      .sort((a, b) => (a.key < b.key ? -1 : 1));
+    expect(rows).toEqual(expected);
+    expect([...(await store.reservations(appId, '2026-01-01T00:30:00.000Z')).values()].sort()).toEqual(files.map((f) => f.size).sort());
+    // One new key and one taken: the statement fails whole, nothing of it is recorded.
+    await expect(
+      store.transaction((tx) =>
+        tx.insertUploads(appId, [{ key: 'res/new', size: 1, type: 't' }, files[0]!], '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z'),
+      ),
+    ).rejects.toBeInstanceOf(ConstraintError);
+    expect(await store.upload(appId, 'res/new')).toBeUndefined();
+    await app.running.data.run("DELETE FROM storage_uploads WHERE app_id = ? AND key LIKE 'res/%'", [appId]);
   });
 });
 

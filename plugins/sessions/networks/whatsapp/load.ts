@@ -5,10 +5,7 @@
  * The main bundle never contains Baileys (the import's specifier is computed; build/build.ts checks), so start-up
  * time and memory without whatsapp sessions are what they were without the adapter.
  */
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import vm from 'node:vm';
-import { seaModule } from '../../../../core/native.ts';
+import { evaluateBundle, seaModule } from '../../../../core/native.ts';
 
 export type WhatsAppRuntime = typeof import('./runtime.ts');
 
@@ -18,17 +15,8 @@ export const WHATSAPP_ASSET = 'whatsapp.cjs';
 /** Loads the runtime: the executable's asset, or the module itself when running from source. */
 export async function loadRuntime(): Promise<WhatsAppRuntime> {
   const sea = seaModule();
-  if (sea) return evaluate(sea.getAsset(WHATSAPP_ASSET, 'utf8') as string);
+  if (sea) return evaluateBundle(sea.getAsset(WHATSAPP_ASSET, 'utf8') as string, 'wharf-whatsapp.cjs') as WhatsAppRuntime;
   // A computed specifier: esbuild leaves it alone, so the program's bundle never contains Baileys.
   const runtime = new URL('./runtime.ts', import.meta.url).href;
   return (await import(runtime)) as WhatsAppRuntime;
-}
-
-function evaluate(code: string): WhatsAppRuntime {
-  const filename = path.join(path.dirname(process.execPath), 'wharf-whatsapp.cjs');
-  const module = { exports: {} as Record<string, unknown> };
-  const wrapper = vm.compileFunction(code, ['exports', 'require', 'module', '__filename', '__dirname'], { filename });
-  // The bundle requires Node's built-in modules only; this require resolves them inside the executable.
-  wrapper(module.exports, createRequire(process.execPath), module, filename, path.dirname(filename));
-  return module.exports as unknown as WhatsAppRuntime;
 }

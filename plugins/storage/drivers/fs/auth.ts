@@ -14,8 +14,15 @@
  */
 import { createHash, createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { SignatureV4 } from '@smithy/signature-v4';
+import type { SignatureV4 } from '@smithy/signature-v4';
 import { S3Error } from './objects.ts';
+
+/**
+ * smithy's signer, loaded with the first SigV4 request: evaluating it and the @smithy modules it
+ * pulls in was 5% of the start's CPU in a profile of the binary, for a server that may never see
+ * one (BENCHMARKS.md, issue 16).
+ */
+let smithy: typeof import('@smithy/signature-v4') | undefined;
 
 /** Largest difference between a request's date and ours. */
 const MAX_SKEW_MS = 15 * 60 * 1000;
@@ -167,10 +174,11 @@ export class Verifier {
     this.#now = now;
   }
 
-  #signer(accessKey: string, secret: string): SignatureV4 {
+  async #signer(accessKey: string, secret: string): Promise<SignatureV4> {
     const id = `${accessKey}\n${secret}`;
     let signer = this.#signers.get(id);
     if (!signer) {
+      const { SignatureV4 } = smithy ?? (smithy = await import('@smithy/signature-v4'));
       if (this.#signers.size > 1000) this.#signers.clear();
       signer = new SignatureV4({
         credentials: { accessKeyId: accessKey, secretAccessKey: secret },
@@ -313,7 +321,7 @@ export class Verifier {
       signed.filter((h) => h !== 'x-amz-date'),
     );
     request.headers['x-amz-content-sha256'] ??= payload;
-    const signer = this.#signer(scope.accessKey, cred.secret);
+    const signer = await this.#signer(scope.accessKey, cred.secret);
     const unsignable = new Set(['x-amz-content-sha256'].filter((h) => !signed.includes(h)));
     const out = await signer.sign(request, { signingDate: date, signableHeaders: new Set(signed), unsignableHeaders: unsignable });
     const mine = /Signature=([0-9a-f]{64})/.exec(String(out.headers.authorization))?.[1] ?? '';
@@ -364,7 +372,7 @@ export class Verifier {
     const payload = typeof rest['X-Amz-Content-Sha256'] === 'string' ? rest['X-Amz-Content-Sha256'] : 'UNSIGNED-PAYLOAD';
     const names = new Set(Object.keys(request.headers));
     request.headers['x-amz-content-sha256'] = payload;
-    const signer = this.#signer(scope.accessKey, cred.secret);
+    const signer = await this.#signer(scope.accessKey, cred.secret);
     const out = await signer.presign(request, {
       signingDate: date,
       expiresIn: expires,
