@@ -347,6 +347,9 @@ interface Listening {
   url: string;
 }
 
+/** How long an idle keep-alive connection stays open. */
+const KEEP_ALIVE_MS = 65_000;
+
 /** Step 5: bind the HTTP server, with the header and request timeouts. */
 async function listen(app: Koa, core: CoreConfig): Promise<Listening> {
   const { headers_timeout_ms: headersTimeout, request_timeout_ms: requestTimeout } = core.server;
@@ -360,6 +363,10 @@ async function listen(app: Koa, core: CoreConfig): Promise<Listening> {
     },
     app.callback(),
   );
+  // Idle keep-alive connections stay open longer than the idle timeouts of common load balancers
+  // and clients (60 s): whoever reuses a connection must not meet Node's default of 5 s closing it
+  // under them (a proxy answers 502, a client "other side closed").
+  server.keepAliveTimeout = KEEP_ALIVE_MS;
   const sockets = new Set<Socket>();
   server.on('connection', (socket) => {
     sockets.add(socket);

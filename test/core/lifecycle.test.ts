@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { PUBLIC } from '../../core/api.ts';
@@ -142,6 +143,21 @@ describe('lifecycle', () => {
     const again = await start(resolveConfig([], { flags: { dataDir } }), { log: quiet });
     expect((again.db.prepare('SELECT COUNT(*) AS n FROM core_keys_check').get() as { n: number }).n).toBe(1);
     await again.close();
+  });
+
+  it("keeps idle keep-alive connections 65 s (above load balancers' 60 s), and says so to clients", async () => {
+    const app = await startApp('', { plugins: [] });
+    try {
+      const res = await new Promise<http.IncomingMessage>((resolve, reject) =>
+        http.get(`${app.url}/healthz`, { agent: new http.Agent({ keepAlive: true }) }, resolve).on('error', reject),
+      );
+      res.resume();
+      expect(res.headers.connection).toBe('keep-alive');
+      expect(res.headers['keep-alive']).toBe('timeout=65');
+      expect(app.running.server?.keepAliveTimeout).toBe(65_000);
+    } finally {
+      await app.close();
+    }
   });
 
   it('drains an in-flight request before closing', async () => {
