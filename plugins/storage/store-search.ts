@@ -94,25 +94,80 @@ const SEARCH_SQL: Record<Index, Record<Direction, ReturnType<typeof searchSql>>>
   storage_files_ngrams: both('storage_files_ngrams'),
   storage_files_names: both('storage_files_names'),
 };
-const GRAM_COUNT = 'SELECT n FROM storage_search_grams WHERE app_id = ? AND gram = ?';
-const GRAM_COUNTS = 'SELECT gram, n FROM storage_search_grams WHERE app_id = ? AND gram IN (SELECT value FROM json_each(?))';
-const CACHED_COUNT = 'SELECT n FROM storage_search_counts WHERE app_id = ? AND term = ?';
-const CACHE_COUNT = 'INSERT INTO storage_search_counts (app_id, term, n) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET n = excluded.n';
-const EVICT_COUNTS =
-  'DELETE FROM storage_search_counts WHERE rowid IN (SELECT rowid FROM storage_search_counts WHERE app_id = ? ORDER BY rowid DESC LIMIT -1 OFFSET ?)';
 
-/** How a term is served: its index and MATCH, how many entries that matches, and its total when known before the page. */
+/**
+ * On PostgreSQL the same tables of counts (storage_search_grams, storage_search_counts: migration
+ * 004, kept by a statement-level trigger) and the same plans, over two indexes on storage_files
+ * (migration 003):
+ * - terms of 3+ characters: `name LIKE '%term%'` (%, _ and \ escaped) on pg_trgm's GIN index of
+ *   the names. Trigrams only find candidates (pg_trgm folds case); LIKE's recheck is exact.
+ * - terms of 1-2 characters, which have no trigram: the names' 1- and 2-character substrings as
+ *   a stored array (short_grams), GIN-indexed, and `@>` the term.
+ * - the walk: the (app_id, uploaded_at, id) index in the page's order, strpos() on each row.
+ */
+const likePattern = (term: string) => `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+const pgMatch = (short: boolean) =>
+  short ? 'f.app_id = @appId AND f.short_grams @> ARRAY[@term::text]' : "f.app_id = @appId AND f.name LIKE @pattern ESCAPE '\\'";
+/**
+ * The matches are planned on their own (MATERIALIZED: the page's LIMIT would otherwise lead the
+ * planner to walk the time index, filtering, for a page it thinks ends early; the total needs
+ * every match anyway), then counted and sorted for the page.
+ */
+const pgSql = (short: boolean, dir: Direction) => ({
+  fromMatches: `WITH m AS MATERIALIZED (SELECT f.seq, f.uploaded_at, f.id FROM storage_files f WHERE ${pgMatch(short)})
+    SELECT ${FILE_COLUMNS}, t.total FROM storage_files f
+      JOIN (SELECT seq, uploaded_at, id FROM m f ${orderBy(dir)} LIMIT @limit OFFSET @offset) p ON p.seq = f.seq
+      CROSS JOIN (SELECT count(*) AS total FROM m) t
+    ${orderBy(dir, 'p.')}`,
+  countMatches: `SELECT count(*) FROM storage_files f WHERE ${pgMatch(short)}`,
+  // strpos() has no index: the planner's only ordered way is the time index (no sort, stops at the page's end).
+  walk: `SELECT ${FILE_COLUMNS} FROM storage_files f WHERE f.app_id = @appId AND strpos(f.name, @term) > 0 ${orderBy(dir)} LIMIT @limit OFFSET @offset`,
+});
+const PG_SQL = {
+  short: { asc: pgSql(true, 'asc'), desc: pgSql(true, 'desc') },
+  long: { asc: pgSql(false, 'asc'), desc: pgSql(false, 'desc') },
+};
+
+/** The statements and parameters of a search on PostgreSQL (exported for the query-plan test). */
+export function postgresSearchSql(appId: string, term: string, page: Page) {
+  return {
+    sql: PG_SQL[[...term].length < 3 ? 'short' : 'long'][page.dir],
+    params: { appId, term, pattern: likePattern(term), limit: page.limit, offset: page.offset },
+  };
+}
+
+const GRAM_COUNT = 'SELECT n FROM storage_search_grams WHERE app_id = ? AND gram = ?';
+const GRAM_COUNTS = {
+  sqlite: 'SELECT gram, n FROM storage_search_grams WHERE app_id = ? AND gram IN (SELECT value FROM json_each(?))',
+  postgres: 'SELECT gram, n FROM storage_search_grams WHERE app_id = ? AND gram = ANY(?::text[])',
+};
+const CACHED_COUNT = 'SELECT n FROM storage_search_counts WHERE app_id = ? AND term = ?';
+const CACHE_COUNT = 'INSERT INTO storage_search_counts (app_id, term, n) VALUES (?, ?, ?) ON CONFLICT (app_id, term) DO UPDATE SET n = excluded.n';
+const EVICT_COUNTS = {
+  sqlite: 'DELETE FROM storage_search_counts WHERE rowid IN (SELECT rowid FROM storage_search_counts WHERE app_id = ? ORDER BY rowid DESC LIMIT -1 OFFSET ?)',
+  postgres: 'DELETE FROM storage_search_counts WHERE app_id = ? AND seq IN (SELECT seq FROM storage_search_counts WHERE app_id = ? ORDER BY seq DESC OFFSET ?)',
+};
+/**
+ * On PostgreSQL a count is cached with its app's row locked: every write to a file locks it too
+ * (the counters' trigger; renames: the search trigger), so no write falls between the count and
+ * the cached row its trigger must adjust (a write already holding it makes this serializable
+ * transaction fail and run again).
+ */
+const LOCK_APP = 'SELECT 1 FROM storage_apps WHERE id = ? FOR NO KEY UPDATE';
+
+/** How a term is served: its kind (1-2 characters, or 3+), SQLite's MATCH, how many entries that matches, and its total when known before the page. */
 interface Plan {
-  index: Index;
+  short: boolean;
   match: string;
   candidates: number;
   total: number | undefined;
 }
 
-type Params = { appId: string; seq: number; term: string; match: string; limit: number; offset: number };
+type Params = { appId: string; seq: number; term: string; match: string; pattern: string; limit: number; offset: number };
 type Page = { dir: Direction; limit: number; offset: number };
+type Statements = { fromMatches: string; countMatches: string; walk: string };
 
-/** Search on SQLite (see the module comment). */
+/** Search on either engine (see the module comment and PostgreSQL's above). */
 export class FileSearch {
   readonly #db: Db;
   readonly #options: SearchOptions;
@@ -122,12 +177,17 @@ export class FileSearch {
     this.#options = options;
   }
 
+  #sql(short: boolean, dir: Direction): Statements {
+    if (this.#db.engine === 'postgres') return PG_SQL[short ? 'short' : 'long'][dir];
+    return SEARCH_SQL[short ? 'storage_files_ngrams' : 'storage_files_names'][dir];
+  }
+
   /** One page of the app's files whose name contains `term` (not empty), and how many there are. */
   async search(app: SearchApp, term: string, page: Page): Promise<{ files: FileRecord[]; total: number }> {
     const plan = await this.#plan(app, term);
     if (plan.candidates === 0) return { files: [], total: 0 };
-    const s = SEARCH_SQL[plan.index][page.dir];
-    const params: Params = { appId: app.id, seq: app.seq, term, match: plan.match, limit: page.limit, offset: page.offset };
+    const s = this.#sql(plan.short, page.dir);
+    const params: Params = { appId: app.id, seq: app.seq, term, match: plan.match, pattern: likePattern(term), limit: page.limit, offset: page.offset };
     if (plan.total === undefined) {
       // Few candidates: the page and its total in one pass; a page past the end counts on its own.
       const rows = await this.#db.all<FileRow & { total: number }>(s.fromMatches, params);
@@ -145,80 +205,44 @@ export class FileSearch {
     const length = [...term].length;
     if (length <= 3) {
       const total = (await this.#db.value<number>(GRAM_COUNT, [app.id, term])) ?? 0;
-      return length < 3
-        ? { index: 'storage_files_ngrams', match: shortToken(term), candidates: total, total }
-        : { index: 'storage_files_names', match: phrase(term), candidates: total, total };
+      return { short: length < 3, match: length < 3 ? shortToken(term) : phrase(term), candidates: total, total };
     }
     const grams = trigrams(term);
-    const rows = await this.#db.all<{ gram: string; n: number }>(GRAM_COUNTS, [app.id, JSON.stringify(grams)]);
+    const rows = await this.#db.all<{ gram: string; n: number }>(GRAM_COUNTS[this.#db.engine], [
+      app.id,
+      this.#db.engine === 'postgres' ? grams : JSON.stringify(grams),
+    ]);
     const counts = new Map(rows.map((r) => [r.gram, r.n]));
     // A trigram no name has: nothing matches.
-    if (grams.some((g) => !counts.get(g))) return { index: 'storage_files_names', match: '', candidates: 0, total: 0 };
+    if (grams.some((g) => !counts.get(g))) return { short: false, match: '', candidates: 0, total: 0 };
     const rarest = grams.sort((a, b) => counts.get(a)! - counts.get(b)!).slice(0, MATCH_TOKENS);
-    const plan: Plan = { index: 'storage_files_names', match: rarest.map(phrase).join(' AND '), candidates: counts.get(rarest[0]!)!, total: undefined };
+    const plan: Plan = { short: false, match: rarest.map(phrase).join(' AND '), candidates: counts.get(rarest[0]!)!, total: undefined };
     const cached = await this.#db.value<number>(CACHED_COUNT, [app.id, term]);
     if (cached !== undefined) return { ...plan, total: cached };
     if (plan.candidates <= (this.#options.fewCandidates ?? FEW_CANDIDATES)) return plan;
     return { ...plan, total: await this.#countBroad(app, term) };
   }
 
-  /** Counts a broad 4+ character term by its phrase and caches the count; the triggers keep it exact. */
+  /** Counts a broad 4+ character term and caches the count; the triggers keep it exact. */
   #countBroad(app: SearchApp, term: string): Promise<number> {
     // Counted and cached in one write transaction: no write can fall between the two.
     return this.#db.transaction(async (tx) => {
-      const n = (await tx.value<number>(SEARCH_SQL.storage_files_names.asc.countPhrase, { seq: app.seq, match: phrase(term) }))!;
+      let n: number;
+      if (tx.engine === 'postgres') {
+        await tx.value(LOCK_APP, [app.id]);
+        n = (await tx.value<number>(PG_SQL.long.asc.countMatches, { appId: app.id, pattern: likePattern(term) }))!;
+      } else {
+        // The phrase: exact, read from the index alone.
+        n = (await tx.value<number>(SEARCH_SQL.storage_files_names.asc.countPhrase, { seq: app.seq, match: phrase(term) }))!;
+      }
       await tx.run(CACHE_COUNT, [app.id, term, n]);
-      await tx.run(EVICT_COUNTS, [app.id, CACHED_TERMS]);
+      await tx.run(EVICT_COUNTS[tx.engine], tx.engine === 'postgres' ? [app.id, app.id, CACHED_TERMS] : [app.id, CACHED_TERMS]);
       return n;
     });
   }
 }
 
-/**
- * Search on PostgreSQL: the same meaning (a case-sensitive substring of the name, the page in
- * uploadedAt order, the exact total), from two indexes on storage_files (migration 003):
- * - terms of 3+ characters: `name LIKE '%term%'` (%, _ and \ escaped) on pg_trgm's GIN index of
- *   the names. Trigrams only find candidates (pg_trgm folds case); LIKE's recheck is exact.
- * - terms of 1-2 characters, which have no trigram: the names' 1- and 2-character substrings as
- *   a stored array (short_grams), GIN-indexed, and `@>` the term.
- * The page and its total come in one statement; a page past the end counts alone.
- */
-const likePattern = (term: string) => `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-const pgMatch = (short: boolean) =>
-  short ? 'f.app_id = @appId AND f.short_grams @> ARRAY[@term::text]' : "f.app_id = @appId AND f.name LIKE @pattern ESCAPE '\\'";
-/**
- * The matches are planned on their own (MATERIALIZED: the page's LIMIT would otherwise lead the
- * planner to walk the time index, filtering, for a page it thinks ends early; the total needs
- * every match anyway), then counted and sorted for the page.
- */
-const pgSql = (short: boolean, dir: Direction) => ({
-  page: `WITH m AS MATERIALIZED (SELECT f.seq, f.uploaded_at, f.id FROM storage_files f WHERE ${pgMatch(short)})
-    SELECT ${FILE_COLUMNS}, t.total FROM storage_files f
-      JOIN (SELECT seq, uploaded_at, id FROM m f ${orderBy(dir)} LIMIT @limit OFFSET @offset) p ON p.seq = f.seq
-      CROSS JOIN (SELECT count(*) AS total FROM m) t
-    ${orderBy(dir, 'p.')}`,
-  count: `SELECT count(*) FROM storage_files f WHERE ${pgMatch(short)}`,
-});
-const PG_SQL = {
-  short: { asc: pgSql(true, 'asc'), desc: pgSql(true, 'desc') },
-  long: { asc: pgSql(false, 'asc'), desc: pgSql(false, 'desc') },
-};
-
-/** The statements and parameters of a search on PostgreSQL (exported for the query-plan test). */
-export function postgresSearchSql(appId: string, term: string, page: Page) {
-  return {
-    sql: PG_SQL[[...term].length < 3 ? 'short' : 'long'][page.dir],
-    params: { appId, term, pattern: likePattern(term), limit: page.limit, offset: page.offset },
-  };
-}
-
-async function postgresSearch(db: Db, app: SearchApp, term: string, page: Page): Promise<{ files: FileRecord[]; total: number }> {
-  const { sql, params } = postgresSearchSql(app.id, term, page);
-  const rows = await db.all<FileRow & { total: number }>(sql.page, params);
-  return { files: rows.map(toFile), total: rows[0]?.total ?? (await db.value<number>(sql.count, params))! };
-}
-
 /** One page of the app's files whose name contains `term` (not empty), and how many there are, on either engine. */
 export function searchFiles(db: Db, app: SearchApp, term: string, page: Page): Promise<{ files: FileRecord[]; total: number }> {
-  return db.engine === 'postgres' ? postgresSearch(db, app, term, page) : new FileSearch(db).search(app, term, page);
+  return new FileSearch(db).search(app, term, page);
 }
