@@ -250,8 +250,8 @@ export async function run(options: { rounds?: number; seconds?: number; big?: nu
           const key = `${a.size}/${t.term}${t.query ?? ''}`;
           const url = `${bench.url}/api/files?search=${encodeURIComponent(t.term)}${t.query ?? ''}`;
           const headers = { authorization: `Bearer ${a.token}` };
-          wrk(url, { seconds: 1, connections: 1, headers });
-          const r = wrk(url, { seconds, connections: 1, headers });
+          wrk(url, { seconds: 1, connections: 1, headers, timeout: 30 });
+          const r = wrk(url, { seconds, connections: 1, headers, timeout: 30 });
           if (r.errors) throw new Error(`${key}: ${r.errors} errors`);
           p50.set(key, [...(p50.get(key) ?? []), r.p50ms]);
           p99.set(key, [...(p99.get(key) ?? []), r.p99ms]);
