@@ -17,7 +17,7 @@ import { s3Client } from '../test/helpers/s3.ts';
 import { fmt, median, wrk } from './lib.ts';
 import { type StorageBench, storageBench } from './storage-setup.ts';
 import { prng } from '../test/helpers/prng.ts';
-import { freshDatabase } from '../test/helpers/postgres.ts';
+import { dropDatabase, freshDatabase } from '../test/helpers/postgres.ts';
 import { type BenchFile, bulkFillPostgres, bulkFillSqlite } from './files-search-fill.ts';
 
 const CUSTOMERS = [
@@ -291,5 +291,6 @@ export async function run(options: { rounds?: number; seconds?: number; big?: nu
   } finally {
     s3.destroy();
     await bench.cleanup();
+    if (databaseUrl) await dropDatabase(databaseUrl);
   }
 }
