@@ -19,19 +19,19 @@ import { type Direction, FILE_COLUMNS, type FileRow, orderBy, toFile } from './f
 import type { FileRecord } from './types.ts';
 
 /**
- * Relative costs (measured at 300,000 files): reading one entry of the time index
- * with instr() (~0.15 µs), and one index match read from the table by rowid and sorted (~0.9 µs;
- * 4-16 µs at 1,000,000 files, when the table no longer stays in SQLite's page cache); on SQLite,
- * one trigram entry a phrase reads (~0.1 µs at 1,000,000).
+ * Per engine, relative costs: `walk`, reading one entry of the time index and testing its name
+ * (SQLite: ~0.15 µs, from the index; PostgreSQL: ~0.7-1.8 µs, each row read from the table);
+ * `match`, one index match read from the table and sorted (SQLite: ~0.9 µs at 300,000 files,
+ * 4-16 µs at 1,000,000 when the table no longer stays in SQLite's page cache; PostgreSQL: ~18 µs
+ * at 1,000,000, a bitmap heap scan with LIKE's recheck); `phrase`, on SQLite, one trigram entry a
+ * phrase reads (~0.1 µs at 1,000,000). `few`: a 4+ character term whose rarest trigram is in at
+ * most this many names is counted from its candidates with the page; above, it is counted alone
+ * (SQLite: by the phrase, exact, no table reads; PostgreSQL: LIKE), and the count is cached.
  */
-const WALK_COST = 1;
-const MATCH_COST = 6;
-const PHRASE_COST = 1;
-/**
- * A 4+ character term whose rarest trigram is in at most this many names is counted from its
- * candidates with the page; above, by the phrase (exact, no table reads), and the count is cached.
- */
-const FEW_CANDIDATES = 20_000;
+const COSTS = {
+  sqlite: { walk: 1, match: 6, phrase: 1, few: 20_000 },
+  postgres: { walk: 1, match: 20, phrase: Number.POSITIVE_INFINITY, few: 500 },
+};
 /** Cached terms per app; the oldest goes first. Every write to a file checks its app's terms. */
 const CACHED_TERMS = 32;
 /** Trigrams ANDed to find a 4+ character term's candidates: its rarest. */
@@ -202,7 +202,8 @@ export class FileSearch {
     if (page.offset >= total) return { files: [], total };
     // Entries the walk reads to fill the page, at the matches' density, against reading every candidate.
     const walked = Math.min(app.fileCount, ((page.offset + page.limit) * app.fileCount) / total);
-    const walk = this.#options.plan ? this.#options.plan === 'walk' : walked * WALK_COST < plan.candidates * MATCH_COST;
+    const cost = COSTS[this.#db.engine];
+    const walk = this.#options.plan ? this.#options.plan === 'walk' : walked * cost.walk < plan.candidates * cost.match;
     return { files: (await this.#db.all<FileRow>(walk ? s.walk : s.fromMatches, params)).map(toFile), total };
   }
 
@@ -227,16 +228,13 @@ export class FileSearch {
     // On SQLite, when the phrase reads fewer entries than there are candidates to read from the
     // table (hundreds of matches of a term whose trigrams are all rare: `acme`), the phrase
     // counts it exactly first, not cached (cheap), and the page is read the cheaper way for that total.
+    // (PostgreSQL has no phrase: its `phrase` cost is infinite.)
+    const cost = COSTS[this.#db.engine];
     const phraseEntries = grams.reduce((n, g) => n + counts.get(g)!, 0);
-    if (
-      this.#db.engine === 'sqlite' &&
-      this.#options.phraseCount !== false &&
-      phraseEntries * PHRASE_COST < plan.candidates * MATCH_COST &&
-      phraseEntries <= FEW_CANDIDATES
-    ) {
+    if (this.#options.phraseCount !== false && phraseEntries * cost.phrase < plan.candidates * cost.match && phraseEntries <= cost.few) {
       return { ...plan, total: (await this.#db.value<number>(SEARCH_SQL.storage_files_names.asc.countPhrase, { seq: app.seq, match: phrase(term) }))! };
     }
-    if (plan.candidates <= (this.#options.fewCandidates ?? FEW_CANDIDATES)) return plan;
+    if (plan.candidates <= (this.#options.fewCandidates ?? cost.few)) return plan;
     return { ...plan, total: await this.#countBroad(app, term) };
   }
 
