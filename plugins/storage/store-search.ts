@@ -1,7 +1,7 @@
 /**
  * `GET /api/files?search=`: a case-sensitive substring of the name, sorted by uploadedAt, with an
- * exact total, at any number of files in an app (issue 17). On PostgreSQL: see PostgresSearch
- * below. On SQLite (FileSearch), the indexes, kept in step with
+ * exact total, at any number of files in an app (issue 17). One planner (FileSearch) on either
+ * engine; PostgreSQL's indexes: see below (PG_SQL). On SQLite, the indexes, kept in step with
  * storage_files by triggers, all with rowids in the app's range so a search reads only its app:
  * - storage_files_names (001): each name's trigrams with their positions. A term of 3+
  *   characters as a phrase of its trigrams matches exactly the names containing it; its rarest
@@ -10,7 +10,9 @@
  * - storage_search_grams (003): per app, how many names contain each 1-3 character gram: the
  *   exact total of a 1-3 character term, and for longer ones their trigrams' counts (a bound).
  * - storage_search_counts (003): exact totals of broad 4+ character terms, cached on first use.
- * With the total known, the page is read the cheaper way by the cost model below: from the
+ * A 4+ character term is counted before its page when that is cheaper than reading its
+ * candidates (SQLite: its phrase, hundreds of matches of rare trigrams) or when it is broad (then
+ * cached). With the total known, the page is read the cheaper way by the cost model below: from the
  * index's matches, sorted (few matches), or walking the (app, uploadedAt, id, name) index in
  * order with instr() on each entry until the page is full (many matches: nothing else is sorted).
  */
