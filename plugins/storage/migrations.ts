@@ -121,8 +121,9 @@ const POSTGRES_003 = `
  * first use (seq: their order, the oldest evicted). One statement-level trigger keeps both, from
  * the transition tables: one upsert per distinct (app, gram) of a statement's rows, in order
  * (concurrent writers of an app already queue on its row: the counters' trigger, named before
- * this one, updates it first). Renames lock their apps' rows themselves: a count being cached
- * holds its app's row (./store-search.ts), so no write falls between the count and its cached row.
+ * this one, updates it first; renames, which may not change the counters, update it here): a
+ * count being cached holds its app's row (./store-search.ts), so no write falls between the count
+ * and its cached row.
  */
 /** The rows an UPDATE statement renamed: each old name (delta -1) and new name (+1). */
 const RENAMED = `SELECT o.app_id, o.name, -1 AS delta FROM old_rows o JOIN new_rows n ON n.seq = o.seq WHERE n.name <> o.name
@@ -150,7 +151,9 @@ const POSTGRES_004 = `
   CREATE FUNCTION storage_files_search() RETURNS trigger LANGUAGE plpgsql AS $fn$
   BEGIN
     IF TG_OP = 'UPDATE' THEN
-      PERFORM 1 FROM storage_apps WHERE id IN (SELECT app_id FROM (${RENAMED}) r) ORDER BY id FOR NO KEY UPDATE;
+      -- An update, not a lock alone: a count being cached that waited for this row then sees a
+      -- newer version and runs again (a row only locked would let it count from its older snapshot).
+      UPDATE storage_apps SET next_file = next_file WHERE id IN (SELECT app_id FROM (${RENAMED}) r);
       INSERT INTO storage_search_grams AS s (app_id, gram, n)
         SELECT r.app_id, g.gram, sum(r.delta) FROM (${RENAMED}) r, storage_name_grams(r.name) g GROUP BY 1, 2 ORDER BY 1, 2
         ON CONFLICT (app_id, gram) DO UPDATE SET n = s.n + excluded.n;

@@ -155,10 +155,11 @@ const EVICT_COUNTS = {
   postgres: 'DELETE FROM storage_search_counts WHERE app_id = ? AND seq IN (SELECT seq FROM storage_search_counts WHERE app_id = ? ORDER BY seq DESC OFFSET ?)',
 };
 /**
- * On PostgreSQL a count is cached with its app's row locked: every write to a file locks it too
- * (the counters' trigger; renames: the search trigger), so no write falls between the count and
- * the cached row its trigger must adjust (a write already holding it makes this serializable
- * transaction fail and run again).
+ * On PostgreSQL a count is cached with its app's row locked: every write to a file updates that
+ * row too (the counters' trigger; renames: the search trigger), so no write falls between the
+ * count and the cached row its trigger must adjust: a write that comes after waits for this
+ * transaction, one already holding the row makes this serializable transaction fail (the row is
+ * newer than its snapshot) and run again.
  */
 const LOCK_APP = 'SELECT 1 FROM storage_apps WHERE id = ? FOR NO KEY UPDATE';
 

@@ -223,7 +223,8 @@ describe('search answers as a filter over the records would', () => {
     expect(await compareAll()).toBeGreaterThan(500);
     // The forced instances cached counts of 4+ character terms: the next comparison checks them.
     expect(await app.running.data.value('SELECT count(*) FROM storage_search_counts')).toBeGreaterThan(10);
-  });
+    // Five ways per page on top of the API's, a thousand pages: minutes on a loaded machine.
+  }, 300_000);
 
   it('after renames, overwrites and deletes (the cached counts follow)', async () => {
     const [mine] = apps;
@@ -238,7 +239,7 @@ describe('search answers as a filter over the records would', () => {
     for (const key of gone) mine!.records.delete(key);
     await register(mine!, newFiles(30));
     expect(await compareAll()).toBeGreaterThan(500);
-  });
+  }, 300_000);
 
   it("the gram counts equal the names' own", async () => {
     const db = app.running.data;
