@@ -1,20 +1,24 @@
 /**
  * `GET /api/files?search=...` (issue 17): latency with 1,000 and with 1,000,000 files in one app,
- * a third app of 100,000 files beside them (its entries share every index). The bulk of the rows
- * is inserted straight into SQLite (1,000 per transaction, as POST /api/files would; the search
- * index, gram counts and app counters follow through the plugin's triggers); the 10 "needle"
+ * a third app of 100,000 files beside them (its entries share every index), on SQLite or (with
+ * bench/files-search-pg.ts) PostgreSQL. The bulk of the rows is inserted straight into the
+ * database, in bulk, as POST /api/files records them (bench/files-search-fill.ts); the 10 "needle"
  * files of each app are registered through the API (objects stored, POST /api/files). Terms of
  * 1, 2, 3+ characters, selective (the 10 needles) and broad (up to half the files), page 10,000
  * of a broad term, and the first request of broad terms not asked before (count not cached).
- * wrk -c1, so latency is service time. Usage: node bench/run.ts files-search
+ * wrk -c1, so latency is service time. Usage: node bench/run.ts files-search (files-search-pg);
+ * BENCH_SEARCH_FILES (default 1,000,000), BENCH_SEARCH_ROUNDS (3), BENCH_SEARCH_SECONDS (3).
  */
 import { randomUUID } from 'node:crypto';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import { s3Client } from '../test/helpers/s3.ts';
 import { fmt, median, wrk } from './lib.ts';
-import { storageBench } from './storage-setup.ts';
+import { type StorageBench, storageBench } from './storage-setup.ts';
 import { prng } from '../test/helpers/prng.ts';
+import { dropDatabase, freshDatabase } from '../test/helpers/postgres.ts';
+import { type BenchFile, bulkFillPostgres, bulkFillSqlite } from './files-search-fill.ts';
 
 const CUSTOMERS = [
   'acme',
@@ -104,22 +108,26 @@ export function nameOf(i: number, rand: () => number): string {
   }
 }
 
-/** Inserts `count` file rows into an app, 1,000 per transaction, three per millisecond (ties the id breaks). Returns the milliseconds taken. */
-export function fillFiles(db: Database.Database, appId: string, count: number): number {
+/** The benchmark's files in order (call with i = 0, 1, 2...: the names come from one seeded sequence), three per millisecond (ties the id breaks). */
+export function benchFiles(): (i: number) => BenchFile {
+  const rand = prng(42);
+  const base = Date.parse('2026-01-01T00:00:00Z');
+  return (i) => {
+    const name = nameOf(i, rand);
+    return { key: `bench/${i}/${name}`, name, size: 1000 + (i % 5000), at: new Date(base + Math.floor(i / 3)).toISOString() };
+  };
+}
+
+/** Inserts `count` file rows into an app one at a time through the triggers, 1,000 per transaction. Returns the milliseconds taken. */
+export function fillFiles(db: Database.Database, appId: string, count: number, file = benchFiles()): number {
   // The rowid as the plugin gives it: in the app's range (seq * 2^32 + next_file).
   const insert = db.prepare(
     `INSERT INTO storage_files (seq, id, app_id, key, name, size, type, uploaded_at)
-     VALUES ((SELECT seq * 4294967296 + next_file FROM storage_apps WHERE id = @appId), @id, @appId, @key, @name, @size, @type, @at)`,
+     VALUES ((SELECT seq * 4294967296 + next_file FROM storage_apps WHERE id = @appId), @id, @appId, @key, @name, @size, 'application/octet-stream', @at)`,
   );
-  const rand = prng(42);
-  const base = Date.parse('2026-01-01T00:00:00Z');
   const started = performance.now();
   const batch = db.transaction((from: number, to: number) => {
-    for (let i = from; i < to; i++) {
-      const at = new Date(base + Math.floor(i / 3)).toISOString();
-      const name = nameOf(i, rand);
-      insert.run({ id: randomUUID(), appId, key: `bench/${i}/${name}`, name, size: 1000 + (i % 5000), type: 'application/octet-stream', at });
-    }
+    for (let i = from; i < to; i++) insert.run({ id: randomUUID(), appId, ...file(i) });
   });
   for (let i = 0; i < count; i += 1000) batch(i, Math.min(count, i + 1000));
   return performance.now() - started;
@@ -143,11 +151,58 @@ const TERMS = [
 /** Broad terms asked once each, in order, after the server starts: no count is cached yet. */
 const COLD = ['draft', 'IMG_2026', 'backup-', 'invoice-', '.docx', 'tar.gz', 'report-', '.pdf', '-draft.', '.jpg', 'port-', 'voice'];
 
-export async function run(options: { rounds?: number; seconds?: number; big?: number } = {}): Promise<string> {
-  const rounds = options.rounds ?? 3;
-  const seconds = options.seconds ?? 3;
-  const sizes = [1_000, options.big ?? 1_000_000];
-  const bench = await storageBench('search');
+export type Engine = 'sqlite' | 'postgres';
+
+/** Fills the apps in bulk with the server stopped; the fill times (ms) and the storage tables' and indexes' sizes. */
+async function fill(engine: Engine, bench: StorageBench, databaseUrl: string | undefined, apps: { id: string; size: number }[]) {
+  if (engine === 'sqlite') {
+    const db = new Database(bench.dbPath);
+    try {
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = OFF');
+      db.pragma('cache_size = -262144');
+      const fillMs = apps.map((a) => {
+        const started = performance.now();
+        bulkFillSqlite(db, a.id, a.size, benchFiles());
+        return performance.now() - started;
+      });
+      const sizes = db.prepare("SELECT name, sum(pgsize) / 1048576.0 AS mib FROM dbstat WHERE name LIKE 'storage_%' GROUP BY name ORDER BY mib DESC").all() as {
+        name: string;
+        mib: number;
+      }[];
+      return { fillMs, sizes };
+    } finally {
+      db.close();
+    }
+  }
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const fillMs = [];
+    for (const a of apps) {
+      const started = performance.now();
+      await bulkFillPostgres(client, a.id, a.size, benchFiles());
+      fillMs.push(performance.now() - started);
+    }
+    const sizes = (
+      await client.query<{ name: string; mib: number }>(
+        "SELECT relname AS name, pg_relation_size(oid) / 1048576.0 AS mib FROM pg_class WHERE relname LIKE 'storage_%' AND relkind IN ('r', 'i', 't') ORDER BY 2 DESC",
+      )
+    ).rows.map((r) => ({ name: r.name, mib: Number(r.mib) }));
+    return { fillMs, sizes };
+  } finally {
+    await client.end();
+  }
+}
+
+export async function run(options: { rounds?: number; seconds?: number; big?: number; engine?: Engine } = {}): Promise<string> {
+  const env = (name: string) => (process.env[name] ? Number(process.env[name]) : undefined);
+  const rounds = options.rounds ?? env('BENCH_SEARCH_ROUNDS') ?? 3;
+  const seconds = options.seconds ?? env('BENCH_SEARCH_SECONDS') ?? 3;
+  const engine = options.engine ?? 'sqlite';
+  const sizes = [1_000, options.big ?? env('BENCH_SEARCH_FILES') ?? 1_000_000];
+  const databaseUrl = engine === 'postgres' ? await freshDatabase() : undefined;
+  const bench = await storageBench(`search-${engine}`, databaseUrl ? { WHARF_DATABASE__URL: databaseUrl } : {});
   const s3 = s3Client(bench.target);
   try {
     const apps: { size: number; id: string; bucketName: string; token: string }[] = [];
@@ -156,15 +211,7 @@ export async function run(options: { rounds?: number; seconds?: number; big?: nu
       apps.push({ size, id: app.id, bucketName: app.bucketName, token: await bench.createToken(app.id) });
     }
     await bench.stop();
-    const db = new Database(bench.dbPath);
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    const fillMs = apps.map((a) => fillFiles(db, a.id, a.size));
-    const sizeMiB = db.prepare("SELECT name, sum(pgsize) / 1048576.0 AS mib FROM dbstat WHERE name LIKE 'storage_%' GROUP BY name ORDER BY mib DESC").all() as {
-      name: string;
-      mib: number;
-    }[];
-    db.close();
+    const { fillMs, sizes: sizeMiB } = await fill(engine, bench, databaseUrl, apps);
     await bench.restart();
     const measured = apps.slice(0, 2);
     for (const a of measured) {
@@ -203,8 +250,8 @@ export async function run(options: { rounds?: number; seconds?: number; big?: nu
           const key = `${a.size}/${t.term}${t.query ?? ''}`;
           const url = `${bench.url}/api/files?search=${encodeURIComponent(t.term)}${t.query ?? ''}`;
           const headers = { authorization: `Bearer ${a.token}` };
-          wrk(url, { seconds: 1, connections: 1, headers });
-          const r = wrk(url, { seconds, connections: 1, headers });
+          wrk(url, { seconds: 1, connections: 1, headers, timeout: 30 });
+          const r = wrk(url, { seconds, connections: 1, headers, timeout: 30 });
           if (r.errors) throw new Error(`${key}: ${r.errors} errors`);
           p50.set(key, [...(p50.get(key) ?? []), r.p50ms]);
           p99.set(key, [...(p99.get(key) ?? []), r.p99ms]);
@@ -212,7 +259,7 @@ export async function run(options: { rounds?: number; seconds?: number; big?: nu
       }
     }
     const lines = [
-      `rows inserted: ${apps.map((a, i) => `${a.size.toLocaleString('en')} in ${fmt(fillMs[i]! / 1000, 1)} s (${fmt((fillMs[i]! * 1000) / a.size, 0)} µs a row)`).join(', ')}, through the triggers`,
+      `${engine === 'sqlite' ? 'SQLite' : 'PostgreSQL'}; rows inserted in bulk (bench/files-search-fill.ts): ${apps.map((a, i) => `${a.size.toLocaleString('en')} in ${fmt(fillMs[i]! / 1000, 1)} s (${fmt((fillMs[i]! * 1000) / a.size, 0)} µs a row)`).join(', ')}`,
       `storage tables and indexes with ${apps.reduce((n, a) => n + a.size, 0).toLocaleString('en')} files: ${sizeMiB.map((t) => `${t.name} ${fmt(t.mib, 1)} MiB`).join(', ')}`,
       '',
       '| search | files in app | total | p50 (ms) | p99 (ms) | p50 ratio big/small |',
@@ -244,5 +291,6 @@ export async function run(options: { rounds?: number; seconds?: number; big?: nu
   } finally {
     s3.destroy();
     await bench.cleanup();
+    if (databaseUrl) await dropDatabase(databaseUrl);
   }
 }

@@ -111,10 +111,12 @@ export interface WrkResult {
   requests: number;
 }
 
-type WrkOptions = { connections?: number; seconds?: number; script?: string; headers?: Record<string, string> };
+/** timeout: seconds a request may take before wrk counts it as an error (wrk's default: 2). */
+type WrkOptions = { connections?: number; seconds?: number; script?: string; headers?: Record<string, string>; timeout?: number };
 
 function wrkArgs(url: string, options: WrkOptions): string[] {
   const args = ['-t1', `-c${options.connections ?? 50}`, `-d${options.seconds ?? 5}s`, '--latency'];
+  if (options.timeout) args.push('--timeout', `${options.timeout}s`);
   for (const [k, v] of Object.entries(options.headers ?? {})) args.push('-H', `${k}: ${v}`);
   if (options.script) args.push('-s', options.script);
   args.push(url);

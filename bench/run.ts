@@ -14,6 +14,7 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   'tokens-validate': () => import('./tokens-validate.ts'),
   'tokens-validate-pg': () => import('./tokens-validate-pg.ts'),
   'files-search': () => import('./files-search.ts'),
+  'files-search-pg': () => import('./files-search-pg.ts'),
   'files-search-migration': () => import('./files-search-migration.ts'),
   'upload-presign': () => import('./upload-presign.ts'),
   webhooks: () => import('./webhooks.ts'),

@@ -48,7 +48,8 @@ export async function createToken(url: string, dashboard: Record<string, string>
   return ((await res.json()) as { token: string }).token;
 }
 
-export async function storageBench(tag: string): Promise<StorageBench> {
+/** A storage bench: a fresh data dir, the bench user, `wharf serve` started; `env` for the server and its commands (e.g. WHARF_DATABASE__URL). */
+export async function storageBench(tag: string, env: Record<string, string> = {}): Promise<StorageBench> {
   const target = await ensureS3();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `wharf-bench-${tag}-`));
   const prefix = `wb-${tag}-${randomBytes(3).toString('hex')}-`;
@@ -62,9 +63,10 @@ export async function storageBench(tag: string): Promise<StorageBench> {
       : `[plugins.storage.s3]\nendpoint = "${target.endpoint}"\nregion = "${target.region}"\naccess_key = "${target.accessKeyId}"\nsecret_key = "${target.secretAccessKey}"\n`;
   fs.writeFileSync(config, `[log]\nlevel = "info"\n${rateLimit}[plugins.storage]\nbucket_prefix = "${prefix}"\n${store}`);
   const wharf = path.join(root, 'bin/wharf.ts');
-  createBenchUser([node, [wharf]], dataDir, ['--config', config]);
+  createBenchUser([node, [wharf]], dataDir, ['--config', config], env);
   const spec = {
     name: 'wharf serve (source)',
+    env,
     argsFor: (port: number): [string, string[]] => [
       node,
       [...profiling(), wharf, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir],

@@ -8,21 +8,7 @@
 import fs from 'node:fs';
 import { freshDatabase } from '../test/helpers/postgres.ts';
 import { type EngineCase, engineTable } from './lib.ts';
-import { type StorageBench, storageBench, wrkScript } from './storage-setup.ts';
-
-/** A storage bench whose server (and the command that creates its user) runs with `env`. */
-async function benchWith(tag: string, env: Record<string, string>): Promise<StorageBench> {
-  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, env);
-  try {
-    return await storageBench(tag);
-  } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
-}
+import { storageBench, wrkScript } from './storage-setup.ts';
 
 export async function run(options: { rounds?: number; seconds?: number; connections?: number } = {}): Promise<string> {
   const rounds = options.rounds ?? 3;
@@ -30,8 +16,8 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
   const connections = options.connections ?? 50;
   const url = await freshDatabase();
   const benches = [
-    { engine: 'SQLite', bench: await benchWith('validate-sqlite', {}) },
-    { engine: 'PostgreSQL', bench: await benchWith('validate-pg', { WHARF_DATABASE__URL: url }) },
+    { engine: 'SQLite', bench: await storageBench('validate-sqlite', {}) },
+    { engine: 'PostgreSQL', bench: await storageBench('validate-pg', { WHARF_DATABASE__URL: url }) },
   ];
   try {
     const cases: EngineCase[] = [];

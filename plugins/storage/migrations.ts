@@ -114,6 +114,80 @@ const POSTGRES_003 = `
   CREATE INDEX storage_files_short_grams ON storage_files USING gin (short_grams);
 `;
 
+/**
+ * PostgreSQL's search counts (issue 17), as SQLite's 003 keeps them: per app, how many names
+ * contain each 1-3 character gram (the exact total of a 1-3 character term; for longer terms,
+ * their trigrams' counts pick a plan), and the exact totals of broad 4+ character terms, cached on
+ * first use (seq: their order, the oldest evicted). One statement-level trigger keeps both, from
+ * the transition tables: one upsert per distinct (app, gram) of a statement's rows, in order
+ * (concurrent writers of an app already queue on its row: the counters' trigger, named before
+ * this one, updates it first; renames, which may not change the counters, update it here): a
+ * count being cached holds its app's row (./store-search.ts), so no write falls between the count
+ * and its cached row.
+ */
+/** The rows an UPDATE statement renamed: each old name (delta -1) and new name (+1). */
+const RENAMED = `SELECT o.app_id, o.name, -1 AS delta FROM old_rows o JOIN new_rows n ON n.seq = o.seq WHERE n.name <> o.name
+  UNION ALL SELECT n.app_id, n.name, 1 FROM old_rows o JOIN new_rows n ON n.seq = o.seq WHERE n.name <> o.name`;
+const POSTGRES_004 = `
+  CREATE TABLE storage_search_grams (
+    app_id TEXT COLLATE "C" NOT NULL REFERENCES storage_apps(id) ON DELETE CASCADE,
+    gram TEXT COLLATE "C" NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY (app_id, gram)
+  );
+  CREATE TABLE storage_search_counts (
+    app_id TEXT COLLATE "C" NOT NULL REFERENCES storage_apps(id) ON DELETE CASCADE,
+    term TEXT COLLATE "C" NOT NULL,
+    n BIGINT NOT NULL,
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (app_id, term)
+  );
+  -- The distinct 1-3 character substrings of a name.
+  CREATE FUNCTION storage_name_grams(name text) RETURNS TABLE (gram text) LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT DISTINCT substr(name, i, n) COLLATE "C"
+    FROM generate_series(1, length(name)) i, generate_series(1, 3) n
+    WHERE i + n - 1 <= length(name)
+  $$;
+  CREATE FUNCTION storage_files_search() RETURNS trigger LANGUAGE plpgsql AS $fn$
+  BEGIN
+    IF TG_OP = 'UPDATE' THEN
+      -- An update, not a lock alone: a count being cached that waited for this row then sees a
+      -- newer version and runs again (a row only locked would let it count from its older snapshot).
+      UPDATE storage_apps SET next_file = next_file WHERE id IN (SELECT app_id FROM (${RENAMED}) r);
+      INSERT INTO storage_search_grams AS s (app_id, gram, n)
+        SELECT r.app_id, g.gram, sum(r.delta) FROM (${RENAMED}) r, storage_name_grams(r.name) g GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (app_id, gram) DO UPDATE SET n = s.n + excluded.n;
+      UPDATE storage_search_counts s SET n = s.n + c.n FROM (
+        SELECT t.app_id, t.term, sum(r.delta) AS n FROM storage_search_counts t JOIN (${RENAMED}) r ON r.app_id = t.app_id AND strpos(r.name, t.term) > 0 GROUP BY 1, 2
+      ) c WHERE s.app_id = c.app_id AND s.term = c.term AND c.n <> 0;
+    ELSIF TG_OP = 'INSERT' THEN
+      INSERT INTO storage_search_grams AS s (app_id, gram, n)
+        SELECT r.app_id, g.gram, count(*) FROM new_rows r, storage_name_grams(r.name) g GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (app_id, gram) DO UPDATE SET n = s.n + excluded.n;
+      UPDATE storage_search_counts s SET n = s.n + c.n FROM (
+        SELECT t.app_id, t.term, count(*) AS n FROM storage_search_counts t JOIN new_rows r ON r.app_id = t.app_id AND strpos(r.name, t.term) > 0 GROUP BY 1, 2
+      ) c WHERE s.app_id = c.app_id AND s.term = c.term;
+    ELSE
+      UPDATE storage_search_grams s SET n = s.n - c.n FROM (
+        SELECT r.app_id, g.gram, count(*) AS n FROM old_rows r, storage_name_grams(r.name) g GROUP BY 1, 2
+      ) c WHERE s.app_id = c.app_id AND s.gram = c.gram;
+      UPDATE storage_search_counts s SET n = s.n - c.n FROM (
+        SELECT t.app_id, t.term, count(*) AS n FROM storage_search_counts t JOIN old_rows r ON r.app_id = t.app_id AND strpos(r.name, t.term) > 0 GROUP BY 1, 2
+      ) c WHERE s.app_id = c.app_id AND s.term = c.term;
+    END IF;
+    RETURN NULL;
+  END $fn$;
+  CREATE TRIGGER storage_files_search_ai AFTER INSERT ON storage_files
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION storage_files_search();
+  CREATE TRIGGER storage_files_search_ad AFTER DELETE ON storage_files
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION storage_files_search();
+  CREATE TRIGGER storage_files_search_au AFTER UPDATE ON storage_files
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION storage_files_search();
+  -- Existing files.
+  INSERT INTO storage_search_grams (app_id, gram, n)
+    SELECT f.app_id, g.gram, count(*) FROM storage_files f, storage_name_grams(f.name) g GROUP BY 1, 2;
+`;
+
 export const migrations: Migration[] = [
   {
     id: '001-apps-files-uploads',
@@ -280,6 +354,13 @@ export const migrations: Migration[] = [
         }
         last = files.at(-1)!.seq;
       }
+    },
+  },
+  {
+    // SQLite's counts are 003's.
+    id: '004-search-counts-postgres',
+    async apply(db) {
+      if (db.engine === 'postgres') await db.exec(POSTGRES_004);
     },
   },
 ];

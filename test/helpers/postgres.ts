@@ -61,6 +61,17 @@ export async function freshDatabase(): Promise<string> {
   return u.toString();
 }
 
+/** Drops a database made by freshDatabase (its URL), closing its connections first (benchmarks: a million rows each). */
+export async function dropDatabase(databaseUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: await ensurePostgres() });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(new URL(databaseUrl).pathname.slice(1))} WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
 /** The built-in plugins that run on PostgreSQL: ported, and so is everything they depend on (the dashboard needs identity). */
 export function postgresPlugins(): { runs: string[]; not: string[] } {
   const runs: string[] = [];

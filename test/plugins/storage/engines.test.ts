@@ -2,7 +2,8 @@
  * What differs between the database engines, on the engine of the project that runs it ("all":
  * SQLite; "on postgres": PostgreSQL): search terms with LIKE's wildcards and escape character
  * match literally (PostgreSQL searches with LIKE), PostgreSQL's search is served by its indexes
- * (pg_trgm's for 3+ characters, the short-gram array's for 1-2), and the embedded store (the fs
+ * (pg_trgm's for 3+ characters, the short-gram array's for 1-2; a broad term's page walks the time
+ * index), and the embedded store (the fs
  * driver) is refused on a shared database unless one instance is declared.
  */
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
@@ -70,14 +71,21 @@ describe(`search on ${onPostgres ? 'PostgreSQL' : 'SQLite'}`, () => {
         // app's time index (every file of the app) and the search indexes.
         await tx.exec('SET LOCAL enable_seqscan = off');
         const { sql, params } = postgresSearchSql('plans', term, { dir: 'desc', limit: 10, offset: 0 });
-        return (await tx.all<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql.page}`, params)).map((r) => r['QUERY PLAN']).join('\n');
+        return (await tx.all<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql.fromMatches}`, params)).map((r) => r['QUERY PLAN']).join('\n');
       });
     expect(await plan('abc1')).toMatch(/Bitmap Index Scan on storage_files_names/);
     expect(await plan('x')).toMatch(/Bitmap Index Scan on storage_files_short_grams/);
     expect(await plan('_')).toMatch(/Bitmap Index Scan on storage_files_short_grams/);
+    // A broad term's page: the time index in the page's order, strpos() on each row, no sort.
+    for (const dir of ['asc', 'desc'] as const) {
+      const { sql, params } = postgresSearchSql('plans', 'a', { dir, limit: 10, offset: 20 });
+      const walk = (await db.all<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql.walk}`, params)).map((r) => r['QUERY PLAN']).join('\n');
+      expect(walk).toMatch(/Index Scan (Backward )?using storage_files_by_time/);
+      expect(walk).not.toMatch(/Sort/);
+    }
     // Found through the indexes, counted exactly.
     const { sql, params } = postgresSearchSql('plans', 'abc1', { dir: 'asc', limit: 5, offset: 0 });
-    const rows = await db.all<{ name: string; total: number }>(sql.page, params);
+    const rows = await db.all<{ name: string; total: number }>(sql.fromMatches, params);
     const want = await db.value<number>("SELECT count(*) FROM storage_files WHERE app_id = 'plans' AND strpos(name, 'abc1') > 0");
     expect(rows[0]?.total).toBe(want);
     expect(rows.every((r) => r.name.includes('abc1'))).toBe(true);
