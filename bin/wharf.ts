@@ -441,7 +441,10 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
       "Copy the objects of this data dir's embedded store into the S3 store of [plugins.storage.s3] (after migrate-data; idempotent, run it again to resume)",
       (y) =>
         y
-          .option('objects-dir', { type: 'string', describe: "The embedded store's directory (default: [plugins.storage.fs] objects_dir, else <data dir>/objects)" })
+          .option('objects-dir', {
+            type: 'string',
+            describe: "The embedded store's directory (default: [plugins.storage.fs] objects_dir, else <data dir>/objects)",
+          })
           .option('concurrency', { type: 'number', default: 4, describe: 'Objects copied at once' }),
       async (args) => {
         const config = loadConfig(args, plugins);
@@ -474,7 +477,8 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
         }
         process.stdout.write(args.json ? `${JSON.stringify(result)}\n` : formatMigrateObjects(result));
         if (result.interrupted) fail(`interrupted after ${count(result.copied, 'object')} copied: run the same command again to finish`);
-        if (result.failed) fail(`${count(result.failed, 'object')} not copied (listed ${args.json ? 'in failures' : 'above'}): run the same command again to retry them`);
+        if (result.failed)
+          fail(`${count(result.failed, 'object')} not copied (listed ${args.json ? 'in failures' : 'above'}): run the same command again to retry them`);
       },
     )
     .command('config', 'Configuration', (y) =>
