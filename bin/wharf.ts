@@ -277,6 +277,15 @@ function formatMigrateObjects(r: import('../plugins/storage/migrate-objects.ts')
   const shown = r.failures.slice(0, 50);
   if (shown.length) lines.push('failed:', ...shown.map((f) => `  ${f.bucket}/${f.key}: ${f.reason}`));
   if (r.failures.length > shown.length) lines.push(`  and ${r.failures.length - shown.length} more (--json lists them all)`);
+  if (r.records?.checked) {
+    const missing = r.records.missing;
+    lines.push(
+      `file records: ${count(r.records.files, 'file')} of ${count(r.records.apps, 'app')} in the database, ${missing.length ? `${missing.length} without an object in the S3 store:` : 'every one with its object in the S3 store'}`,
+      ...missing.slice(0, 50).map((m) => `  ${m.bucket}/${m.key}`),
+    );
+    if (missing.length > 50) lines.push(`  and ${missing.length - 50} more (--json lists them all)`);
+  } else if (r.records)
+    lines.push('file records not checked: the database of this config has no storage tables yet (run wharf migrate-data into it, then this again)');
   if (r.serverRunning)
     lines.push(
       `a server still runs on this data dir (pid ${r.serverRunning.pid}): what it writes from now on is not copied; stop it and run this again before the new instances start`,
@@ -470,6 +479,7 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
             s3: storage.s3,
             concurrency,
             signal: stop.signal,
+            database: async () => (await import('../core/lifecycle.ts')).openData(config.core),
           });
         } catch (err) {
           if (err instanceof MigrateObjectsError) fail(err.message);
@@ -479,6 +489,10 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
         if (result.interrupted) fail(`interrupted after ${count(result.copied, 'object')} copied: run the same command again to finish`);
         if (result.failed)
           fail(`${count(result.failed, 'object')} not copied (listed ${args.json ? 'in failures' : 'above'}): run the same command again to retry them`);
+        if (result.records?.missing.length)
+          fail(
+            `${count(result.records.missing.length, 'file record')} of the database ${result.records.missing.length === 1 ? 'has' : 'have'} no object in the S3 store (listed ${args.json ? 'in records.missing' : 'above'}): the new instances cannot serve ${result.records.missing.length === 1 ? 'it' : 'them'}`,
+          );
       },
     )
     .command('config', 'Configuration', (y) =>

@@ -26,6 +26,7 @@ import {
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from './helpers/app.ts';
 import { serve, type Served, wharf, wharfAsync } from './helpers/cli.ts';
@@ -175,6 +176,8 @@ describe('wharf migrate-objects: the embedded store into an S3 store', () => {
     expect(early.status).toBe(0);
     expect(early.stdout).toMatch(/: 2 buckets, 6 objects: 6 copied \(6\.0 MiB\), 0 skipped \(already there, same size and ETag\), 0 failed, in \d+\.\d s\n/);
     expect(early.stdout).toContain(`a server still runs on this data dir (pid ${server.child.pid})`);
+    // The new database has no tables yet (migrate-data comes once the server stops): records not checked.
+    expect(early.stdout).toContain('file records not checked: the database of this config has no storage tables yet');
 
     // The target as an interrupted run leaves it: one object missing, one with other bytes, an unfinished multipart upload of the big key.
     const notes = moved.find((f) => f.name === 'notes.txt')!;
@@ -204,6 +207,8 @@ describe('wharf migrate-objects: the embedded store into an S3 store', () => {
       bytes: notes.body.length + report.body.length + big.length,
       failures: [],
       interrupted: false,
+      // Every record of the moved database has its object in Ceph.
+      records: { checked: true, apps: 2, files: 6, missing: [] },
     });
     expect(result.serverRunning).toBeUndefined();
     expect(result.buckets.map((b: { bucket: string }) => b.bucket).sort()).toEqual([...buckets].sort());
@@ -225,6 +230,23 @@ describe('wharf migrate-objects: the embedded store into an S3 store', () => {
     const again = await migrateObjects(['--json']);
     expect(again.status, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ objects: 6, copied: 0, skipped: 6, failed: 0, bytes: 0 });
+    const text = await migrateObjects();
+    expect(text.stdout).toContain('file records: 6 files of 2 apps in the database, every one with its object in the S3 store\n');
+    // A record whose object is nowhere: named, exit 1.
+    const pgClient = new pg.Client({ connectionString: database });
+    await pgClient.connect();
+    await pgClient.query(
+      "INSERT INTO storage_files (id, app_id, key, name, size, type, uploaded_at) VALUES ('f-ghost', $1, 'ghost/key.txt', 'key.txt', 1, 'text/plain', '2026-01-01T00:00:00.000Z')",
+      [report.app],
+    );
+    const ghost = await migrateObjects(['--json']);
+    expect(ghost.status).toBe(1);
+    expect(ghost.stderr).toBe(
+      'wharf: 1 file record of the database has no object in the S3 store (listed in records.missing): the new instances cannot serve it\n',
+    );
+    expect(JSON.parse(ghost.stdout).records.missing).toEqual([{ bucket: report.bucket, key: 'ghost/key.txt' }]);
+    await pgClient.query("DELETE FROM storage_files WHERE id = 'f-ghost'");
+    await pgClient.end();
 
     // The new instance: PostgreSQL, the s3 driver, the same keys.
     server = await serve(['--config', configFile, '--data-dir', dataDir], { env: { ...onlyPorted, ...PUBLIC_URL } });

@@ -35,7 +35,7 @@ import {
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { type Database, openDatabase } from '../../core/db.ts';
+import { type Database, type DbHandle, openDatabase } from '../../core/db.ts';
 import { runningServer } from '../../core/serve-pid.ts';
 import type { S3Config } from './config.ts';
 import { blobPath, multipartEtag, type ObjectRow, type RawObject, toRow } from './drivers/fs/objects.ts';
@@ -59,6 +59,21 @@ export interface MigrateObjectsOptions {
   concurrency?: number;
   /** Aborted: no new object starts, copies under way are abandoned (their multipart uploads aborted). */
   signal?: AbortSignal;
+  /**
+   * The new instances' database, opened once the embedded store and the S3 store answer: each
+   * app's file records are looked for in the S3 store after the copy (`records`).
+   */
+  database?: () => Promise<DbHandle>;
+}
+
+/** The file records of the new instances' database, checked against the S3 store after the copy. */
+export interface RecordsCheck {
+  /** False when the database has no storage tables yet (migrate-data not run): nothing checked. */
+  checked: boolean;
+  apps: number;
+  files: number;
+  /** Records whose object the S3 store does not have: the new instances could not serve them. */
+  missing: { bucket: string; key: string }[];
 }
 
 export interface BucketSummary {
@@ -94,6 +109,8 @@ export interface MigrateObjectsResult {
   interrupted: boolean;
   /** A server still running on the old data dir: what it writes after its bucket was read is not copied. */
   serverRunning?: { pid: number; url: string };
+  /** Present when a database was given. */
+  records?: RecordsCheck;
 }
 
 const PAGE = 1000;
@@ -204,6 +221,46 @@ class Vanished extends Error {}
 /** One object that cannot be copied: said with its key, the others go on. */
 class ObjectFailure extends Error {}
 
+/** The apps of the database with their buckets, or undefined when it has no storage tables yet. */
+async function appsOf(db: DbHandle): Promise<{ id: string; bucket: string }[] | undefined> {
+  try {
+    const rows = await db.all<{ id: string; bucket_name: string }>('SELECT id, bucket_name FROM storage_apps WHERE deleting = 0 ORDER BY bucket_name');
+    return rows.map((r) => ({ id: r.id, bucket: r.bucket_name }));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Every file record of every app looked for in what the S3 store holds: the buckets copied (their
+ * keys known from the copy), the others (an app made elsewhere) listed.
+ */
+async function checkRecords(
+  db: DbHandle,
+  apps: { id: string; bucket: string }[] | undefined,
+  held: Map<string, Set<string>>,
+  list: (bucket: string) => Promise<Set<string>>,
+): Promise<RecordsCheck> {
+  if (!apps) return { checked: false, apps: 0, files: 0, missing: [] };
+  const check: RecordsCheck = { checked: true, apps: apps.length, files: 0, missing: [] };
+  for (const app of apps) {
+    const keys = await db.all<{ key: string }>('SELECT key FROM storage_files WHERE app_id = ? ORDER BY key', [app.id]);
+    check.files += keys.length;
+    if (!keys.length) continue;
+    let there = held.get(app.bucket);
+    if (!there) {
+      try {
+        there = await list(app.bucket);
+      } catch (err) {
+        if (!(err instanceof StoreError && err.failure === 'not_found')) throw err;
+        there = new Set();
+      }
+    }
+    for (const { key } of keys) if (!there.has(key)) check.missing.push({ bucket: app.bucket, key });
+  }
+  return check;
+}
+
 export async function migrateObjects(options: MigrateObjectsOptions): Promise<MigrateObjectsResult> {
   const started = performance.now();
   const { s3, signal } = options;
@@ -220,6 +277,7 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
   // Requests with a body are retried here (a stream is read once): the SDK tries them once.
   const client = new S3Client(clientConfig(s3, endpoint));
   const once = new S3Client({ ...clientConfig(s3, endpoint), maxAttempts: 1 });
+  let db: DbHandle | undefined;
   const result: MigrateObjectsResult = {
     source: objectsDir,
     target: endpoint,
@@ -384,11 +442,20 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
       if (!alreadyThere(copied, row.size, layoutOf(row))) {
         throw new ObjectFailure(`after the copy the store holds ${copied.size} bytes with ETag ${copied.etag}, not ${row.size} bytes with ETag ${row.etag}`);
       }
+      there.set(row.key, copied);
       result.bytes += row.size;
       return 'copied';
     }
 
     const concurrency = Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY);
+    try {
+      db = await options.database?.();
+    } catch (err) {
+      throw new MigrateObjectsError(`cannot open the database of this config (its file records are checked against the S3 store): ${(err as Error).message}`);
+    }
+    const apps = db && (await appsOf(db));
+    /** What the S3 store holds of each bucket, after the copy: keys only, for the records check. */
+    const held = new Map<string, Set<string>>();
     for (const bucket of index.buckets()) {
       if (signal?.aborted) break;
       const summary: BucketSummary = { bucket, objects: index.count(bucket), copied: 0, skipped: 0, failed: 0, bytes: 0 };
@@ -432,8 +499,10 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
         await Promise.all(Array.from({ length: Math.min(concurrency, page.length) }, worker));
       }
       summary.bytes = result.bytes - bytesBefore;
+      if (apps) held.set(bucket, new Set(there.keys()));
     }
     result.interrupted = signal?.aborted ?? false;
+    if (db && !result.interrupted) result.records = await checkRecords(db, apps, held, async (bucket) => new Set((await targetObjects(bucket)).keys()));
     result.ms = Math.round(performance.now() - started);
     return result;
   } catch (err) {
@@ -447,6 +516,7 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
     throw err;
   } finally {
     index.close();
+    await db?.close();
     driver.close();
     client.destroy();
     once.destroy();
