@@ -479,7 +479,11 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
             s3: storage.s3,
             concurrency,
             signal: stop.signal,
-            database: async () => (await import('../core/lifecycle.ts')).openData(config.core),
+            // The records to check: the new instances' database; never a SQLite file made here (the old data dir is only read).
+            database:
+              config.core.database.engine === 'postgres' || fs.existsSync(config.core.database.path)
+                ? async () => (await import('../core/lifecycle.ts')).openData(config.core)
+                : undefined,
           });
         } catch (err) {
           if (err instanceof MigrateObjectsError) fail(err.message);

@@ -276,7 +276,9 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
   const driver = createS3Driver(s3);
   // Requests with a body are retried here (a stream is read once): the SDK tries them once.
   const client = new S3Client(clientConfig(s3, endpoint));
-  const once = new S3Client({ ...clientConfig(s3, endpoint), maxAttempts: 1 });
+  // Its failures are ours to report (the SDK would also warn of each on the console).
+  const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+  const once = new S3Client({ ...clientConfig(s3, endpoint), maxAttempts: 1, logger: quiet });
   let db: DbHandle | undefined;
   const result: MigrateObjectsResult = {
     source: objectsDir,
