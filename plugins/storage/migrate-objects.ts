@@ -26,7 +26,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { Transform } from 'node:stream';
+import { type Readable, Transform } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -220,6 +220,12 @@ class IndexReader {
   }
 }
 
+/** An object's file, open for reading, and the streams reading it. */
+interface OpenBlob {
+  handle: fsp.FileHandle;
+  streams: (Readable | Transform)[];
+}
+
 /** Thrown for an object that went from the embedded store while being read. */
 class Vanished extends Error {}
 
@@ -361,13 +367,28 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
       }
     }
 
-    async function putWhole(row: ObjectRow, handle: fsp.FileHandle): Promise<void> {
+    /**
+     * Bytes `start` .. `start + size` of an object's file, as a request body: `tap` sees them on the
+     * way. Each stream is recorded in `open`, to be destroyed before the file closes (a request
+     * abandoned midway leaves its body behind).
+     */
+    function bodyOf(file: OpenBlob, start: number, size: number, tap?: Transform): Buffer | Readable {
+      if (size === 0) return Buffer.alloc(0);
+      const stream = file.handle.createReadStream({ start, end: start + size - 1, autoClose: false });
+      file.streams.push(stream);
+      if (!tap) return stream;
+      stream.once('error', (err) => tap.destroy(err));
+      file.streams.push(tap);
+      return stream.pipe(tap);
+    }
+
+    async function putWhole(row: ObjectRow, file: OpenBlob): Promise<void> {
       const out = await withRetries(`copying "${row.key}"`, () =>
         once.send(
           new PutObjectCommand({
             Bucket: row.bucket,
             Key: row.key,
-            Body: row.size === 0 ? Buffer.alloc(0) : handle.createReadStream({ start: 0, end: row.size - 1, autoClose: false }),
+            Body: bodyOf(file, 0, row.size),
             ContentLength: row.size,
             // The store checks the bytes against the MD5 the embedded store recorded for them.
             ContentMD5: Buffer.from(row.etag, 'hex').toString('base64'),
@@ -379,7 +400,7 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
       if (unquote(out.ETag) !== row.etag) throw new ObjectFailure(`the store answered ETag ${unquote(out.ETag)}, not ${row.etag}`);
     }
 
-    async function putParts(row: ObjectRow, handle: fsp.FileHandle, layout: Layout): Promise<void> {
+    async function putParts(row: ObjectRow, file: OpenBlob, layout: Layout): Promise<void> {
       await abortLeftovers(row.bucket, row.key);
       const created = await send(`starting the upload of "${row.key}"`, () =>
         client.send(new CreateMultipartUploadCommand({ Bucket: row.bucket, Key: row.key, ...objectHeaders(row) }), { abortSignal: signal }),
@@ -392,7 +413,7 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
           const start = offset;
           const md5 = await withRetries(`copying part ${i + 1} of "${row.key}"`, async () => {
             const { tap, digest } = md5Tap();
-            const body = size === 0 ? Buffer.alloc(0) : handle.createReadStream({ start, end: start + size - 1, autoClose: false }).pipe(tap);
+            const body = bodyOf(file, start, size, tap);
             const out = await once.send(
               new UploadPartCommand({ Bucket: row.bucket, Key: row.key, UploadId: uploadId, PartNumber: i + 1, Body: body, ContentLength: size }),
               { abortSignal: signal },
@@ -439,14 +460,16 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
           row = now;
         }
       }
+      const file: OpenBlob = { handle, streams: [] };
       try {
         const onDisk = (await handle.stat()).size;
         if (onDisk !== row.size) throw new ObjectFailure(`its file has ${onDisk} bytes, the index says ${row.size}: not copied`);
         const layout = layoutOf(row);
         if (alreadyThere(there.get(row.key), row.size, layout)) return 'skipped';
-        if (layout.parts) await putParts(row, handle, layout);
-        else await putWhole(row, handle);
+        if (layout.parts) await putParts(row, file, layout);
+        else await putWhole(row, file);
       } finally {
+        for (const stream of file.streams) stream.destroy();
         await handle.close();
       }
       const head = await send(`checking "${row.key}"`, () => client.send(new HeadObjectCommand({ Bucket: row.bucket, Key: row.key })));
