@@ -1,7 +1,7 @@
 #!/bin/sh
 //usr/bin/env true; h=$(dirname "$(readlink -f "$0")"); [ -x "$h/../node_modules/.bin/node" ] && exec "$h/../node_modules/.bin/node" "$0" "$@"; v=$(node -v 2>/dev/null); case $v in v2[4-9].*|v[3-9]?.*) exec node "$0" "$@";; esac; echo "wharf: needs Node 24 (the node on PATH is ${v:-missing}): run npm install in $(dirname "$h"), which puts Node 24 in node_modules/.bin" >&2; exit 1
 /**
- * The `wharf` command: the server (`serve`), its operations (`migrate`, `backup`, `migrate-data`, `config check`,
+ * The `wharf` command: the server (`serve`), its operations (`migrate`, `backup`, `migrate-data`, `migrate-objects`, `config check`,
  * `plugins list`, `plugins new`, `version`) and the commands plugins add (built-in ones and
  * those of `[plugins] dir`). Heavy modules load inside the
  * handlers that need them, so `wharf version` and `wharf --help` start nothing.
@@ -262,6 +262,39 @@ function formatMigrateData(r: import('../core/migrate-data.ts').MigrateDataResul
   return `${lines.join('\n')}\n`;
 }
 
+/** The summary `wharf migrate-objects` prints: per bucket, then the failures by key. */
+function formatMigrateObjects(r: import('../plugins/storage/migrate-objects.ts').MigrateObjectsResult): string {
+  const width = Math.max(6, ...r.buckets.map((b) => b.bucket.length));
+  const lines = [
+    `${r.source} -> ${r.target}: ${count(r.buckets.length, 'bucket')}, ${count(r.objects, 'object')}: ${r.copied} copied (${humanBytes(r.bytes)}), ${r.skipped} skipped (already there, same size and ETag), ${r.failed} failed, in ${(r.ms / 1000).toFixed(1)} s`,
+  ];
+  if (r.buckets.length) {
+    lines.push(`  ${'bucket'.padEnd(width)}  objects  copied  skipped  failed  bytes copied`);
+    for (const b of r.buckets)
+      lines.push(
+        `  ${b.bucket.padEnd(width)}  ${String(b.objects).padStart(7)}  ${String(b.copied).padStart(6)}  ${String(b.skipped).padStart(7)}  ${String(b.failed).padStart(6)}  ${humanBytes(b.bytes)}`,
+      );
+  }
+  if (r.vanished) lines.push(`${count(r.vanished, 'object')} deleted from the embedded store during the run: not copied`);
+  const shown = r.failures.slice(0, 50);
+  if (shown.length) lines.push('failed:', ...shown.map((f) => `  ${f.bucket}/${f.key}: ${f.reason}`));
+  if (r.failures.length > shown.length) lines.push(`  and ${r.failures.length - shown.length} more (--json lists them all)`);
+  if (r.records?.checked) {
+    const missing = r.records.missing;
+    lines.push(
+      `file records: ${count(r.records.files, 'file')} of ${count(r.records.apps, 'app')} in the database, ${missing.length ? `${missing.length} without an object in the S3 store:` : 'every one with its object in the S3 store'}`,
+      ...missing.slice(0, 50).map((m) => `  ${m.bucket}/${m.key}`),
+    );
+    if (missing.length > 50) lines.push(`  and ${missing.length - 50} more (--json lists them all)`);
+  } else if (r.records)
+    lines.push('file records not checked: the database of this config has no storage tables yet (run wharf migrate-data into it, then this again)');
+  if (r.serverRunning)
+    lines.push(
+      `a server still runs on this data dir (pid ${r.serverRunning.pid}): what it writes from now on is not copied; stop it and run this again before the new instances start`,
+    );
+  return `${lines.join('\n')}\n`;
+}
+
 /** What `wharf --help` says of a plugin's command group, a capitalised phrase like the other commands'. */
 const GROUP_DESCRIPTIONS: Record<string, string> = {
   admin: 'Users of this server, from its data directory: create one, reset a password',
@@ -412,6 +445,60 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
           throw err;
         }
         process.stdout.write(args.json ? `${JSON.stringify(result)}\n` : formatMigrateData(result));
+      },
+    )
+    .command(
+      'migrate-objects',
+      "Copy the objects of this data dir's embedded store into the S3 store of [plugins.storage.s3] (after migrate-data; idempotent, run it again to resume)",
+      (y) =>
+        y
+          .option('objects-dir', {
+            type: 'string',
+            describe: "The embedded store's directory (default: [plugins.storage.fs] objects_dir, else <data dir>/objects)",
+          })
+          .option('concurrency', { type: 'number', default: 4, describe: 'Objects copied at once' }),
+      async (args) => {
+        const config = loadConfig(args, plugins);
+        const storage = config.plugins.storage as StoragePluginConfig | undefined;
+        if (!storage) fail('the storage plugin is disabled in this config: migrate-objects copies into its S3 store');
+        if (driverOf(storage) !== 's3')
+          fail(
+            'this config is on the embedded store (driver "fs"): give the config of the new instances, on the s3 driver ([plugins.storage.s3] endpoint, access_key, secret_key; driver = "s3")',
+          );
+        const concurrency = Number(args.concurrency);
+        if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) fail('--concurrency must be a whole number from 1 to 64', EXIT_CONFIG);
+        const dataDir = config.core.server.data_dir;
+        const { migrateObjects, MigrateObjectsError } = await import('../plugins/storage/migrate-objects.ts');
+        // Ctrl-C (or a kill) stops starting objects and abandons those under way; a second one ends at once.
+        const stop = new AbortController();
+        process.once('SIGINT', () => stop.abort());
+        process.once('SIGTERM', () => stop.abort());
+        let result: Awaited<ReturnType<typeof migrateObjects>>;
+        try {
+          result = await migrateObjects({
+            objectsDir: args.objectsDir ?? storage.fs.objects_dir ?? path.join(dataDir, 'objects'),
+            dataDir,
+            s3: storage.s3,
+            concurrency,
+            signal: stop.signal,
+            // The records to check: the new instances' database; never a SQLite file made here (the old data dir is only read).
+            database:
+              config.core.database.engine === 'postgres' || fs.existsSync(config.core.database.path)
+                ? async () => (await import('../core/lifecycle.ts')).openData(config.core)
+                : undefined,
+          });
+        } catch (err) {
+          if (err instanceof MigrateObjectsError) fail(err.message);
+          throw err;
+        }
+        process.stdout.write(args.json ? `${JSON.stringify(result)}\n` : formatMigrateObjects(result));
+        if (result.interrupted) fail(`interrupted after ${count(result.copied, 'object')} copied: run the same command again to finish`);
+        if (result.failed)
+          fail(`${count(result.failed, 'object')} not copied (listed ${args.json ? 'in failures' : 'above'}): run the same command again to retry them`);
+        if (result.records?.missing.length)
+          fail(
+            `${count(result.records.missing.length, 'file record')} of the database ${result.records.missing.length === 1 ? 'has' : 'have'} no object in the S3 store (listed ${args.json ? 'in records.missing' : 'above'}): the new instances cannot serve ${result.records.missing.length === 1 ? 'it' : 'them'}`,
+          );
       },
     )
     .command('config', 'Configuration', (y) =>

@@ -37,7 +37,7 @@ interface SdkError {
 const AUTH_ERRORS = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'AccessDenied', 'InvalidToken', 'ExpiredToken']);
 
 /** Turns an SDK error into a StoreError saying what it means for the caller. */
-function classify(err: unknown, doing: string): StoreError {
+export function classify(err: unknown, doing: string): StoreError {
   if (err instanceof StoreError) return err;
   const e = (err ?? {}) as SdkError;
   const status = e.$metadata?.httpStatusCode;
@@ -51,7 +51,8 @@ function classify(err: unknown, doing: string): StoreError {
   return new StoreError(failure, `${doing}: ${reason}`, { cause: err });
 }
 
-function clientConfig(s3: S3Config, endpoint: string): S3ClientConfig {
+/** The client settings of the store `s3` describes, reached at `endpoint`. */
+export function clientConfig(s3: S3Config, endpoint: string): S3ClientConfig {
   return {
     endpoint,
     region: s3.region,

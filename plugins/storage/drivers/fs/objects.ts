@@ -99,7 +99,8 @@ export interface BucketKey {
   secret: string;
 }
 
-interface RawObject {
+/** An object's row as the index stores it (`objects`). */
+export interface RawObject {
   bucket: string;
   key: string;
   blob: string;
@@ -110,7 +111,7 @@ interface RawObject {
   parts: string | null;
 }
 
-function toRow(r: RawObject): ObjectRow {
+export function toRow(r: RawObject): ObjectRow {
   const row: ObjectRow = {
     bucket: r.bucket,
     key: r.key,
@@ -135,6 +136,11 @@ export interface CompletedUpload {
 
 /** How long a completed upload is remembered for a retried CompleteMultipartUpload. */
 const COMPLETED_UPLOAD_TTL_MS = 24 * 3600 * 1000;
+
+/** Where the bytes of `blob` (an object row's) lie under the objects directory `root`. */
+export function blobPath(root: string, bucket: string, blob: string): string {
+  return path.join(root, bucket, blob);
+}
 
 /** The ETag of a multipart object: MD5 of the parts' MD5s, then "-" and the part count. */
 export function multipartEtag(partEtags: readonly string[]): string {
@@ -582,7 +588,7 @@ export class ObjectStore {
   }
 
   #blobPath(bucket: string, blob: string): string {
-    return path.join(this.root, bucket, blob);
+    return blobPath(this.root, bucket, blob);
   }
 
   /**
