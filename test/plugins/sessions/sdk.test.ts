@@ -128,7 +128,7 @@ describe.each(networks)('the wasenderapi SDK on $name sessions', (net) => {
 
     const sent = await sdk.sendText({ to: bob.phone, text: 'Hello from the SDK' });
     const { msgId, status } = (sent.response as unknown as { data: { msgId: number; status: string } }).data;
-    expect(status).toBe(net.sentStatus);
+    expect(status).toEqual(net.sentStatus);
     await net.settled(app, alice, msgId, 'delivered');
     // Bob's receipt and Alice's delivery status are two sessions' events, recorded by two
     // connections in no fixed order (on PostgreSQL each commit is its own round trip): poll.
