@@ -257,7 +257,7 @@ function formatMigrateData(r: import('../core/migrate-data.ts').MigrateDataResul
   for (const c of r.skippedColumns) lines.push(`column ${c.table}.${c.column} is not on the target: not copied (${count(c.rows, 'row')} with a value)`);
   lines.push(
     `keys: secrets in these tables are encrypted with the keys in ${r.keys.dir} (${r.keys.files.join(', ') || 'none found'}): every instance serving this database needs a copy of that directory in its data dir, or they cannot be read`,
-    `next: set [database] url to the target (or WHARF_DATABASE__URL) and start wharf serve with this data dir`,
+    `next: set [database] url to the target (or WHARF_DATABASE__URL) and start wharf serve with this data dir; moving to several instances on the s3 driver, run wharf migrate-objects first (the embedded store's objects into the S3 store)`,
   );
   return `${lines.join('\n')}\n`;
 }
