@@ -402,11 +402,14 @@ export async function migrateObjects(options: MigrateObjectsOptions): Promise<Mi
 
     async function putParts(row: ObjectRow, file: OpenBlob, layout: Layout): Promise<void> {
       await abortLeftovers(row.bucket, row.key);
+      // Not cut by the signal: a create the store carried out but whose answer was abandoned would
+      // leave an upload nobody knows the id of. Once it answers, an interruption aborts it below.
       const created = await send(`starting the upload of "${row.key}"`, () =>
-        client.send(new CreateMultipartUploadCommand({ Bucket: row.bucket, Key: row.key, ...objectHeaders(row) }), { abortSignal: signal }),
+        client.send(new CreateMultipartUploadCommand({ Bucket: row.bucket, Key: row.key, ...objectHeaders(row) })),
       );
       const uploadId = created.UploadId!;
       try {
+        signal?.throwIfAborted();
         const md5s: string[] = [];
         let offset = 0;
         for (const [i, size] of layout.parts!.entries()) {
