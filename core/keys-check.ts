@@ -44,14 +44,15 @@ function opens(keys: Keys, sealed: string): boolean {
  * what does not match, in words.
  */
 export async function keysMismatch(data: Db, keys: Keys): Promise<string | null> {
+  const signingKey = fingerprint(keys);
   await data.run('INSERT INTO core_keys_check (id, sealed, signing_key) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING', [
     keys.encrypt(KNOWN, CONTEXT),
-    fingerprint(keys),
+    signingKey,
   ]);
   const row = await data.one<{ sealed: string; signing_key: string }>('SELECT sealed, signing_key FROM core_keys_check WHERE id = 1');
   if (!row) return 'the database has no keys check row';
   const problems: string[] = [];
   if (!opens(keys, row.sealed)) problems.push('secret.key cannot decrypt the secrets stored in it');
-  if (row.signing_key !== fingerprint(keys)) problems.push("signing-ed25519.pem is not the key that signs its sessions' cookies");
+  if (row.signing_key !== signingKey) problems.push("signing-ed25519.pem is not the key that signs its sessions' cookies");
   return problems.length ? problems.join(', and ') : null;
 }

@@ -76,20 +76,19 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
         members: (await a.request('GET', `/api/orgs/${orgs[0]!.id}/members`, { headers })).body,
         invitations: (await a.request('GET', `/api/orgs/${orgs[0]!.id}/invitations`, { headers })).body,
         me: (await a.request('GET', '/auth/session', { headers })).body,
-        apps: ((await a.request('GET', '/api/apps', { headers })).body.apps as { id: string; name: string; bucketName: string }[]).map((x) => ({
+        // With their usage (the counters the moved file rows feed).
+        apps: ((await a.request('GET', '/api/apps', { headers })).body.apps as Record<string, unknown>[]).map((x) => ({
           id: x.id,
           name: x.name,
           bucketName: x.bucketName,
+          storedBytes: x.storedBytes,
+          fileCount: x.fileCount,
+          usedBytes: x.usedBytes,
         })),
         // lastUsedAt left out: the file searches below use the token.
         tokens: ((await a.request('GET', `/api/tokens?appId=${app.body.id}`, { headers })).body.tokens as Record<string, unknown>[]).map(
           ({ lastUsedAt, ...t }) => ({ ...t, used: lastUsedAt !== null }),
         ),
-        usage: ((await a.request('GET', '/api/apps', { headers })).body.apps as Record<string, unknown>[]).map((x) => [
-          x.storedBytes,
-          x.fileCount,
-          x.usedBytes,
-        ]),
         // The app's files and searches of every kind (1, 2 and 3+ characters: SQLite's n-gram and
         // trigram tables stay behind, PostgreSQL answers from its own indexes of the moved rows).
         files: Object.fromEntries(
@@ -119,7 +118,7 @@ describe('wharf migrate-data: an instance from SQLite to PostgreSQL', () => {
     const uploaded = JSON.parse(up.stdout).files as { key: string; name: string }[];
     const before = await lists(server.url, owner.headers);
     expect(before.invitations.invitations).toHaveLength(1);
-    expect(before.usage).toEqual([[3036, 3, 3036]]);
+    expect(before.apps).toMatchObject([{ storedBytes: 3036, fileCount: 3, usedBytes: 3036 }]);
     expect(before.files).toEqual({
       '': { status: 200, total: 3, names: ['Q3 report.pdf', 'ab.bin', 'notes.txt'] },
       e: { status: 200, total: 2, names: ['Q3 report.pdf', 'notes.txt'] },

@@ -194,10 +194,11 @@ export class WebhooksStore {
    * Extends to `until` the leases `owner` still holds on the deliveries `ids` (in flight, or
    * finished and not written yet): the heartbeat of a live instance, so that a slow attempt or a
    * delayed write never lets another instance take a delivery this one is still sending. A lease
-   * another instance took meanwhile is left alone. Returns how many were renewed.
+   * another instance took meanwhile is left alone. Returns how many were renewed. PostgreSQL only
+   * (SQLite's dispatcher writes no leases).
    */
   async renew(ids: readonly number[], owner: string, until: number): Promise<number> {
-    if (ids.length === 0 || !(this.db instanceof PostgresDb)) return 0;
+    if (ids.length === 0) return 0;
     return (
       await this.db.run("UPDATE webhooks_dispatches SET lease_until = ? WHERE id = ANY(?::bigint[]) AND leased_by = ? AND status = 'pending'", [
         until,
