@@ -115,6 +115,14 @@ const fsConfig = z
       .describe(
         'How long a request to the endpoint may send (or read) nothing before it is answered 400 RequestTimeout and its connection closed, in milliseconds. Only silence counts: a slow upload that keeps sending is never cut.',
       ),
+    abort_incomplete_uploads_after_days: z
+      .number()
+      .min(0)
+      .max(36_500)
+      .default(7)
+      .describe(
+        "Unfinished multipart uploads initiated this many days ago or earlier are aborted and their parts deleted (checked every 10 minutes), as S3's lifecycle rule AbortIncompleteMultipartUpload does: until then their parts count against the app's storage limit. Fractions allowed; 0 keeps them until completed, aborted or the app is deleted.",
+      ),
     headers_timeout_ms: z
       .int()
       .min(1000)

@@ -51,6 +51,8 @@ export default definePlugin({
     }
 
     every('upload-reaper', config.reaper_interval_seconds * 1000, () => storage.reap());
+    const expireUploads = driver.expireUploads?.bind(driver);
+    if (expireUploads) every('multipart-expiry', 10 * 60 * 1000, () => expireUploads());
     const reconciler = new UsageReconciler(store, driver, log);
     if (reconciler.needed) every('usage-reconciliation', config.usage_interval_seconds * 1000, () => reconciler.run());
 

@@ -151,6 +151,11 @@ export interface StorageDriver {
    * enforces limits on its own paths and reconciles usage from listings.
    */
   readonly live?: LiveUsage;
+  /**
+   * Aborts the unfinished multipart uploads older than the driver's configured age (`fs`:
+   * `abort_incomplete_uploads_after_days`); absent when nothing expires them. Returns how many.
+   */
+  expireUploads?(): Promise<number>;
   /** Deletes objects; never throws for a per-key refusal, which is reported in `failed`. */
   deleteObjects(bucket: string, keys: readonly string[]): Promise<DeleteOutcome>;
   /** A URL that accepts one PUT of exactly `size` bytes with `contentType` until it expires. */

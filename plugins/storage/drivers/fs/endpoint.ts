@@ -928,7 +928,7 @@ export function createEndpoint({
       case 'DELETE':
         if (uploadId !== null) {
           const upload = store.upload(t.bucket, t.key, uploadId);
-          store.abort(upload.id);
+          await store.abort(upload.id);
           sendEmpty(res, 204);
           return;
         }

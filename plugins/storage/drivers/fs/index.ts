@@ -255,7 +255,7 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
         if (!store.hasBucket(bucket)) return;
         for (;;) {
           const { uploads } = store.listUploads(bucket, { prefix: '', keyMarker: '', uploadIdMarker: '', max: 1000 });
-          for (const u of uploads) store.abort(u.id);
+          for (const u of uploads) await store.abort(u.id);
           if (uploads.length < 1000) break;
         }
         for (;;) {
@@ -297,6 +297,25 @@ export function createFsDriver(config: FsConfig, env: FsDriverEnv): FsDriver {
       usage: (bucket, reservations) => quota.usage(bucket, reservations),
       objectSize: (bucket, key) => store.head(bucket, key)?.size,
     },
+
+    expireUploads:
+      config.abort_incomplete_uploads_after_days > 0
+        ? () =>
+            run('aborting expired multipart uploads', async () => {
+              const cutoff = Date.now() - config.abort_incomplete_uploads_after_days * 86_400_000;
+              let aborted = 0;
+              for (;;) {
+                const batch = await store.abortInitiatedBefore(cutoff, 100);
+                for (const { bucket, key } of batch)
+                  env.log.info(
+                    { bucket, key, days: config.abort_incomplete_uploads_after_days },
+                    'aborted an unfinished multipart upload older than abort_incomplete_uploads_after_days',
+                  );
+                aborted += batch.length;
+                if (batch.length < 100) return aborted;
+              }
+            })
+        : undefined,
 
     async deleteObjects(bucket, keys) {
       // One transaction per batch: all of its keys are deleted, or none (each reported failed).

@@ -1043,9 +1043,28 @@ export class ObjectStore {
     this.#st('DELETE FROM uploads WHERE id = ?').run(id);
   }
 
-  /** Forgets an upload and removes its parts. */
-  abort(id: string): void {
+  /**
+   * Forgets an upload, then removes its parts once the forgetting is durable: a power loss never
+   * leaves an upload whose part rows point at removed files.
+   */
+  async abort(id: string): Promise<void> {
     this.#db.transaction(() => this.#dropUpload(id))();
-    fs.rmSync(path.join(this.#multipart, id), { recursive: true, force: true });
+    await this.#syncWal();
+    await fsp.rm(path.join(this.#multipart, id), { recursive: true, force: true });
+  }
+
+  /**
+   * Aborts the unfinished uploads initiated before `cutoff` (ms since the epoch), at most `max`
+   * of them, oldest first (S3's lifecycle rule AbortIncompleteMultipartUpload). Returns how
+   * many it aborted, with their buckets and keys.
+   */
+  async abortInitiatedBefore(cutoff: number, max: number): Promise<{ bucket: string; key: string }[]> {
+    const rows = this.#st('SELECT id, bucket, key FROM uploads WHERE initiated < ? ORDER BY initiated LIMIT ?').all(cutoff, max) as {
+      id: string;
+      bucket: string;
+      key: string;
+    }[];
+    for (const row of rows) await this.abort(row.id);
+    return rows.map(({ bucket, key }) => ({ bucket, key }));
   }
 }

@@ -82,7 +82,7 @@ describe('bucket usage counters', () => {
     const other = store.createUpload('one', 'never', meta);
     await store.putPart(store.upload('one', 'never', other), 1, await store.receive(bytes(99)));
     check('one', { objects: 2, objectBytes: 30 + 5 * 1024 * 1024 + 20, partBytes: 99 });
-    store.abort(other);
+    await store.abort(other);
     await store.deleteMany('one', ['a', 'mp', 'missing']);
     check('one', { objects: 0, objectBytes: 0, partBytes: 0 });
     check('two', { objects: 1, objectBytes: 7, partBytes: 0 });

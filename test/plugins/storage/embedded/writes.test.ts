@@ -126,12 +126,18 @@ describe('durability', () => {
       const upload = store.createUpload('bkt', 'big', meta);
       await store.putPart(store.upload('bkt', 'big', upload), 1, await store.receive(body()));
       mark('part');
+      await store.abort(upload);
+      mark('aborted');
       store.close();`;
     const trace = path.join(tempDir('wharf-strace-'), 'trace');
     const strace = await ensureDebianTool('/usr/bin/strace', 'strace');
-    const child = spawn(strace, ['-f', '-y', '-e', 'trace=rename,fsync,fdatasync,pwrite64', '-o', trace, process.execPath, '--input-type=module', '-e', code], {
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
+    const child = spawn(
+      strace,
+      ['-f', '-y', '-e', 'trace=rename,fsync,fdatasync,pwrite64,unlink,unlinkat,rmdir', '-o', trace, process.execPath, '--input-type=module', '-e', code],
+      {
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    );
     expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(0);
     const lines = fs.readFileSync(trace, 'utf8').split('\n');
     const at = (re: RegExp, from = 0) => lines.findIndex((l, i) => i >= from && re.test(l));
@@ -160,7 +166,16 @@ describe('durability', () => {
     expect(partRow).toBeGreaterThan(partSynced);
     const partWalSynced = at(/f(data)?sync\(\d+<[^>]*index\.db-wal>\) = 0/, partRow);
     expect(partWalSynced).toBeGreaterThan(partRow);
-    expect(at(/rename\("\/nonexistent\/part"/)).toBeGreaterThan(partWalSynced);
+    const partAcknowledged = at(/rename\("\/nonexistent\/part"/);
+    expect(partAcknowledged).toBeGreaterThan(partWalSynced);
+    // An abort: the upload's rows go, the WAL holding that is synced, and only then its part files.
+    const abortRow = at(/pwrite64\(\d+<[^>]*index\.db-wal>/, partAcknowledged);
+    expect(abortRow).toBeGreaterThan(partAcknowledged);
+    const abortSynced = at(/f(data)?sync\(\d+<[^>]*index\.db-wal>\) = 0/, abortRow);
+    expect(abortSynced).toBeGreaterThan(abortRow);
+    const removed = at(/(unlink|unlinkat|rmdir)\(.*\.wharf\/multipart\/[0-9a-f]+/, partAcknowledged);
+    expect(removed, lines.join('\n')).toBeGreaterThan(abortSynced);
+    expect(at(/rename\("\/nonexistent\/aborted"/)).toBeGreaterThan(removed);
   });
 
   it('objects acknowledged over HTTP are all there after SIGKILL right after the answers', async () => {
