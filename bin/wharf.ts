@@ -17,8 +17,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import pkg from '../package.json' with { type: 'json' };
-import { ConfigError, pluginDir, resolveConfig, type AnyPlugin, type ConfigSources, type ResolvedConfig } from '../core/config.ts';
+import { ConfigError, pluginDir, resolveConfig, resolveCoreConfig, type AnyPlugin, type ConfigSources, type ResolvedConfig } from '../core/config.ts';
 import type { CommandContext, PluginCommand } from '../core/plugin.ts';
+import type { CoreConfig } from '../core/core-config.ts';
 import { WharfError } from '../core/errors.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { addClientCommands } from '../client/commands.ts';
@@ -110,15 +111,23 @@ function failConfig(err: ConfigError): never {
   fail(err.lines.map((l) => `config error: ${l}`).join('\nwharf: '), EXIT_CONFIG);
 }
 
-function loadConfig(args: GlobalArgs, plugins: PluginSet, file?: string): ResolvedConfig {
-  if (plugins.problem) failConfig(plugins.problem);
+/** What `load` resolves; a config error said in one line per problem, exit 2. */
+function orFailConfig<T>(load: () => T): T {
   try {
-    return resolveConfig(plugins.list, configSources(args, file));
+    return load();
   } catch (err) {
     if (err instanceof ConfigError) failConfig(err);
     throw err;
   }
 }
+
+function loadConfig(args: GlobalArgs, plugins: PluginSet, file?: string): ResolvedConfig {
+  if (plugins.problem) failConfig(plugins.problem);
+  return orFailConfig(() => resolveConfig(plugins.list, configSources(args, file)));
+}
+
+/** The core's sections alone: a client command's local address, whatever the plugins' sections hold. */
+const loadCoreConfig = (args: GlobalArgs): CoreConfig => orFailConfig(() => resolveCoreConfig(configSources(args)));
 
 /** The database of a command, opened like a start (migrated unless told not to); one line and exit 1 when it cannot be. */
 async function openOrFail(config: ResolvedConfig, migrateNow = true) {
@@ -582,7 +591,7 @@ export async function main(argv: string[], builtin: readonly AnyPlugin[] = built
       const v = await versions();
       process.stdout.write(args.json ? `${JSON.stringify(v)}\n` : `wharf ${v.wharf}\nnode ${v.node}\nsqlite ${v.sqlite}\n`);
     });
-  addClientCommands(cli as unknown as Argv, { localInstance: (args) => loadConfig(args as GlobalArgs, plugins).core.server.public_url });
+  addClientCommands(cli as unknown as Argv, { localInstance: (args) => loadCoreConfig(args as GlobalArgs).server.public_url });
   const absent = addPluginCommands(cli as unknown as Argv<GlobalArgs>, plugins);
   await cli
     .demandCommand(1, 'name a command (see wharf --help)')

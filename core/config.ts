@@ -135,18 +135,33 @@ export function pluginDir(sources: ConfigSources): string | undefined {
 /** Reads the config from its sources, validates it whole and returns it frozen, or throws ConfigError. */
 export function resolveConfig(plugins: readonly AnyPlugin[], sources: ConfigSources = {}): ResolvedConfig {
   checkPlugins(plugins);
+  return resolve(plugins, sources, false);
+}
+
+/**
+ * The core's sections alone ([server], [log], [database]), from the same sources: for a client
+ * command that needs only this instance's address, so a plugin's section it has no use for (an
+ * S3 secret kept in the server's environment) is neither read nor required.
+ */
+export function resolveCoreConfig(sources: ConfigSources = {}): CoreConfig {
+  return resolve([], sources, true).core;
+}
+
+function resolve(plugins: readonly AnyPlugin[], sources: ConfigSources, coreOnly: boolean): ResolvedConfig {
   const schema = configSchema(plugins);
   const origins = new Map<string, Origin>();
   let raw: Record<string, unknown> = {};
 
   if (sources.toml) {
     raw = readToml(sources.toml.text, sources.toml.file);
+    if (coreOnly) delete raw.plugins;
     for (const [key, line] of keyLines(sources.toml.text)) origins.set(key, `${sources.toml.file}:${line}`);
   }
   const errors: string[] = [];
   for (const [name, value] of Object.entries(sources.env ?? {})) {
     if (!name.startsWith('WHARF_') || !name.includes('__') || value === undefined) continue;
     const keyPath = name.slice('WHARF_'.length).toLowerCase().split('__');
+    if (coreOnly && keyPath[0] === 'plugins') continue;
     const leaf = envLeaf(schema, keyPath);
     if (!leaf) {
       errors.push(`${name}: unknown key "${keyPath.join('.')}"`);

@@ -78,6 +78,30 @@ describe('wharf command', () => {
     expect(r.stderr).toMatch(/^wharf: Unknown argument: frobnicate/);
   });
 
+  it("a client command reads only the core's sections of --config: a plugin section it has no use for (the S3 secret in the server's environment) does not stop it", () => {
+    const dir = tempDir();
+    const env = { XDG_CONFIG_HOME: path.join(dir, 'config') };
+    const server = path.join(dir, 'server.toml');
+    fs.writeFileSync(
+      server,
+      '[server]\npublic_url = "http://files.example.test:8080"\n[plugins.storage.s3]\nendpoint = "http://127.0.0.1:9000"\naccess_key = "k"\n',
+    );
+    // The server needs the secret; the client, which only wants the address, does not.
+    expect(wharf(['config', 'check', server], { env })).toMatchObject({ status: 2, stderr: expect.stringMatching(/secret_key/) });
+    const who = wharf(['whoami', '--config', server], { env: { ...env, WHARF_PLUGINS__STORAGE__S3__REGION: '' } });
+    expect(who).toMatchObject({
+      status: 1,
+      stderr: 'wharf: not signed in to http://files.example.test:8080; run wharf login --instance http://files.example.test:8080\n',
+    });
+    // What it does read is still checked.
+    const bad = path.join(dir, 'bad.toml');
+    fs.writeFileSync(bad, '[server]\nlisten = "nowhere"\n');
+    expect(wharf(['whoami', '--config', bad], { env })).toMatchObject({
+      status: 2,
+      stderr: expect.stringMatching(/^wharf: config error: .*bad\.toml:2: "server\.listen"/),
+    });
+  });
+
   it('checks a config file: ok, or one line per problem and exit 2', () => {
     const dir = tempDir();
     const good = path.join(dir, 'good.toml');
