@@ -11,6 +11,7 @@ import { Boom } from '@hapi/boom';
 import { createHmac, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { decode, encode, FORWARD_KEY, FORWARD_PATH } from '../../../plugins/sessions/forwarding.ts';
+import { encryptMedia } from '../../../plugins/sessions/networks/media-crypto.ts';
 import { internalUrl } from '../../../plugins/sessions/index.ts';
 import type { WhatsAppNetwork } from '../../../plugins/sessions/networks/whatsapp/index.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
@@ -135,6 +136,30 @@ describe('a request reaching the instance that does not drive the session', () =
       expect([onB.status, onB.body], path).toEqual([onA.status, onA.body]);
     }
     // The group calls were refused by A's adapter, for B through A; the malformed jid by B's own validation, before any call.
+    expect(served(a) - servedBefore).toBe(2);
+  });
+});
+
+describe('decrypt-media reaching the instance that does not drive the session', () => {
+  it('runs on A (the download and the decryption), and the bytes come back intact; a wrong key is the same 422 on both', async () => {
+    const plain = Buffer.from('\x89PNG\r\n\x1a\n forwarded image bytes '.repeat(64));
+    const enc = encryptMedia(plain, 'image');
+    const directPath = `/v/t62.7118-24/${Date.now()}f.enc`;
+    network.cdn.set(directPath, { bytes: enc.file, expired: false });
+    const message = (mediaKey: string) => ({
+      imageMessage: { url: `https://mmg.whatsapp.net${directPath}`, directPath, mimetype: 'image/png', mediaKey, fileLength: plain.length },
+    });
+    const servedBefore = served(a);
+    const res = await call(b, s.apiKey, 'POST', '/api/decrypt-media', { data: { message: message(enc.mediaKey.toString('base64')) } });
+    expect(res.status, res.text).toBe(200);
+    expect(served(a) - servedBefore).toBe(1);
+    expect(Buffer.from(await (await fetch(res.body.publicUrl)).arrayBuffer()).equals(plain)).toBe(true);
+
+    const wrong = message(Buffer.alloc(32, 7).toString('base64'));
+    const onA = await call(a, s.apiKey, 'POST', '/api/decrypt-media', { data: { message: wrong } });
+    const onB = await call(b, s.apiKey, 'POST', '/api/decrypt-media', { data: { message: wrong } });
+    expect(onA.status, onA.text).toBe(422);
+    expect([onB.status, onB.body]).toEqual([onA.status, onA.body]);
     expect(served(a) - servedBefore).toBe(2);
   });
 });
