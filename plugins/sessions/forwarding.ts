@@ -18,6 +18,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Middleware } from 'koa';
+import { Counter, type Registry } from 'prom-client';
 import getRawBody from 'raw-body';
 import { isErrorCode, toWharfError, WharfError } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
@@ -124,6 +125,8 @@ export interface OwnerClientOptions {
   /** Retry-After of the 503 answered when the owner cannot be reached: its lease runs out by then. */
   retryAfterSeconds: number;
   log: Logger;
+  /** Where `wharf_session_calls_forwarded_total` is registered. */
+  metrics: Registry;
 }
 
 /** The purpose the forwarding key is derived for. */
@@ -132,9 +135,17 @@ export const FORWARD_KEY = 'sessions:forward';
 /** Calls the owner of a session. */
 export class OwnerClient {
   readonly #options: OwnerClientOptions;
+  /** Calls made, by method and outcome: `ok`, `error` (the owner answered one), `unreachable` (no signed answer). */
+  readonly #calls: Counter<'method' | 'outcome'>;
 
   constructor(options: OwnerClientOptions) {
     this.#options = options;
+    this.#calls = new Counter({
+      name: 'wharf_session_calls_forwarded_total',
+      help: 'Requests for a WhatsApp session driven by another instance, run there: by adapter method and outcome (ok, error: the owner answered an error, unreachable: no signed answer).',
+      labelNames: ['method', 'outcome'],
+      registers: [options.metrics],
+    });
   }
 
   #unreachable(call: ForwardedCall, why: string): WharfError {
@@ -167,6 +178,7 @@ export class OwnerClient {
       const cause = (err as { cause?: { code?: string } }).cause?.code;
       const why = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : `unreachable: ${cause ?? (err as Error).message}`;
       log.warn({ ...where, err }, 'a call to the instance driving a session failed');
+      this.#calls.inc({ method: call.method, outcome: 'unreachable' });
       throw this.#unreachable(call, why);
     }
     // An answer not signed by an instance with our key is no answer (a proxy's page, another service on that address).
@@ -175,8 +187,10 @@ export class OwnerClient {
         { ...where, status: res.status, body: text.slice(0, 200) },
         'the instance driving a session refused or did not sign a call: do all instances share keys/ and agree on the time?',
       );
+      this.#calls.inc({ method: call.method, outcome: 'unreachable' });
       throw this.#unreachable(call, `it answered ${res.status} without a valid signature`);
     }
+    this.#calls.inc({ method: call.method, outcome: res.status === 200 ? 'ok' : 'error' });
     const answer = decode(text) as { result?: unknown; error?: string; code?: string; fields?: Record<string, string[]>; retry_after?: number };
     if (res.status === 200) return answer.result;
     const code = answer.code && isErrorCode(answer.code) ? answer.code : 'internal';

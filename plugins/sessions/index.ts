@@ -104,6 +104,7 @@ export default definePlugin({
       timeoutMs: Math.max(wa.connect_timeout_ms, wa.send_timeout_ms) + 15_000,
       retryAfterSeconds: config.lease_seconds,
       log,
+      metrics,
     });
     // Baileys loads when a whatsapp session first connects or resumes, never at start-up.
     const whatsapp = sessions.registerNetwork(

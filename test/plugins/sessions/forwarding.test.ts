@@ -41,6 +41,12 @@ const lease = (app: TestApp, sessionId: number) =>
     'SELECT owner, owner_url, lease_until FROM sessions_leases WHERE session_id = ?',
     [sessionId],
   );
+/** `wharf_session_calls_forwarded_total` of an instance's GET /metrics for a method and outcome (0 when absent). */
+async function forwardedCalls(app: TestApp, method: string, outcome: string): Promise<number> {
+  const text = await (await fetch(new URL('/metrics', app.url))).text();
+  const line = text.split('\n').find((l) => l.startsWith(`wharf_session_calls_forwarded_total{method="${method}",outcome="${outcome}"} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
 /** The same answer, but for the message id each send gets. */
 const withoutMsgId = (res: Res) => [res.status, { ...res.body, data: { ...res.body.data, msgId: 0 } }];
 
@@ -161,6 +167,10 @@ describe('decrypt-media reaching the instance that does not drive the session', 
     expect(onA.status, onA.text).toBe(422);
     expect([onB.status, onB.body]).toEqual([onA.status, onA.body]);
     expect(served(a) - servedBefore).toBe(2);
+    // Counted on B, the instance that forwarded them; A forwarded nothing.
+    expect(await forwardedCalls(b, 'decryptMedia', 'ok')).toBe(1);
+    expect(await forwardedCalls(b, 'decryptMedia', 'error')).toBe(1);
+    expect(await forwardedCalls(a, 'decryptMedia', 'ok')).toBe(0);
   });
 });
 
@@ -253,6 +263,7 @@ describe('when the instances disagree, or the owner dies', () => {
     expect(down.status, down.text).toBe(503);
     expect(down.body).toMatchObject({ success: false });
     expect(down.headers.get('retry-after')).toBe(String(LEASE_SECONDS));
+    expect(await forwardedCalls(b, 'user', 'unreachable')).toBe(1);
     expect(adapter(b).connectionOf(s.id)).toBeUndefined();
     // B resumes the session once the lease ran out (its supervisor), and serves it from its own socket.
     await until(() => adapter(b).connectionOf(s.id)?.socket, 'B driving the session', LEASE_SECONDS * 1000 + 15_000);
