@@ -6,11 +6,13 @@
  * (bench/baselines/upload-presign.mjs: JSON body, token lookup, 100 presigned PUTs). Both pinned
  * to the same core, rounds interleaved; reports the median of the rounds' ratios and the CPU time
  * each server spent per URL. Usage: node bench/run.ts upload-presign
+ * (BENCH_DRIVER=fs: the embedded store; BENCH_BEFORE=DIR: also Wharf from the checkout in DIR, say
+ * main's, as a fourth server in the same rounds, to compare before and after a change).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { cpuMicros, fmt, median, medianRatio, node, root, startServer, wrk } from './lib.ts';
-import { storageBench, wrkScript } from './storage-setup.ts';
+import { type StorageBench, storageBench, wrkScript } from './storage-setup.ts';
 
 const FILES = 100;
 
@@ -19,6 +21,8 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
   const seconds = options.seconds ?? 5;
   const connections = options.connections ?? 4;
   const bench = await storageBench('presign');
+  const beforeDir = process.env.BENCH_BEFORE;
+  let before: StorageBench | undefined;
   try {
     const app = await bench.createApp('uploads');
     const token = await bench.createToken(app.id);
@@ -27,11 +31,37 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
       prefix: 'bench/batch',
       files: Array.from({ length: FILES }, (_, i) => ({ name: `photo ${String(i).padStart(3, '0')}.jpg`, size: 100_000 + i, type: 'image/jpeg' })),
     });
-    const headers = { ...bench.dashboard, 'content-type': 'application/json' };
-    const check = await fetch(`${bench.url}/api/files/upload`, { method: 'POST', headers, body });
-    if (check.status !== 200) throw new Error(`phase 1: ${check.status} ${await check.text()}`);
-    const sample = ((await check.json()) as { uploads: { presignedUrl: string }[] }).uploads;
-    if (sample.length !== FILES) throw new Error('phase 1 answered the wrong number of URLs');
+    const phase1 = async (b: StorageBench, appId: string): Promise<{ presignedUrl: string }[]> => {
+      const res = await fetch(`${b.url}/api/files/upload`, {
+        method: 'POST',
+        headers: { ...b.dashboard, 'content-type': 'application/json' },
+        body: body.replace(app.id, appId),
+      });
+      if (res.status !== 200) throw new Error(`phase 1: ${res.status} ${await res.text()}`);
+      const uploads = ((await res.json()) as { uploads: { presignedUrl: string }[] }).uploads;
+      if (uploads.length !== FILES) throw new Error('phase 1 answered the wrong number of URLs');
+      return uploads;
+    };
+    const sample = await phase1(bench, app.id);
+    const wharfCase = (b: StorageBench, appId: string, name: string) => ({
+      name,
+      url: `${b.url}/api/files/upload`,
+      pid: b.server.child.pid!,
+      tail: () => b.stderrTail(),
+      script: wrkScript(bench.dataDir, `presign-${b.server.child.pid}`, {
+        method: 'POST',
+        body: body.replace(app.id, appId),
+        headers: { Cookie: b.dashboard.cookie!, Origin: b.dashboard.origin!, 'Content-Type': 'application/json' },
+      }),
+    });
+    const driver = process.env.BENCH_DRIVER === 'fs' ? 'fs' : 's3';
+    let beforeCase: ReturnType<typeof wharfCase> | undefined;
+    if (beforeDir) {
+      before = await storageBench('presign-before', {}, path.resolve(beforeDir));
+      const beforeApp = await before.createApp('uploads');
+      await phase1(before, beforeApp.id);
+      beforeCase = wharfCase(before, beforeApp.id, `wharf serve (${beforeDir}, ${driver} driver)`);
+    }
 
     const { endpoint, region, accessKeyId, secretAccessKey } = bench.target;
     const publicEndpoint = new URL(sample[0]!.presignedUrl).origin;
@@ -61,24 +91,16 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
         body,
         headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
       });
-      const cases = [
+      const cases: { name: string; url: string; pid: number; script: string; tail?: () => string }[] = [
         {
           name: baseline.name,
           url: `${baseline.url}/api/files/upload`,
           pid: baseline.child.pid!,
           script: bareScript,
         },
-        {
-          name: `wharf serve (source, ${process.env.BENCH_DRIVER === 'fs' ? 'fs' : 's3'} driver)`,
-          url: `${bench.url}/api/files/upload`,
-          pid: bench.server.child.pid!,
-          script: wrkScript(bench.dataDir, 'presign', {
-            method: 'POST',
-            body,
-            headers: { Cookie: bench.dashboard.cookie!, Origin: bench.dashboard.origin!, 'Content-Type': 'application/json' },
-          }),
-        },
+        wharfCase(bench, app.id, `wharf serve (source, ${driver} driver)`),
         { name: reserving.name, url: `${reserving.url}/api/files/upload`, pid: reserving.child.pid!, script: bareScript },
+        ...(beforeCase ? [beforeCase] : []),
       ];
       const urls = cases.map(() => [] as number[]);
       const p50 = cases.map(() => [] as number[]);
@@ -88,7 +110,7 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
           wrk(c.url, { seconds: 1, script: c.script, connections }); // warm-up
           const before = cpuMicros(c.pid);
           const r = wrk(c.url, { seconds, script: c.script, connections });
-          if (r.errors) throw new Error(`${c.name}: ${r.errors} errors under load (${bench.stderrTail()})`);
+          if (r.errors) throw new Error(`${c.name}: ${r.errors} errors under load: ${r.errorText} (${c.tail?.() ?? ''})`);
           cpu[i]!.push((cpuMicros(c.pid) - before) / (r.rps * seconds * FILES));
           urls[i]!.push(r.rps * FILES);
           p50[i]!.push(r.p50ms);
@@ -102,6 +124,12 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
         `**Wharf / baseline: ${fmt(medianRatio(urls[1]!, urls[0]!))}** URLs/s (median of the rounds' ratios; aim at least 0.5); CPU per URL, baseline / Wharf: ${fmt(medianRatio(cpu[0]!, cpu[1]!))}.`,
         '',
         `Against the baseline that also records the reservations: Wharf / it ${fmt(medianRatio(urls[1]!, urls[2]!))} URLs/s, CPU per URL it / Wharf ${fmt(medianRatio(cpu[2]!, cpu[1]!))}.`,
+        ...(beforeCase
+          ? [
+              '',
+              `Before (${beforeDir}) / baseline: ${fmt(medianRatio(urls[3]!, urls[0]!))} URLs/s, CPU per URL baseline / before ${fmt(medianRatio(cpu[0]!, cpu[3]!))}; this / before: ${fmt(medianRatio(urls[1]!, urls[3]!))} URLs/s, CPU per URL before / this ${fmt(medianRatio(cpu[3]!, cpu[1]!))}.`,
+            ]
+          : []),
         '',
         `(${rounds} rounds of ${seconds} s, interleaved; ${FILES} files per request, wrk -t1 -c${connections}; per-round URLs/s: ${cases
           .map((c, i) => `${c.name} ${urls[i]!.map((v) => fmt(v, 0)).join('/')}`)
@@ -113,6 +141,7 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
       await reserving.stop();
     }
   } finally {
+    await before?.cleanup();
     await bench.cleanup();
   }
 }

@@ -1,6 +1,6 @@
 /**
  * Object keys for uploads: sanitized prefix + an unguessable unique part + sanitized file name,
- * `photos/2026/<22 random characters>/beach_day.jpg`. A key never holds `..`, never starts with
+ * `photos/2026/<22 characters>/beach_day.jpg`. A key never holds `..`, never starts with
  * `/`, never holds control characters, and fits S3's 1024-byte limit.
  */
 import { randomToken } from '../../core/tokens.ts';
@@ -63,8 +63,25 @@ export function sanitizePrefix(prefix: string | undefined): string {
   return out;
 }
 
+/** The 64 characters of base64url in byte order. */
+const SORTED = '-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
+
+/**
+ * The unique part of a key: 22 characters of base64url's alphabet, the milliseconds of `now` in
+ * the first 8 (in byte order: under one prefix, later keys sort after earlier ones) and 14
+ * random ones (84 bits, unguessable). Sorted by time, a phase 1's 100 reservations, and later
+ * their file records, go to the end of the (app, key) B-trees, a few pages; with random keys they
+ * went to 100 pages scattered over the index, written to the WAL and checkpointed on every
+ * commit, most of phase 1's cost (BENCHMARKS.md, issue 16 part 6).
+ */
+export function uniquePart(now = Date.now()): string {
+  let time = '';
+  for (let i = 0, t = now; i < 8; i++, t = Math.floor(t / 64)) time = SORTED[t % 64] + time;
+  return time + randomToken(11).slice(0, 14);
+}
+
 /** A fresh key for an upload of `name` under `prefix`. */
-export function uploadKey(prefix: string | undefined, name: string): string {
+export function uploadKey(prefix: string | undefined, name: string, now = Date.now()): string {
   const clean = sanitizePrefix(prefix);
-  return `${clean ? `${clean}/` : ''}${randomToken(16)}/${sanitizeName(name)}`;
+  return `${clean ? `${clean}/` : ''}${uniquePart(now)}/${sanitizeName(name)}`;
 }
