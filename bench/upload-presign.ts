@@ -7,11 +7,14 @@
  * to the same core, rounds interleaved; reports the median of the rounds' ratios and the CPU time
  * each server spent per URL. Usage: node bench/run.ts upload-presign
  * (BENCH_DRIVER=fs: the embedded store; BENCH_BEFORE=DIR: also Wharf from the checkout in DIR, say
- * main's, as a fourth server in the same rounds, to compare before and after a change).
+ * main's, as a fourth server in the same rounds, to compare before and after a change;
+ * BENCH_DATABASE=postgres: the Wharf servers each on a fresh PostgreSQL database, the baselines
+ * still on SQLite, on the file of a third, idle Wharf that made their app and token).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { cpuMicros, fmt, median, medianRatio, node, root, startServer, wrk } from './lib.ts';
+import { freshDatabase } from '../test/helpers/postgres.ts';
 import { type StorageBench, storageBench, wrkScript } from './storage-setup.ts';
 
 const FILES = 100;
@@ -20,12 +23,17 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
   const rounds = options.rounds ?? Number(process.env.BENCH_ROUNDS ?? 3);
   const seconds = options.seconds ?? 5;
   const connections = options.connections ?? 4;
-  const bench = await storageBench('presign');
+  const driver = process.env.BENCH_DRIVER === 'fs' ? 'fs' : 's3';
+  const postgres = process.env.BENCH_DATABASE === 'postgres';
+  const database = async (): Promise<Record<string, string>> =>
+    postgres ? { WHARF_DATABASE__URL: await freshDatabase(), ...(driver === 'fs' ? { WHARF_PLUGINS__STORAGE__SINGLE_INSTANCE: 'true' } : {}) } : {};
+  const engine = postgres ? ', PostgreSQL' : '';
+  const bench = await storageBench('presign', await database());
   const beforeDir = process.env.BENCH_BEFORE;
   let before: StorageBench | undefined;
+  let bareBench: StorageBench | undefined;
   try {
     const app = await bench.createApp('uploads');
-    const token = await bench.createToken(app.id);
     const body = JSON.stringify({
       appId: app.id,
       prefix: 'bench/batch',
@@ -54,41 +62,46 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
         headers: { Cookie: b.dashboard.cookie!, Origin: b.dashboard.origin!, 'Content-Type': 'application/json' },
       }),
     });
-    const driver = process.env.BENCH_DRIVER === 'fs' ? 'fs' : 's3';
     let beforeCase: ReturnType<typeof wharfCase> | undefined;
     if (beforeDir) {
-      before = await storageBench('presign-before', {}, path.resolve(beforeDir));
+      before = await storageBench('presign-before', await database(), path.resolve(beforeDir));
       const beforeApp = await before.createApp('uploads');
       await phase1(before, beforeApp.id);
-      beforeCase = wharfCase(before, beforeApp.id, `wharf serve (${beforeDir}, ${driver} driver)`);
+      beforeCase = wharfCase(before, beforeApp.id, `wharf serve (${beforeDir}, ${driver} driver${engine})`);
     }
+    // The baselines look the token up in a SQLite file.
+    if (postgres) bareBench = await storageBench('presign-bare');
+    const bare = bareBench ?? bench;
+    const bareApp = bareBench ? await bareBench.createApp('uploads') : app;
+    const token = await bare.createToken(bareApp.id);
+    const bareBody = body.replace(app.id, bareApp.id);
 
     const { endpoint, region, accessKeyId, secretAccessKey } = bench.target;
     const publicEndpoint = new URL(sample[0]!.presignedUrl).origin;
-    const target = JSON.stringify({ endpoint: process.env.BENCH_DRIVER === 'fs' ? publicEndpoint : endpoint, region, accessKeyId, secretAccessKey });
+    const target = JSON.stringify({ endpoint: driver === 'fs' ? publicEndpoint : endpoint, region, accessKeyId, secretAccessKey });
     const bareServer = (reserve: boolean) =>
       startServer({
         name: reserve ? 'the same + the 100 reservations in one transaction' : 'bare node:http + better-sqlite3 + SigV4 on node:crypto',
-        argsFor: (port) => [node, [path.join(root, 'bench/baselines/upload-presign.mjs'), String(port), bench.dbPath, target, ...(reserve ? ['reserve'] : [])]],
+        argsFor: (port) => [node, [path.join(root, 'bench/baselines/upload-presign.mjs'), String(port), bare.dbPath, target, ...(reserve ? ['reserve'] : [])]],
       });
     const baseline = await bareServer(false);
     const reserving = await bareServer(true);
     try {
-      const bare = await fetch(`${baseline.url}/api/files/upload`, {
+      const first = await fetch(`${baseline.url}/api/files/upload`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-        body,
+        body: bareBody,
       });
-      const bareUrls = ((await bare.json()) as { uploads: { presignedUrl: string }[] }).uploads;
-      if (bare.status !== 200 || bareUrls.length !== FILES) throw new Error(`baseline: ${bare.status}`);
+      const bareUrls = ((await first.json()) as { uploads: { presignedUrl: string }[] }).uploads;
+      if (first.status !== 200 || bareUrls.length !== FILES) throw new Error(`baseline: ${first.status}`);
       // The baseline's URL must be accepted by the store like Wharf's (s3 driver: Ceph RGW checks it).
-      if (process.env.BENCH_DRIVER !== 'fs') {
+      if (driver !== 'fs') {
         const put = await fetch(bareUrls[0]!.presignedUrl, { method: 'PUT', headers: { 'content-type': 'image/jpeg' }, body: Buffer.alloc(100_000) });
         if (put.status !== 200) throw new Error(`the store refused the baseline's URL: ${put.status} ${await put.text()}`);
       }
       const bareScript = wrkScript(bench.dataDir, 'presign-bare', {
         method: 'POST',
-        body,
+        body: bareBody,
         headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
       });
       const cases: { name: string; url: string; pid: number; script: string; tail?: () => string }[] = [
@@ -98,7 +111,7 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
           pid: baseline.child.pid!,
           script: bareScript,
         },
-        wharfCase(bench, app.id, `wharf serve (source, ${driver} driver)`),
+        wharfCase(bench, app.id, `wharf serve (source, ${driver} driver${engine})`),
         { name: reserving.name, url: `${reserving.url}/api/files/upload`, pid: reserving.child.pid!, script: bareScript },
         ...(beforeCase ? [beforeCase] : []),
       ];
@@ -142,6 +155,7 @@ export async function run(options: { rounds?: number; seconds?: number; connecti
     }
   } finally {
     await before?.cleanup();
+    await bareBench?.cleanup();
     await bench.cleanup();
   }
 }

@@ -32,11 +32,11 @@ export interface PresignRequest {
 }
 
 const RESERVED = /[!'()*]/g;
-const escape = (c: string) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`;
+const percentEscape = (c: string) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`;
 
 /** RFC 3986 percent-encoding, as SigV4 wants it: everything but A-Z a-z 0-9 - _ . ~ */
 function uriEncode(text: string): string {
-  return encodeURIComponent(text).replace(RESERVED, escape);
+  return encodeURIComponent(text).replace(RESERVED, percentEscape);
 }
 
 /** An object key as a canonical path: each segment encoded, `/` kept (a `%2F` in the key itself is `%252F` by then). */
