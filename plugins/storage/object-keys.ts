@@ -96,6 +96,12 @@ export function uniquePart(now = Date.now()): string {
 
 /** A fresh key for an upload of `name` under `prefix`. */
 export function uploadKey(prefix: string | undefined, name: string, now = Date.now()): string {
+  return uploadKeys(prefix, [name], now)[0]!;
+}
+
+/** Fresh keys for the uploads of `names` under one `prefix` (sanitized once). */
+export function uploadKeys(prefix: string | undefined, names: readonly string[], now = Date.now()): string[] {
   const clean = sanitizePrefix(prefix);
-  return `${clean ? `${clean}/` : ''}${uniquePart(now)}/${sanitizeName(name)}`;
+  const start = clean ? `${clean}/` : '';
+  return names.map((name) => `${start}${uniquePart(now)}/${sanitizeName(name)}`);
 }
