@@ -109,6 +109,8 @@ export interface WrkResult {
   errors: number;
   /** Responses and socket errors in all. */
   requests: number;
+  /** wrk's own lines about the errors (`Non-2xx ...`, `Socket errors: ...`), for messages. */
+  errorText: string;
 }
 
 /** timeout: seconds a request may take before wrk counts it as an error (wrk's default: 2). */
@@ -134,7 +136,8 @@ function parseWrk(out: string): WrkResult {
   const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
   const errors = (errs ? Number(errs[1]) : 0) + (sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0);
   const requests = Number(/(\d+) requests in/.exec(out)![1]);
-  return { rps, p50ms: lat('50'), p99ms: lat('99'), errors, requests };
+  const errorText = [errs?.[0], sock?.[0]].filter(Boolean).join('; ');
+  return { rps, p50ms: lat('50'), p99ms: lat('99'), errors, requests, errorText };
 }
 
 /** Runs wrk against a URL: one thread, `connections` connections, `seconds` long. */

@@ -48,8 +48,12 @@ export async function createToken(url: string, dashboard: Record<string, string>
   return ((await res.json()) as { token: string }).token;
 }
 
-/** A storage bench: a fresh data dir, the bench user, `wharf serve` started; `env` for the server and its commands (e.g. WHARF_DATABASE__URL). */
-export async function storageBench(tag: string, env: Record<string, string> = {}): Promise<StorageBench> {
+/**
+ * A storage bench: a fresh data dir, the bench user, `wharf serve` started; `env` for the server
+ * and its commands (e.g. WHARF_DATABASE__URL); `sources`: the checkout whose bin/wharf.ts runs
+ * (this one by default; another, say main's, to compare before and after in one run).
+ */
+export async function storageBench(tag: string, env: Record<string, string> = {}, sources = root): Promise<StorageBench> {
   const target = await ensureS3();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `wharf-bench-${tag}-`));
   const prefix = `wb-${tag}-${randomBytes(3).toString('hex')}-`;
@@ -62,7 +66,7 @@ export async function storageBench(tag: string, env: Record<string, string> = {}
       ? 'driver = "fs"\n[plugins.storage.fs]\nlisten = "127.0.0.1:0"\n'
       : `[plugins.storage.s3]\nendpoint = "${target.endpoint}"\nregion = "${target.region}"\naccess_key = "${target.accessKeyId}"\nsecret_key = "${target.secretAccessKey}"\n`;
   fs.writeFileSync(config, `[log]\nlevel = "info"\n${rateLimit}[plugins.storage]\nbucket_prefix = "${prefix}"\n${store}`);
-  const wharf = path.join(root, 'bin/wharf.ts');
+  const wharf = path.join(sources, 'bin/wharf.ts');
   createBenchUser([node, [wharf]], dataDir, ['--config', config], env);
   const spec = {
     name: 'wharf serve (source)',

@@ -10,7 +10,7 @@ import { WharfError } from '../../core/errors.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { StoragePluginConfig } from './config.ts';
 import { type ObjectInfo, type StorageDriver, StoreError } from './drivers/types.ts';
-import { uploadKey } from './object-keys.ts';
+import { uploadKeys } from './object-keys.ts';
 import type { AppQuotas, AppUsage } from './quota.ts';
 import type { AppState, Direction, StorageStore } from './store.ts';
 import type { App, AppRecord, FileRecord } from './types.ts';
@@ -366,7 +366,11 @@ export class Storage {
     }
     const ttl = this.#config.reservation_ttl_seconds;
     const urlTtl = Math.min(URL_TTL_SECONDS, ttl);
-    const planned = files.map((f) => ({ ...f, key: uploadKey(prefix, f.name) }));
+    const keys = uploadKeys(
+      prefix,
+      files.map((f) => f.name),
+    );
+    const planned = files.map((f, i) => ({ ...f, key: keys[i]! }));
     const requested = files.reduce((sum, f) => sum + f.size, 0);
     const started = Date.now();
     const now = new Date(started).toISOString();

@@ -65,7 +65,17 @@ export function clientConfig(s3: S3Config, endpoint: string): S3ClientConfig {
   };
 }
 
-export function createS3Driver(s3: S3Config): StorageDriver {
+/**
+ * How long a bucket HeadBucket found stays checked: phase 1 checks its app's bucket on every
+ * request, and HeadBucket through the SDK was about 14 us of CPU per presigned URL of a 100-file
+ * request (BENCHMARKS.md, issue 16 part 6). A failure is never kept, and a bucket this driver
+ * deletes is forgotten at once; a store that goes away within the window is met by the URLs'
+ * PUTs instead (the reservations expire and are reaped as for any upload never completed).
+ */
+export const BUCKET_CHECK_MS = 2000;
+
+export function createS3Driver(s3: S3Config, options: { clock?: () => number } = {}): StorageDriver {
+  const clock = options.clock ?? (() => performance.now());
   if (!s3.endpoint) {
     return unconfiguredDriver(
       's3',
@@ -89,6 +99,9 @@ export function createS3Driver(s3: S3Config): StorageDriver {
     accessKey: s3.public_access_key ?? s3.access_key!,
     secretKey: s3.public_secret_key ?? s3.secret_key!,
   };
+
+  /** Buckets checked within BUCKET_CHECK_MS: bucket -> when (clock). */
+  const checked = new Map<string, number>();
 
   async function send<T>(doing: string, run: () => Promise<T>): Promise<T> {
     try {
@@ -164,7 +177,11 @@ export function createS3Driver(s3: S3Config): StorageDriver {
     },
 
     async checkBucket(bucket) {
+      const at = checked.get(bucket);
+      if (at !== undefined && clock() - at < BUCKET_CHECK_MS) return;
+      checked.delete(bucket);
       await send(`checking bucket ${bucket}`, () => client.send(new HeadBucketCommand({ Bucket: bucket })));
+      checked.set(bucket, clock());
     },
 
     async emptyBucket(bucket, onDeleted) {
@@ -198,6 +215,7 @@ export function createS3Driver(s3: S3Config): StorageDriver {
     },
 
     async deleteBucket(bucket) {
+      checked.delete(bucket);
       try {
         await client.send(new DeleteBucketCommand({ Bucket: bucket }));
       } catch (err) {

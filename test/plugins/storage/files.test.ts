@@ -354,6 +354,34 @@ describe('the storage limit', () => {
     expect((await requestUploads(app, owner, zero.id, [localFile('i', 1)])).status).toBe(413);
     expect((await requestUploads(app, owner, zero.id, [localFile('j', 0)])).status).toBe(200);
   });
+
+  it('concurrent phase 1 requests reserve exactly up to the limit, with distinct keys the store accepts', async () => {
+    const limited = await createApp(app, owner, 'raced', 1000);
+    // 30 requests of 10 files x 10 bytes under one prefix, all at once: 10 fit, 20 do not.
+    const batches = Array.from({ length: 30 }, (_, r) => Array.from({ length: 10 }, (_, i) => localFile(`r${r}-${i}.bin`, 10)));
+    const answers = await Promise.all(batches.map((files) => requestUploads(app, owner, limited.id, files, 'race')));
+    const ok = answers.filter((a) => a.status === 200);
+    expect(ok).toHaveLength(10);
+    for (const a of answers.filter((x) => x.status !== 200)) {
+      expect(a.status).toBe(413);
+      expect(a.body.error).toMatch(/^Storage limit exceeded: 0 bytes stored, (\d+) reserved by unfinished uploads and 100 requested, over the limit of 1000$/);
+    }
+    const keys = ok.flatMap((a) => a.body.uploads.map((u: any) => u.key as string));
+    expect(new Set(keys).size).toBe(100);
+    for (const key of keys) expect(key).toMatch(/^race\/[\w-]{22}\/r\d+-\d\.bin$/);
+    const reserved = await app.running.data.value<number>("SELECT sum(size) FROM storage_uploads WHERE app_id = ? AND state = 'pending'", [limited.id]);
+    expect(Number(reserved)).toBe(1000);
+    // One byte more is refused; the URLs of each answer are accepted by the store, size and type signed.
+    expect((await requestUploads(app, owner, limited.id, [localFile('one.bin', 1)])).status).toBe(413);
+    for (const a of ok) {
+      const u = a.body.uploads[0];
+      const file = batches.flat().find((f) => f.name === u.name)!;
+      expect((await putTo(u.presignedUrl, file)).status).toBe(200);
+      expect(await objectSize(limited.bucketName, u.key)).toBe(10);
+    }
+    const u = ok[0]!.body.uploads[1];
+    expect((await putTo(u.presignedUrl, localFile(u.name, 11))).status).toBe(403);
+  });
 });
 
 describe('complete checks every object before recording anything', () => {

@@ -1,6 +1,6 @@
 /** Object keys of uploads: sanitized prefix + unguessable part + sanitized name (PRODUCT.md). */
 import { describe, expect, it } from 'vitest';
-import { MAX_NAME_BYTES, MAX_PREFIX_BYTES, sanitizeName, sanitizePrefix, uploadKey } from '../../../plugins/storage/object-keys.ts';
+import { MAX_NAME_BYTES, MAX_PREFIX_BYTES, sanitizeName, sanitizePrefix, uniquePart, uploadKey } from '../../../plugins/storage/object-keys.ts';
 
 describe('upload keys', () => {
   it.each([
@@ -72,5 +72,21 @@ describe('upload keys', () => {
     expect(keys.size).toBe(250);
     expect(uploadKey('photos/2026', 'beach day.jpg')).toMatch(/^photos\/2026\/[A-Za-z0-9_-]{22}\/beach_day\.jpg$/);
     expect(uploadKey(undefined, 'a.txt')).toMatch(/^[A-Za-z0-9_-]{22}\/a\.txt$/);
+  });
+
+  it('the unique part sorts by time as bytes (SQL indexes and S3 listings), its last 14 characters random', () => {
+    const times = [0, 1, 63, 64, 4095, 4096, Date.UTC(2026, 10, 26), Date.UTC(2026, 10, 26) + 1, Date.UTC(2099, 0, 1), 2 ** 48 - 1];
+    const parts = times.map((t) => uniquePart(t));
+    for (const p of parts) expect(p).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    const sorted = [...parts].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    expect(sorted).toEqual(parts);
+    // Same millisecond: the same first 8 characters, different random rest.
+    const now = Date.now();
+    const same = Array.from({ length: 100 }, () => uniquePart(now));
+    expect(new Set(same.map((p) => p.slice(0, 8))).size).toBe(1);
+    expect(new Set(same.map((p) => p.slice(8))).size).toBe(100);
+    // 1400 random characters: (nearly) all 64 of base64url turn up.
+    expect(new Set(same.flatMap((p) => [...p.slice(8)])).size).toBeGreaterThan(60);
+    expect(uploadKey('a', 'b.txt', times[6]!).startsWith(`a/${parts[6]!.slice(0, 8)}`)).toBe(true);
   });
 });
