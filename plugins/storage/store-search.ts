@@ -227,13 +227,32 @@ export function marksSql(engine: 'sqlite' | 'postgres') {
       engine === 'sqlite'
         ? 'INSERT INTO storage_search_marks (app_id, term, uploaded_at, id, rank) SELECT @appId, @term, j.value ->> 0, j.value ->> 1, j.key FROM json_each(@rows) j'
         : 'INSERT INTO storage_search_marks (app_id, term, uploaded_at, id, rank) SELECT @appId, @term, u.at, u.id, u.n - 1 FROM unnest(@ats::text[], @ids::text[]) WITH ORDINALITY AS u(at, id, n)',
-    rows: (rows: FileRow[]): Record<string, unknown> =>
+    rows: (rows: { uploaded_at: string; id: string }[]): Record<string, unknown> =>
       engine === 'sqlite'
         ? { rows: JSON.stringify(rows.map((r) => [r.uploaded_at, r.id])) }
         : { ats: rows.map((r) => r.uploaded_at), ids: rows.map((r) => r.id) },
   };
 }
 const MARKS_SQL = { sqlite: marksSql('sqlite'), postgres: marksSql('postgres') };
+
+/** A match's place in the order: (uploaded_at, id). */
+type Mark = { uploaded_at: string; id: string };
+/**
+ * Up to @limit matches of a term, oldest first, from its index alone: SQLite, the exact matches
+ * of its phrase of trigrams (or its 1-2 character token), which FTS5 yields one at a time, so a
+ * broad term stops after @limit; PostgreSQL, LIKE's (or the short grams') matches, planned on
+ * their own (MATERIALIZED: see pgSql), the scan stopped after @limit.
+ */
+const listFewSqlite = (index: Index) => `SELECT * FROM (
+    SELECT f.uploaded_at, f.id FROM ${index} g CROSS JOIN storage_files f ON f.seq = g.rowid
+    WHERE g.${index} MATCH @match AND ${APP_RANGE} LIMIT @limit
+  ) ORDER BY uploaded_at, id`;
+const listFewPostgres = (short: boolean) => `WITH m AS MATERIALIZED (SELECT f.uploaded_at, f.id FROM storage_files f WHERE ${pgMatch(short)})
+  SELECT * FROM (SELECT * FROM m LIMIT @limit) x ORDER BY uploaded_at, id`;
+const LIST_FEW = {
+  sqlite: { short: listFewSqlite('storage_files_ngrams'), long: listFewSqlite('storage_files_names') },
+  postgres: { short: listFewPostgres(true), long: listFewPostgres(false) },
+};
 
 /** How a term is served: its kind (1-2 characters, or 3+), SQLite's MATCH, how many entries that matches, and its total when known before the page. */
 interface Plan {
@@ -314,21 +333,12 @@ export class FileSearch {
       if (page.offset >= exact) return { files: [], total: exact };
       const range = pageRange(exact, page);
       if (exact <= markAll) {
-        // Every match, oldest first, from the index's matches (few: that is what the total says).
-        const s = this.#sql(plan.short, 'asc');
-        const all = await tx.all<FileRow>(s.fromMatches, {
-          appId: app.id,
-          seq: app.seq,
-          term,
-          match: plan.match,
-          pattern: likePattern(term),
-          limit: exact,
-          offset: 0,
-        });
-        await tx.run(sql.unmark, [app.id, term]);
-        await tx.run(sql.markAll, { appId: app.id, term, ...sql.rows(all) });
-        const files = all.slice(range.from, range.to).map(toFile);
-        return { files: page.dir === 'asc' ? files : files.reverse(), total: exact };
+        // Few matches (that is what the total says): every one marked, the page read from the marks.
+        const all = await this.#listFew(tx, app, term, markAll);
+        if (!all) throw new Error(`search marks: more matches of a term than its cached total (${exact})`);
+        await this.#markAll(tx, app, term, all);
+        const rows = await tx.all<FileRow>(sql.marked[page.dir], { appId: app.id, term, total: exact, ...range });
+        return { files: rows.map(toFile), total: exact };
       }
       // Marks every `step` matches from the nearest anchor toward the page.
       const step = Math.max(1, Math.floor(((far / 2) * exact) / app.fileCount));
@@ -386,9 +396,34 @@ export class FileSearch {
     if (tx.engine === 'postgres') await tx.value(LOCK_APP, [app.id]);
     const cached = await tx.value<number>(CACHED_COUNT, [app.id, term]);
     if (cached !== undefined) return cached;
-    const n = [...term].length <= 3 ? ((await tx.value<number>(GRAM_COUNT, [app.id, term])) ?? 0) : await this.#count(tx, app, term);
+    if ([...term].length > 3) return this.#countAndMark(tx, app, term);
+    const n = (await tx.value<number>(GRAM_COUNT, [app.id, term])) ?? 0;
     await this.#cache(tx, app, term, n);
     return n;
+  }
+
+  /**
+   * The matches of a term, oldest first, when there are at most `limit` (its index's exact
+   * matches, without reading more than `limit + 1` of them); undefined when there are more.
+   */
+  async #listFew(db: Db, app: SearchApp, term: string, limit: number): Promise<Mark[] | undefined> {
+    const short = [...term].length < 3;
+    const rows = await db.all<Mark>(LIST_FEW[db.engine][short ? 'short' : 'long'], {
+      appId: app.id,
+      seq: app.seq,
+      term,
+      match: short ? shortToken(term) : phrase(term),
+      pattern: likePattern(term),
+      limit: limit + 1,
+    });
+    return rows.length <= limit ? rows : undefined;
+  }
+
+  /** Marks every match of a term (its total cached already: the marks hang on its row). */
+  async #markAll(tx: Db, app: SearchApp, term: string, rows: Mark[]): Promise<void> {
+    const sql = MARKS_SQL[tx.engine];
+    await tx.run(sql.unmark, [app.id, term]);
+    if (rows.length) await tx.run(sql.markAll, { appId: app.id, term, ...sql.rows(rows) });
   }
 
   async #plan(app: SearchApp, term: string): Promise<Plan> {
@@ -427,10 +462,21 @@ export class FileSearch {
     // Counted and cached in one write transaction: no write can fall between the two.
     return this.#db.transaction(async (tx) => {
       if (tx.engine === 'postgres') await tx.value(LOCK_APP, [app.id]);
-      const n = await this.#count(tx, app, term);
-      await this.#cache(tx, app, term, n);
-      return n;
+      return this.#countAndMark(tx, app, term);
     });
+  }
+
+  /**
+   * In a transaction: a 4+ character term's exact total, cached. A small total (a term whose
+   * trigrams are all common: `report-draft`) is counted by listing its matches, which are marked
+   * in the same pass (its pages are then read from them); a larger one by the count alone.
+   */
+  async #countAndMark(tx: Db, app: SearchApp, term: string): Promise<number> {
+    const few = await this.#listFew(tx, app, term, this.#options.markAll ?? MARK_ALL);
+    const n = few ? few.length : await this.#count(tx, app, term);
+    await this.#cache(tx, app, term, n);
+    if (few) await this.#markAll(tx, app, term, few);
+    return n;
   }
 
   /** A 4+ character term's exact total (PostgreSQL: with its app's row locked). */
