@@ -10,6 +10,9 @@
  * - storage_search_grams (003): per app, how many names contain each 1-3 character gram: the
  *   exact total of a 1-3 character term, and for longer ones their trigrams' counts (a bound).
  * - storage_search_counts (003): exact totals of broad 4+ character terms, cached on first use.
+ * - storage_search_marks (005, both engines): per cached term, (uploadedAt, id) of some of its
+ *   matches with their positions: a deep page walks from the nearest one; a small total whose
+ *   page is costly (`report-draft`: every trigram common) has every match marked.
  * A 4+ character term is counted before its page when that is cheaper than reading its
  * candidates (SQLite: its phrase, hundreds of matches of rare trigrams) or when it is broad (then
  * cached). With the total known, the page is read the cheaper way by the cost model below: from the
@@ -299,8 +302,12 @@ export class FileSearch {
     const cost = COSTS[this.#db.engine];
     const walk = this.#options.plan ? this.#options.plan === 'walk' : walked * cost.walk < plan.candidates * cost.match;
     const far = this.#options.plan ? false : (this.#options.marksAfter ?? cost.far);
-    // A page that costs more than `far` either way is read from marks.
-    if (far !== false && Math.min(walked * cost.walk, plan.candidates * cost.match) > far) {
+    // A page that costs more than `far` is read from marks when the walk is the cheaper way (a
+    // deep page: marks are made no further than the walk goes) or the total is small (every match
+    // marked, listed in one pass of the index). Sorting a few thousand matches stays cheaper than
+    // making marks a few matches apart (`acme`).
+    const pageCost = walk ? walked * cost.walk : plan.candidates * cost.match;
+    if (far !== false && pageCost > far && (walk || total <= (this.#options.markAll ?? MARK_ALL))) {
       return this.#fromMarks(app, term, plan, page, far);
     }
     return { files: (await this.#db.all<FileRow>(walk ? s.walk : s.fromMatches, params)).map(toFile), total };
