@@ -180,6 +180,8 @@ const EVICT_COUNTS = {
  */
 const LOCK_APP = 'SELECT 1 FROM storage_apps WHERE id = ? FOR NO KEY UPDATE';
 
+/** A match's place in the order: (uploaded_at, id). */
+type Mark = { uploaded_at: string; id: string };
 /** A page's matches, oldest first: positions [from, to). */
 type Range = { from: number; to: number };
 /** Where a page is walked from: a mark (`at`, `id`: its match, `rank` matches before it) or an end (rank -1 or the total); `distance`: matches skipped. */
@@ -230,7 +232,7 @@ export function marksSql(engine: 'sqlite' | 'postgres') {
       engine === 'sqlite'
         ? 'INSERT INTO storage_search_marks (app_id, term, uploaded_at, id, rank) SELECT @appId, @term, j.value ->> 0, j.value ->> 1, j.key FROM json_each(@rows) j'
         : 'INSERT INTO storage_search_marks (app_id, term, uploaded_at, id, rank) SELECT @appId, @term, u.at, u.id, u.n - 1 FROM unnest(@ats::text[], @ids::text[]) WITH ORDINALITY AS u(at, id, n)',
-    rows: (rows: { uploaded_at: string; id: string }[]): Record<string, unknown> =>
+    rows: (rows: Mark[]): Record<string, unknown> =>
       engine === 'sqlite'
         ? { rows: JSON.stringify(rows.map((r) => [r.uploaded_at, r.id])) }
         : { ats: rows.map((r) => r.uploaded_at), ids: rows.map((r) => r.id) },
@@ -238,24 +240,23 @@ export function marksSql(engine: 'sqlite' | 'postgres') {
 }
 const MARKS_SQL = { sqlite: marksSql('sqlite'), postgres: marksSql('postgres') };
 
-/** A match's place in the order: (uploaded_at, id). */
-type Mark = { uploaded_at: string; id: string };
 /**
- * Up to @limit matches of a term, oldest first, from its index alone: SQLite, the exact matches
- * of its phrase of trigrams (or its 1-2 character token), which FTS5 yields one at a time, so a
- * broad term stops after @limit; PostgreSQL, LIKE's (or the short grams') matches, planned on
- * their own (MATERIALIZED: see pgSql), the scan stopped after @limit.
+ * Up to @limit matches of a term, in no order, from its index alone: SQLite, the exact matches of
+ * its phrase of trigrams (or its 1-2 character token), which FTS5 yields one at a time, so a broad
+ * term stops after @limit (sorted by an outer query, SQLite read every match: 630 ms for `.pdf`);
+ * PostgreSQL, LIKE's (or the short grams') matches, planned on their own (MATERIALIZED: see
+ * pgSql), the scan stopped after @limit.
  */
-const listFewSqlite = (index: Index) => `SELECT * FROM (
-    SELECT f.uploaded_at, f.id FROM ${index} g CROSS JOIN storage_files f ON f.seq = g.rowid
-    WHERE g.${index} MATCH @match AND ${APP_RANGE} LIMIT @limit
-  ) ORDER BY uploaded_at, id`;
+const listFewSqlite = (index: Index) => `SELECT f.uploaded_at, f.id FROM ${index} g CROSS JOIN storage_files f ON f.seq = g.rowid
+  WHERE g.${index} MATCH @match AND ${APP_RANGE} LIMIT @limit`;
 const listFewPostgres = (short: boolean) => `WITH m AS MATERIALIZED (SELECT f.uploaded_at, f.id FROM storage_files f WHERE ${pgMatch(short)})
-  SELECT * FROM (SELECT * FROM m LIMIT @limit) x ORDER BY uploaded_at, id`;
+  SELECT * FROM m LIMIT @limit`;
 const LIST_FEW = {
   sqlite: { short: listFewSqlite('storage_files_ngrams'), long: listFewSqlite('storage_files_names') },
   postgres: { short: listFewPostgres(true), long: listFewPostgres(false) },
 };
+/** The list's order on marks: (uploadedAt, id), both ASCII (ISO times, UUIDs), so JS's comparison is the databases' byte order. */
+const inOrder = (x: Mark, y: Mark) => (x.uploaded_at < y.uploaded_at ? -1 : x.uploaded_at > y.uploaded_at ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
 
 /** How a term is served: its kind (1-2 characters, or 3+), SQLite's MATCH, how many entries that matches, and its total when known before the page. */
 interface Plan {
@@ -308,21 +309,20 @@ export class FileSearch {
     // making marks a few matches apart (`acme`).
     const pageCost = walk ? walked * cost.walk : plan.candidates * cost.match;
     if (far !== false && pageCost > far && (walk || total <= (this.#options.markAll ?? MARK_ALL))) {
-      return this.#fromMarks(app, term, plan, page, far);
+      return this.#fromMarks(app, term, total, page, far);
     }
     return { files: (await this.#db.all<FileRow>(walk ? s.walk : s.fromMatches, params)).map(toFile), total };
   }
 
   /**
    * A page from marks (migration 005): a small total's (at most MARK_ALL) every match is marked
-   * (the page is its marks' rows); a larger total's page is walked from the nearest mark, or from the nearer end,
-   * when that is at most `far` entries away. Otherwise, in a transaction that sees no write
-   * meanwhile, the term's total is cached (the marks go with its row) and marks are made from the
-   * nearest one (or end) toward the page, every `far / 2` entries' worth of matches.
+   * (the page is its marks' rows); a larger total's page is walked from the nearest mark, or from
+   * the nearer end, when that is at most `far` entries away. Otherwise, in a transaction that sees
+   * no write meanwhile, the term's total is cached (the marks go with its row) and marks are made
+   * from the nearest one (or end) toward the page, every `far / 2` entries' worth of matches.
    */
-  async #fromMarks(app: SearchApp, term: string, plan: Plan, page: Page, far: number): Promise<{ files: FileRecord[]; total: number }> {
+  async #fromMarks(app: SearchApp, term: string, total: number, page: Page, far: number): Promise<{ files: FileRecord[]; total: number }> {
     const sql = MARKS_SQL[this.#db.engine];
-    const total = plan.total!;
     const range = pageRange(total, page);
     const markAll = this.#options.markAll ?? MARK_ALL;
     if (total <= markAll) {
@@ -352,7 +352,7 @@ export class FileSearch {
       let anchor = await this.#anchors(tx, app, term, exact, range);
       while (anchor.distance > step) {
         const below = anchor.walk === 'asc';
-        const mark = await tx.one<{ uploaded_at: string; id: string }>(sql.step[anchor.walk][anchor.at ? 'mark' : 'end'], {
+        const mark = await tx.one<Mark>(sql.step[anchor.walk][anchor.at ? 'mark' : 'end'], {
           appId: app.id,
           term,
           at: anchor.at,
@@ -411,7 +411,7 @@ export class FileSearch {
 
   /**
    * The matches of a term, oldest first, when there are at most `limit` (its index's exact
-   * matches, without reading more than `limit + 1` of them); undefined when there are more.
+   * matches, no more than `limit + 1` of them read); undefined when there are more.
    */
   async #listFew(db: Db, app: SearchApp, term: string, limit: number): Promise<Mark[] | undefined> {
     const short = [...term].length < 3;
@@ -423,7 +423,7 @@ export class FileSearch {
       pattern: likePattern(term),
       limit: limit + 1,
     });
-    return rows.length <= limit ? rows : undefined;
+    return rows.length <= limit ? rows.sort(inOrder) : undefined;
   }
 
   /** Marks every match of a term (its total cached already: the marks hang on its row). */
