@@ -241,16 +241,16 @@ export function marksSql(engine: 'sqlite' | 'postgres') {
 const MARKS_SQL = { sqlite: marksSql('sqlite'), postgres: marksSql('postgres') };
 
 /**
- * Up to @limit matches of a term, in no order, from its index alone: SQLite, the exact matches of
- * its phrase of trigrams (or its 1-2 character token), which FTS5 yields one at a time, so a broad
- * term stops after @limit (sorted by an outer query, SQLite read every match: 630 ms for `.pdf`);
- * PostgreSQL, LIKE's (or the short grams') matches, planned on their own (MATERIALIZED: see
- * pgSql), the scan stopped after @limit.
+ * A term's matches, in no order, from its index: SQLite, up to @limit exact matches of its
+ * phrase of trigrams (or its 1-2 character token), which FTS5 yields one at a time, so a broad
+ * term stops there (sorted by an outer query, SQLite read every match: 630 ms for `.pdf`);
+ * PostgreSQL, LIKE's (or the short grams') matches, asked for only once they are known to be few
+ * (with a LIMIT, the planner may scan the table for them instead of using the index: 200 ms for
+ * `report-draft`'s 10 against the count's 79 ms).
  */
 const listFewSqlite = (index: Index) => `SELECT f.uploaded_at, f.id FROM ${index} g CROSS JOIN storage_files f ON f.seq = g.rowid
   WHERE g.${index} MATCH @match AND ${APP_RANGE} LIMIT @limit`;
-const listFewPostgres = (short: boolean) => `WITH m AS MATERIALIZED (SELECT f.uploaded_at, f.id FROM storage_files f WHERE ${pgMatch(short)})
-  SELECT * FROM m LIMIT @limit`;
+const listFewPostgres = (short: boolean) => `SELECT f.uploaded_at, f.id FROM storage_files f WHERE ${pgMatch(short)}`;
 const LIST_FEW = {
   sqlite: { short: listFewSqlite('storage_files_ngrams'), long: listFewSqlite('storage_files_names') },
   postgres: { short: listFewPostgres(true), long: listFewPostgres(false) },
@@ -411,7 +411,8 @@ export class FileSearch {
 
   /**
    * The matches of a term, oldest first, when there are at most `limit` (its index's exact
-   * matches, no more than `limit + 1` of them read); undefined when there are more.
+   * matches; on SQLite no more than `limit + 1` of them read); undefined when there are more.
+   * On PostgreSQL, only for a term known to have at most `limit` (see LIST_FEW).
    */
   async #listFew(db: Db, app: SearchApp, term: string, limit: number): Promise<Mark[] | undefined> {
     const short = [...term].length < 3;
@@ -474,14 +475,18 @@ export class FileSearch {
   }
 
   /**
-   * In a transaction: a 4+ character term's exact total, cached. A small total (a term whose
-   * trigrams are all common: `report-draft`) is counted by listing its matches, which are marked
-   * in the same pass (its pages are then read from them); a larger one by the count alone.
+   * In a transaction: a 4+ character term's exact total, cached; a small total's (a term whose
+   * trigrams are all common: `report-draft`) matches marked (its pages are then read from them).
+   * SQLite lists up to `markAll + 1` matches first (one pass for a small total; a broad term's
+   * listing stops at once) and counts only when there are more; PostgreSQL counts first (its
+   * index's scan reads every candidate either way) and lists when they are few.
    */
   async #countAndMark(tx: Db, app: SearchApp, term: string): Promise<number> {
-    const few = await this.#listFew(tx, app, term, this.#options.markAll ?? MARK_ALL);
+    const markAll = this.#options.markAll ?? MARK_ALL;
+    let few = tx.engine === 'sqlite' ? await this.#listFew(tx, app, term, markAll) : undefined;
     const n = few ? few.length : await this.#count(tx, app, term);
     await this.#cache(tx, app, term, n);
+    if (!few && tx.engine === 'postgres' && n <= markAll) few = await this.#listFew(tx, app, term, markAll);
     if (few) await this.#markAll(tx, app, term, few);
     return n;
   }
