@@ -188,6 +188,82 @@ const POSTGRES_004 = `
     SELECT f.app_id, g.gram, count(*) FROM storage_files f, storage_name_grams(f.name) g GROUP BY 1, 2;
 `;
 
+/**
+ * Marks (issue 17, migration 005): keyset boundaries of a term's matches, so a deep page seeks
+ * from the nearest one instead of walking every match before it. A mark says the match at
+ * (uploaded_at, id) has `rank` matches of its term before it, oldest first. Only terms with a row
+ * in storage_search_counts have marks (the rows go with it), so a write checks the few terms its
+ * app has: a file written, deleted, renamed or moved in time (an overwrite) whose name contains a
+ * term takes that term's marks at and after it (their ranks shift); those before it stay right.
+ * New uploads are the newest files: they take none.
+ */
+const MARKS_TABLE = (text: string) => `
+  CREATE TABLE storage_search_marks (
+    app_id ${text} NOT NULL,
+    term ${text} NOT NULL,
+    uploaded_at ${text} NOT NULL,
+    id ${text} NOT NULL,
+    rank BIGINT NOT NULL,
+    PRIMARY KEY (app_id, term, uploaded_at, id),
+    FOREIGN KEY (app_id, term) REFERENCES storage_search_counts (app_id, term) ON DELETE CASCADE
+  )`;
+/** SQLite: the marks `row` (new or old) moves, for the terms its name contains. */
+const dropMarks = (row: string) =>
+  `DELETE FROM storage_search_marks WHERE app_id = ${row}.app_id
+     AND term IN (SELECT term FROM storage_search_counts WHERE app_id = ${row}.app_id AND instr(${row}.name, term) > 0)
+     AND (uploaded_at, id) >= (${row}.uploaded_at, ${row}.id);`;
+/** PostgreSQL: the marks the rows of `rows` (app_id, name, uploaded_at, id) move, the earliest row per term. */
+const dropMarksPg = (rows: string) => `
+  DELETE FROM storage_search_marks m USING (
+    SELECT DISTINCT ON (r.app_id, t.term) r.app_id, t.term, r.uploaded_at, r.id
+    FROM (${rows}) r JOIN storage_search_counts t ON t.app_id = r.app_id AND strpos(r.name, t.term) > 0
+    ORDER BY r.app_id, t.term, r.uploaded_at, r.id
+  ) c WHERE m.app_id = c.app_id AND m.term = c.term AND (m.uploaded_at, m.id) >= (c.uploaded_at, c.id);`;
+/** The rows an UPDATE statement renamed or moved in time: old and new. */
+const MOVED = `SELECT o.app_id, o.name, o.uploaded_at, o.id FROM old_rows o JOIN new_rows n ON n.seq = o.seq WHERE n.name <> o.name OR n.uploaded_at <> o.uploaded_at
+  UNION ALL SELECT n.app_id, n.name, n.uploaded_at, n.id FROM old_rows o JOIN new_rows n ON n.seq = o.seq WHERE n.name <> o.name OR n.uploaded_at <> o.uploaded_at`;
+const SQLITE_005 = `
+  ${MARKS_TABLE('TEXT')} WITHOUT ROWID;
+  CREATE TRIGGER storage_files_marks_ai AFTER INSERT ON storage_files BEGIN
+    ${dropMarks('new')}
+  END;
+  CREATE TRIGGER storage_files_marks_ad AFTER DELETE ON storage_files BEGIN
+    ${dropMarks('old')}
+  END;
+  CREATE TRIGGER storage_files_marks_au AFTER UPDATE OF name, uploaded_at ON storage_files
+    WHEN old.name != new.name OR old.uploaded_at != new.uploaded_at BEGIN
+    ${dropMarks('old')}
+    ${dropMarks('new')}
+  END;
+`;
+/**
+ * PostgreSQL: named after the counters' trigger, which updates the app's row on inserts and
+ * deletes first (a mark being made holds that row: ./store-search.ts); an update that moves a
+ * file without changing its size updates the row here. Each statement of the function takes a
+ * new snapshot after that wait, so it sees marks made meanwhile.
+ */
+const POSTGRES_005 = `
+  ${MARKS_TABLE('TEXT COLLATE "C"')};
+  CREATE FUNCTION storage_files_marks() RETURNS trigger LANGUAGE plpgsql AS $fn$
+  BEGIN
+    IF TG_OP = 'INSERT' THEN
+      ${dropMarksPg('SELECT app_id, name, uploaded_at, id FROM new_rows')}
+    ELSIF TG_OP = 'DELETE' THEN
+      ${dropMarksPg('SELECT app_id, name, uploaded_at, id FROM old_rows')}
+    ELSE
+      UPDATE storage_apps SET next_file = next_file WHERE id IN (SELECT app_id FROM (${MOVED}) r);
+      ${dropMarksPg(MOVED)}
+    END IF;
+    RETURN NULL;
+  END $fn$;
+  CREATE TRIGGER storage_files_marks_ai AFTER INSERT ON storage_files
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION storage_files_marks();
+  CREATE TRIGGER storage_files_marks_ad AFTER DELETE ON storage_files
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION storage_files_marks();
+  CREATE TRIGGER storage_files_marks_au AFTER UPDATE ON storage_files
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION storage_files_marks();
+`;
+
 export const migrations: Migration[] = [
   {
     id: '001-apps-files-uploads',
@@ -362,5 +438,10 @@ export const migrations: Migration[] = [
     async apply(db) {
       if (db.engine === 'postgres') await db.exec(POSTGRES_004);
     },
+  },
+  {
+    id: '005-search-marks',
+    sqlite: SQLITE_005,
+    postgres: POSTGRES_005,
   },
 ];

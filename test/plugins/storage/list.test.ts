@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../helpers/app.ts';
 import { signIn } from '../../helpers/identity.ts';
 import { ensureS3, s3Client, type S3Target } from '../../helpers/s3.ts';
-import { searchSql } from '../../../plugins/storage/store-search.ts';
+import { marksSql, searchSql } from '../../../plugins/storage/store-search.ts';
 import { bearer, closeStorageApp, createApp, createToken, startStorageApp, uniquePrefix } from '../../helpers/storage.ts';
 
 const prefix = uniquePrefix('list');
@@ -235,6 +235,17 @@ describe.runIf(process.env.WHARF_TEST_DATABASE !== 'postgres')('the list is serv
       // One sort: the page's own rows (the last step), never the walk's entries.
       expect(walk.split('\n').filter((l) => /TEMP B-TREE/.test(l))).toEqual(['USE TEMP B-TREE FOR ORDER BY']);
       expect(walk.split('\n').at(-1)).toBe('USE TEMP B-TREE FOR ORDER BY');
+      // A deep page from a mark: the covering index from the mark's (uploadedAt, id) on, in order;
+      // the mark and the cached total looked up by key (once: constant subqueries).
+      const marks = marksSql('sqlite');
+      const seek = plan(marks.seek[dir].mark, { ...params, appId, at: '', id: '', rank: 0, total: 0 });
+      expect(seek).toMatch(
+        new RegExp(`USING COVERING INDEX storage_files_by_time \\(app_id=\\? AND \\(uploaded_at,id\\)${dir === 'asc' ? '>' : '<'}\\(\\?,\\?\\)\\)`),
+      );
+      expect(seek).toMatch(/SEARCH storage_search_marks USING PRIMARY KEY \(app_id=\? AND term=\? AND uploaded_at=\? AND id=\?\)/);
+      expect(seek.split('\n').filter((l) => /TEMP B-TREE/.test(l))).toEqual(['USE TEMP B-TREE FOR ORDER BY']);
+      const step = plan(marks.step[dir].mark, { ...params, appId, at: '', id: '' });
+      expect(step).toMatch(/^SEARCH f USING COVERING INDEX storage_files_by_time \(app_id=\? AND \(uploaded_at,id\)[<>]\(\?,\?\)\)$/);
     }
   });
 });

@@ -153,8 +153,32 @@ async function viaApi(a: (typeof apps)[number], term: string, dir: 'asc' | 'desc
   return res.body as Page;
 }
 
+/** Every mark of an app is where it says: its match has `rank` matches of its term before it, oldest first. How many. */
+async function checkMarks(a: (typeof apps)[number]): Promise<number> {
+  const marks = await app.running.data.all<{ term: string; id: string; rank: number }>('SELECT term, id, rank FROM storage_search_marks WHERE app_id = ?', [
+    a.id,
+  ]);
+  const perTerm = new Map<string, number>();
+  for (const m of marks) {
+    const all = expected(a.records.values(), m.term, 'asc', 1, Number.MAX_SAFE_INTEGER).ids;
+    expect(all.indexOf(m.id), `mark of ${JSON.stringify(m.term)} at ${m.rank}`).toBe(m.rank);
+    perTerm.set(m.term, (perTerm.get(m.term) ?? 0) + 1);
+  }
+  // Terms marked in part (deep pages' marks), not only whole (small totals).
+  for (const [term, n] of perTerm) if (n < expected(a.records.values(), term, 'asc', 1, 1).total) partlyMarked++;
+  return marks.length;
+}
+
+/** Terms seen marked in part by the last comparison. */
+let partlyMarked = 0;
+
+/** Marks seen by the last comparison (every one checked). */
+let marked = 0;
+
 /** The API's answers and each forced FileSearch's, for every term, both directions, pages 1, 2, the last and one past it. */
 async function compareAll(): Promise<number> {
+  marked = 0;
+  partlyMarked = 0;
   const db = app.running.data;
   // Every way there is, on either engine: walk or sort the matches, after a 4+ character term's
   // total is counted (and cached); and 4+ character terms counted from their candidates with the page.
@@ -165,8 +189,15 @@ async function compareAll(): Promise<number> {
     // On SQLite: a term counted by its phrase when that is cheaper than reading its candidates, then paged either way.
     new FileSearch(db, { plan: 'walk', fewCandidates: Number.POSITIVE_INFINITY }),
     new FileSearch(db, { plan: 'matches', fewCandidates: Number.POSITIVE_INFINITY }),
+    // Marks (deep pages, small totals): pages from marks, totals of 1-2 marked whole, larger ones
+    // every match or two from the nearest mark or end, as deep pages are. (Whole marks of larger
+    // totals would replace those: the walks' marks are what these check.)
+    new FileSearch(db, { marksAfter: 1, markAll: 2 }),
+    new FileSearch(db, { marksAfter: 6, markAll: 2 }),
   ];
   let compared = 0;
+  // The marks the writes since the last comparison left (before any search makes new ones).
+  for (const a of apps) await checkMarks(a);
   for (const a of apps) {
     const state = (await db.one<{ id: string; seq: number; fileCount: number }>('SELECT id, seq, file_count AS "fileCount" FROM storage_apps WHERE id = ?', [
       a.id,
@@ -198,6 +229,7 @@ async function compareAll(): Promise<number> {
     // Every cached total is exact, whatever was written since it was cached.
     const cached = await db.all<{ term: string; n: number }>('SELECT term, n FROM storage_search_counts WHERE app_id = ?', [a.id]);
     for (const c of cached) expect(c.n, `cached ${JSON.stringify(c.term)}`).toBe(expected(a.records.values(), c.term, 'asc', 1, 1).total);
+    marked += await checkMarks(a);
   }
   return compared;
 }
@@ -223,7 +255,9 @@ describe('search answers as a filter over the records would', () => {
     expect(await compareAll()).toBeGreaterThan(500);
     // The forced instances cached counts of 4+ character terms: the next comparison checks them.
     expect(await app.running.data.value('SELECT count(*) FROM storage_search_counts')).toBeGreaterThan(10);
-    // Five ways per page on top of the API's, a thousand pages: minutes on a loaded machine.
+    expect(marked).toBeGreaterThan(100);
+    expect(partlyMarked).toBeGreaterThan(5);
+    // Seven ways per page on top of the API's, a thousand pages: minutes on a loaded machine.
   }, 300_000);
 
   it('after renames, overwrites and deletes (the cached counts follow)', async () => {
@@ -239,6 +273,8 @@ describe('search answers as a filter over the records would', () => {
     for (const key of gone) mine!.records.delete(key);
     await register(mine!, newFiles(30));
     expect(await compareAll()).toBeGreaterThan(500);
+    expect(marked).toBeGreaterThan(100);
+    expect(partlyMarked).toBeGreaterThan(5);
   }, 300_000);
 
   it("the gram counts equal the names' own", async () => {
