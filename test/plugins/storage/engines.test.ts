@@ -83,12 +83,19 @@ describe(`search on ${onPostgres ? 'PostgreSQL' : 'SQLite'}`, () => {
       expect(walk).toMatch(/Index Scan (Backward )?using storage_files_by_time/);
       expect(walk).not.toMatch(/Sort/);
     }
-    // Found through the indexes, counted exactly.
-    const { sql, params } = postgresSearchSql('plans', 'abc1', { dir: 'asc', limit: 5, offset: 0 });
+    // Found through the indexes, counted exactly; and by reading the app's rows (a small app's way), the same.
+    const { sql, scan, params } = postgresSearchSql('plans', 'abc1', { dir: 'asc', limit: 5, offset: 0 });
     const rows = await db.all<{ name: string; total: number }>(sql.fromMatches, params);
     const want = await db.value<number>("SELECT count(*) FROM storage_files WHERE app_id = 'plans' AND strpos(name, 'abc1') > 0");
     expect(rows[0]?.total).toBe(want);
     expect(rows.every((r) => r.name.includes('abc1'))).toBe(true);
+    expect(await db.all(scan.fromMatches, params)).toEqual(rows);
+    const scanned = await db.transaction(async (tx) => {
+      await tx.exec('SET LOCAL enable_seqscan = off');
+      return (await tx.all<{ 'QUERY PLAN': string }>(`EXPLAIN ${scan.fromMatches}`, params)).map((r) => r['QUERY PLAN']).join('\n');
+    });
+    expect(scanned).toMatch(/Scan (using|on) storage_files_by_time/);
+    expect(scanned).not.toMatch(/storage_files_names/);
   });
 });
 
