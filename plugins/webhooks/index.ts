@@ -92,7 +92,7 @@ export default definePlugin({
         session_id: event.sessionId,
         webhook_id: `msg_${randomUUID().replaceAll('-', '')}`,
         url: session.webhookUrl!,
-        body: JSON.stringify(event.payload),
+        body: event.raw,
         attempt_count: 0,
       };
       const id = await store.enqueue(
