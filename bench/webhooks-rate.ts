@@ -77,14 +77,15 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       const wharfServer = webhooksServer(`webhooks-rate-${tree.label}`, { root: tree.root, env });
       const server = await wharfServer.start();
       const api = new Pool(server.url, { connections: 32 });
-      targets.push({ label: tree.label, dir: wharfServer.dir, server, api });
+      const target = { label: tree.label, dir: wharfServer.dir, server, api };
+      targets.push(target);
       const cookie = await benchCookie(server.url);
       const pat = (await call(api, '/api/personal-access-tokens', '', { name: 'bench' }, { cookie, origin: server.url })).data.token as string;
       const session = (
         await call(api, '/api/sandbox-sessions', pat, { name: 'rate', webhook_url: receiver.url, webhook_enabled: true, webhook_events: ['messages.received'] })
       ).data as { api_key: string };
       senders.set(tree.label, (n: number) =>
-        call(api, '/api/sandbox/receive', session.api_key, { from: `+1415${String(1_000_000 + (n % 1000)).padStart(7, '0')}`, text: `bench #${n}#` }),
+        call(target.api, '/api/sandbox/receive', session.api_key, { from: `+1415${String(1_000_000 + (n % 1000)).padStart(7, '0')}`, text: `bench #${n}#` }),
       );
     }
     await senders.get('wharf')!(seq++);
@@ -110,6 +111,15 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       return ms;
     };
     const answered: number[] = [];
+    // Each round of a server on connections of its own: a keep-alive connection left idle while
+    // the other server's round ran may be closed by the server just as a request goes out on it
+    // (ECONNRESET, and a POST is not retried).
+    const fresh = async (label: string) => {
+      const target = targets.find((t) => t.label === label);
+      if (!target) return;
+      await target.api.close();
+      target.api = new Pool(target.server.url, { connections: 32 });
+    };
     const viaWharf = (label: string) => async (n: number) => {
       const t0 = now();
       await senders.get(label)!(n);
@@ -125,7 +135,10 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       });
       await res.body.text();
     };
-    for (const { label } of targets) await measure(rates[0]!, rates[0]! * seconds, viaWharf(label)); // warm-up
+    for (const { label } of targets) {
+      await fresh(label);
+      await measure(rates[0]!, rates[0]! * seconds, viaWharf(label)); // warm-up
+    }
     type Stats = { p50: number; p95: number; p99: number; lost: number };
     const stats = (ms: number[], lost: number): Stats => ({ p50: percentile(ms, 50), p95: percentile(ms, 95), p99: percentile(ms, 99), lost });
     const sections: string[] = [];
@@ -138,6 +151,7 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
         for (const [name, send] of [['bare', viaBare], ...targets.map((t) => [t.label, viaWharf(t.label)] as const)] as const) {
           answered.length = 0;
           const target = targets.find((t) => t.label === name);
+          await fresh(name);
           const cpu = target ? cpuMicros(target.server.child.pid!) : 0;
           const ms = await measure(rate, total, send);
           results.get(name)!.push(stats(ms, total - ms.length));
