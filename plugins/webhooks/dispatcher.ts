@@ -149,7 +149,8 @@ export class WebhookDispatcher {
     const row = this.#enqueued.get(event);
     if (!row) return;
     this.#enqueued.delete(event);
-    if (this.#closing) return;
+    // A read of the queue that waited for this commit may have taken the row already.
+    if (this.#closing || this.#held.get(sessionId)?.has(row.id)) return;
     const now = Date.now();
     const { config } = this.#d;
     const queued = this.#due.get(sessionId);
@@ -261,6 +262,11 @@ export class WebhookDispatcher {
       });
       if (this.#closing) return;
       for (const row of claimed) {
+        // On SQLite the read waits for a pending group commit, whose announcement may have
+        // started some of these rows directly meanwhile (`committed`): in flight already, or
+        // their session now at its limit (no lease was written for what is left here).
+        if (this.#held.get(sessionId)?.has(row.id)) continue;
+        if (this.#d.direct && (this.#running.get(sessionId) ?? 0) >= config.concurrency_per_session) break;
         session ??= this.#d.sessions.get(sessionId);
         this.#start(row, session);
         started++;
