@@ -7,10 +7,15 @@
  * Usage: node bench/run.ts webhooks-rate (BENCH_RATE, BENCH_RATE_SECONDS to change the load;
  * BENCH_RATES=200,400,600 measures each rate in turn on the same server, to find the capacity:
  * the highest rate whose answers keep up; BENCH_WEBHOOK_PER_SESSION sets concurrency_per_session).
+ * BENCH_ENGINE=postgres puts the server's database on PostgreSQL (a fresh database on the test
+ * server, test/pg/postgres.sh); BENCH_BASE=DIR runs a second Wharf from the sources in DIR (say an
+ * export of main with this tree's node_modules linked in), measured in the same rounds, so that
+ * before and after are compared interleaved.
  */
 import fs from 'node:fs';
 import { Agent, Pool } from 'undici';
 import { benchCookie, cpuMicros, fmt, median } from './lib.ts';
+import { freshDatabase } from '../test/helpers/postgres.ts';
 import { localReceiver, percentile, webhooksServer } from './webhooks.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -33,11 +38,14 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
   const rounds = options.rounds ?? Number(process.env.BENCH_ROUNDS ?? 3);
   const rates = options.rate ? [options.rate] : (process.env.BENCH_RATES ?? process.env.BENCH_RATE ?? '1000').split(',').map(Number);
   const seconds = options.seconds ?? Number(process.env.BENCH_RATE_SECONDS ?? 5);
-  const wharfServer = webhooksServer('webhooks-rate');
-  const server = await wharfServer.start();
-  const api = new Pool(server.url, { connections: 32 });
+  const engine = process.env.BENCH_ENGINE === 'postgres' ? 'postgres' : 'sqlite';
+  const trees = [
+    { label: 'wharf', root: undefined as string | undefined },
+    ...(process.env.BENCH_BASE ? [{ label: 'base', root: process.env.BENCH_BASE }] : []),
+  ];
   const receiver = await localReceiver();
   const bare = new Agent({ keepAliveTimeout: 10_000 });
+  const targets: { label: string; dir: string; server: Awaited<ReturnType<ReturnType<typeof webhooksServer>['start']>>; api: Pool }[] = [];
   // Arrival times by sequence number, read from the text of each delivered message.
   const arrivals = new Map<number, number>();
   const seqOf = (body: Buffer) => Number(/bench #(\d+)#/.exec(body.toString('utf8'))?.[1] ?? -1);
@@ -51,8 +59,8 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
   };
   void watch();
   try {
-    const cookie = await benchCookie(server.url);
-    const call = async (pathname: string, token: string, body: unknown, extra: Record<string, string> = {}) => {
+    let seq = 0;
+    const call = async (api: Pool, pathname: string, token: string, body: unknown, extra: Record<string, string> = {}) => {
       const res = await api.request({
         method: 'POST',
         path: pathname,
@@ -63,14 +71,24 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       if (res.statusCode >= 300) throw new Error(`POST ${pathname}: ${res.statusCode} ${JSON.stringify(json)}`);
       return json;
     };
-    const pat = (await call('/api/personal-access-tokens', '', { name: 'bench' }, { cookie, origin: server.url })).data.token as string;
-    const session = (
-      await call('/api/sandbox-sessions', pat, { name: 'rate', webhook_url: receiver.url, webhook_enabled: true, webhook_events: ['messages.received'] })
-    ).data as { api_key: string };
-    let seq = 0;
-    const receive = (n: number) =>
-      call('/api/sandbox/receive', session.api_key, { from: `+1415${String(1_000_000 + (n % 1000)).padStart(7, '0')}`, text: `bench #${n}#` });
-    await receive(seq++);
+    const senders = new Map<string, (n: number) => Promise<unknown>>();
+    for (const tree of trees) {
+      const env: Record<string, string> = engine === 'postgres' ? { WHARF_DATABASE__URL: await freshDatabase() } : {};
+      const wharfServer = webhooksServer(`webhooks-rate-${tree.label}`, { root: tree.root, env });
+      const server = await wharfServer.start();
+      const api = new Pool(server.url, { connections: 32 });
+      const target = { label: tree.label, dir: wharfServer.dir, server, api };
+      targets.push(target);
+      const cookie = await benchCookie(server.url);
+      const pat = (await call(api, '/api/personal-access-tokens', '', { name: 'bench' }, { cookie, origin: server.url })).data.token as string;
+      const session = (
+        await call(api, '/api/sandbox-sessions', pat, { name: 'rate', webhook_url: receiver.url, webhook_enabled: true, webhook_events: ['messages.received'] })
+      ).data as { api_key: string };
+      senders.set(tree.label, (n: number) =>
+        call(target.api, '/api/sandbox/receive', session.api_key, { from: `+1415${String(1_000_000 + (n % 1000)).padStart(7, '0')}`, text: `bench #${n}#` }),
+      );
+    }
+    await senders.get('wharf')!(seq++);
     for (let i = 0; i < 100 && arrivals.size === 0; i++) await sleep(20);
     const sample = receiver.lastBody().toString('utf8');
 
@@ -93,9 +111,18 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       return ms;
     };
     const answered: number[] = [];
-    const viaWharf = async (n: number) => {
+    // Each round of a server on connections of its own: a keep-alive connection left idle while
+    // the other server's round ran may be closed by the server just as a request goes out on it
+    // (ECONNRESET, and a POST is not retried).
+    const fresh = async (label: string) => {
+      const target = targets.find((t) => t.label === label);
+      if (!target) return;
+      await target.api.close();
+      target.api = new Pool(target.server.url, { connections: 32 });
+    };
+    const viaWharf = (label: string) => async (n: number) => {
       const t0 = now();
-      await receive(n);
+      await senders.get(label)!(n);
       answered.push(now() - t0);
     };
     const viaBare = async (n: number) => {
@@ -108,57 +135,71 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       });
       await res.body.text();
     };
-    await measure(rates[0]!, rates[0]! * seconds, viaWharf); // warm-up
+    for (const { label } of targets) {
+      await fresh(label);
+      await measure(rates[0]!, rates[0]! * seconds, viaWharf(label)); // warm-up
+    }
+    type Stats = { p50: number; p95: number; p99: number; lost: number };
+    const stats = (ms: number[], lost: number): Stats => ({ p50: percentile(ms, 50), p95: percentile(ms, 95), p99: percentile(ms, 99), lost });
     const sections: string[] = [];
     for (const rate of rates) {
       const total = rate * seconds;
-      const cpuPerEvent: number[] = [];
-      const answers: { p50: number; p95: number; p99: number; lost: number }[] = [];
-      const results = {
-        wharf: [] as { p50: number; p95: number; p99: number; lost: number }[],
-        bare: [] as { p50: number; p95: number; p99: number; lost: number }[],
-      };
+      const cpuPerEvent = new Map<string, number[]>(targets.map((t) => [t.label, []]));
+      const answers = new Map<string, Stats[]>(targets.map((t) => [t.label, []]));
+      const results = new Map<string, Stats[]>([['bare', []], ...targets.map((t) => [t.label, []] as [string, Stats[]])]);
       for (let round = 0; round < rounds; round++) {
-        for (const [name, send] of [
-          ['bare', viaBare],
-          ['wharf', viaWharf],
-        ] as const) {
+        for (const [name, send] of [['bare', viaBare], ...targets.map((t) => [t.label, viaWharf(t.label)] as const)] as const) {
           answered.length = 0;
-          const cpu = cpuMicros(server.child.pid!);
+          const target = targets.find((t) => t.label === name);
+          await fresh(name);
+          const cpu = target ? cpuMicros(target.server.child.pid!) : 0;
           const ms = await measure(rate, total, send);
-          if (name === 'wharf') cpuPerEvent.push((cpuMicros(server.child.pid!) - cpu) / total);
-          results[name].push({ p50: percentile(ms, 50), p95: percentile(ms, 95), p99: percentile(ms, 99), lost: total - ms.length });
-          if (name === 'wharf') answers.push({ p50: percentile(answered, 50), p95: percentile(answered, 95), p99: percentile(answered, 99), lost: 0 });
+          results.get(name)!.push(stats(ms, total - ms.length));
+          if (target) {
+            cpuPerEvent.get(name)!.push((cpuMicros(target.server.child.pid!) - cpu) / total);
+            answers.get(name)!.push(stats(answered, 0));
+          }
         }
       }
-      const row = (label: string, r: { p50: number; p95: number; p99: number; lost: number }[]) =>
+      const row = (label: string, r: Stats[]) =>
         `| ${label} | ${fmt(median(r.map((x) => x.p50)))} | ${fmt(median(r.map((x) => x.p95)))} | ${fmt(median(r.map((x) => x.p99)))} | ${r.map((x) => `${fmt(x.p50)}/${fmt(x.p95)}`).join(', ')} | ${r.reduce((a, x) => a + x.lost, 0)} |`;
+      const name = (label: string) => (label === 'wharf' ? 'POST /api/sandbox/receive' : `${label}: POST /api/sandbox/receive`);
       sections.push(
         [
           `Latency at ${rate} events/s for ${seconds} s per round (${rounds} rounds, interleaved), send -> arrival at a receiver in the benchmark's process, ms:`,
           '',
           '| path | p50 (median) | p95 (median) | p99 (median) | rounds p50/p95 | not arrived |',
           '|---|---|---|---|---|---|',
-          row('bare undici POST -> receiver', results.bare),
-          row('POST /api/sandbox/receive -> its answer', answers),
-          row('POST /api/sandbox/receive -> webhook at the receiver', results.wharf),
+          row('bare undici POST -> receiver', results.get('bare')!),
+          ...targets.flatMap(({ label }) => [
+            row(`${name(label)} -> its answer`, answers.get(label)!),
+            row(`${name(label)} -> webhook at the receiver`, results.get(label)!),
+          ]),
           '',
-          `Wharf's CPU time per event (receive, record, deliver, write the outcome; user + system): ${fmt(median(cpuPerEvent), 0)} µs (median; rounds ${cpuPerEvent.map((v) => fmt(v, 0)).join(', ')}).`,
+          ...targets.map(
+            ({ label }) =>
+              `${label === 'wharf' ? 'Wharf' : label}: CPU time per event (receive, record, deliver, write the outcome; user + system): ${fmt(median(cpuPerEvent.get(label)!), 0)} µs (median; rounds ${cpuPerEvent
+                .get(label)!
+                .map((v) => fmt(v, 0))
+                .join(', ')}).`,
+          ),
           '',
-          `**p50 ratio Wharf / bare: ${fmt(median(results.wharf.map((x) => x.p50)) / median(results.bare.map((x) => x.p50)))}** (aim: Wharf p50 at most 20 ms)`,
+          `**p50 ratio Wharf / bare: ${fmt(median(results.get('wharf')!.map((x) => x.p50)) / median(results.get('bare')!.map((x) => x.p50)))}** (aim: Wharf p50 at most 20 ms)`,
           '',
         ].join('\n'),
       );
     }
     return [
       ...sections,
-      `(open loop, requests over 32 keep-alive connections; the server from source, pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}; rate_limit, storage and tokens off; one session subscribed to messages.received; concurrency_per_session ${process.env.BENCH_WEBHOOK_PER_SESSION ?? 8})`,
+      `(open loop, requests over 32 keep-alive connections; the server from source${process.env.BENCH_BASE ? ` (base: ${process.env.BENCH_BASE})` : ''}, database on ${engine}, pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}; rate_limit, storage and tokens off; one session subscribed to messages.received; concurrency_per_session ${process.env.BENCH_WEBHOOK_PER_SESSION ?? 8})`,
     ].join('\n\n');
   } finally {
-    await api.close();
+    for (const target of targets) {
+      await target.api.close();
+      await target.server.stop();
+      fs.rmSync(target.dir, { recursive: true, force: true });
+    }
     await bare.close();
     await receiver.close();
-    await server.stop();
-    fs.rmSync(wharfServer.dir, { recursive: true, force: true });
   }
 }

@@ -73,8 +73,9 @@ export async function localReceiver(hang = false) {
  * A data dir with the benchmark owner and a config for webhooks alone (storage, tokens and rate
  * limiting off, receivers on private addresses allowed); `start` runs `wharf serve` on it from source.
  */
-export function webhooksServer(tag: string): { dir: string; start(): Promise<Server> } {
-  const wharf = path.join(root, 'bin/wharf.ts');
+export function webhooksServer(tag: string, options: { root?: string; env?: Record<string, string> } = {}): { dir: string; start(): Promise<Server> } {
+  const wharf = path.join(options.root ?? root, 'bin/wharf.ts');
+  const env = options.env ?? {};
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `wharf-bench-${tag}-`));
   const dataDir = path.join(dir, 'data');
   const configFile = path.join(dir, 'wharf.toml');
@@ -82,13 +83,14 @@ export function webhooksServer(tag: string): { dir: string; start(): Promise<Ser
   // BENCH_WEBHOOK_PER_SESSION: concurrency_per_session (default 8), to see what that limit does.
   const perSession = process.env.BENCH_WEBHOOK_PER_SESSION ? [`concurrency_per_session = ${Number(process.env.BENCH_WEBHOOK_PER_SESSION)}`] : [];
   fs.writeFileSync(configFile, [...config, '[plugins.webhooks]', 'allow_private_networks = true', ...perSession, ''].join('\n'));
-  createBenchUser([node, [wharf]], dataDir, ['--config', configFile]);
+  createBenchUser([node, [wharf]], dataDir, ['--config', configFile], env);
   return {
     dir,
     start: () =>
       startServer({
         name: 'wharf serve',
         argsFor: (port) => [node, [...profiling(), wharf, 'serve', '--config', configFile, '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir]],
+        env,
       }),
   };
 }

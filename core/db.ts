@@ -37,9 +37,11 @@ export interface Db {
    * `tx` inside. On PostgreSQL it is SERIALIZABLE and `fn` may run again (a bounded number of
    * times) after a serialization failure, so it must not have effects outside the database; when
    * concurrent transactions keep refusing it, it throws a {@link ContentionError} (503). On
-   * SQLite transactions run one at a time in the process (BEGIN IMMEDIATE); queries outside wait
-   * for the one in progress. A nested call runs inside the outer transaction (its options are
-   * ignored: the outer call's hold).
+   * SQLite transactions run one at a time in the process, and those of one event-loop turn share
+   * one BEGIN IMMEDIATE ... COMMIT at the end of the turn, each in its own savepoint (group commit:
+   * a throw rolls back that transaction alone); the promise settles after the COMMIT; queries
+   * outside wait for it. A nested call runs inside the outer transaction (its options are
+   * ignored: the outer call's hold). `fn` must not wait for another transaction to settle.
    *
    * `options.lock` names what the transaction writes that others write too (say `sessions:12`,
    * one session's event log and message log; prefix keys with the plugin's name). Transactions

@@ -162,7 +162,15 @@ export async function openData(core: CoreConfig, log?: Logger): Promise<DbHandle
 
 /** The synchronous SQLite connection of contract 1.0 plugins; on PostgreSQL a stand-in that says why it is not there. */
 export function syncConnection(data: DbHandle): Database {
-  if (data instanceof SqliteDb) return data.raw;
+  if (data instanceof SqliteDb) {
+    // Each use first commits the data layer's group of transactions waiting for the end of the turn.
+    return new Proxy(data.raw, {
+      get(target, key) {
+        const value = Reflect.get(data.settled(), key, target) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+  }
   return new Proxy({} as Database, {
     get(_target, key) {
       throw new Error(`ctx.db (the SQLite connection) is not available on PostgreSQL (used: db.${String(key)}); use ctx.data`);

@@ -58,7 +58,21 @@ export class EventRecorder {
       const raw = JSON.stringify({ event, sessionId, timestamp: now.getTime(), data: data ?? null });
       const createdAt = now.toISOString();
       const id = await this.#store.insertEvent(sessionId, session.orgId, event, raw, createdAt);
-      const recorded: EmittedEvent = { id, sessionId, orgId: session.orgId, event, payload: JSON.parse(raw), createdAt, session };
+      // The payload is parsed from the recorded text when a listener first reads it (a copy the
+      // listener cannot change the record through); a webhook body is the text itself.
+      let payload: EmittedEvent['payload'] | undefined;
+      const recorded: EmittedEvent = {
+        id,
+        sessionId,
+        orgId: session.orgId,
+        event,
+        raw,
+        get payload() {
+          return (payload ??= JSON.parse(raw) as EmittedEvent['payload']);
+        },
+        createdAt,
+        session,
+      };
       for (const subscriber of this.#subscribers) await subscriber(recorded, scope.tx);
       this.#pending(scope).push(recorded);
       return recorded;

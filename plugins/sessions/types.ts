@@ -92,6 +92,8 @@ export interface SessionEvent {
  */
 export interface EmittedEvent extends SessionEvent {
   session: SessionRecord;
+  /** The payload as recorded: JSON, the text `payload` is parsed from (on first use). */
+  raw: string;
 }
 
 /**

@@ -79,8 +79,13 @@ export class WebhookDispatcher {
   readonly #controllers = new Map<number, AbortController>();
   /** Session id -> when its earliest pending delivery is due (Unix ms); insertion order is the round-robin order. */
   readonly #due = new Map<number, number>();
-  /** Event id -> the dispatch row written for it in a transaction not yet announced as committed. */
-  readonly #enqueued = new Map<number, DueRow>();
+  /**
+   * The recorded event (the object the recorder hands to subscribers and, after the commit, to
+   * listeners) -> the dispatch row written for it in a transaction not yet announced as committed.
+   * Keyed by the object, not its id: a rolled-back transaction's id is given again to the next
+   * event, and its entry is simply never looked up again.
+   */
+  readonly #enqueued = new WeakMap<object, DueRow>();
   /** Session id -> its decrypted secrets, valid while the session's updated_at is `stamp`. */
   readonly #secrets = new Map<number, CachedSecrets>();
   /** Session id -> the session as read after the commit being announced now (kept until the next microtask). */
@@ -130,11 +135,8 @@ export class WebhookDispatcher {
   }
 
   /** A dispatch row was written for this event inside its transaction (`row`: the delivery, as the outbox holds it). */
-  enqueued(eventId: number, row: DueRow): void {
-    // Ids of rolled-back transactions are never announced; past this size they are dropped and
-    // the periodic resync picks up anything that was still waiting.
-    if (this.#enqueued.size >= 100_000) this.#enqueued.clear();
-    this.#enqueued.set(eventId, row);
+  enqueued(event: object, row: DueRow): void {
+    this.#enqueued.set(event, row);
   }
 
   /**
@@ -143,11 +145,12 @@ export class WebhookDispatcher {
    * the commit, from the row just written (no read of the outbox, no wait for the next turn);
    * otherwise it takes its turn in the queue.
    */
-  committed(eventId: number, sessionId: number): void {
-    const row = this.#enqueued.get(eventId);
+  committed(event: object, sessionId: number): void {
+    const row = this.#enqueued.get(event);
     if (!row) return;
-    this.#enqueued.delete(eventId);
-    if (this.#closing) return;
+    this.#enqueued.delete(event);
+    // A read of the queue that waited for this commit may have taken the row already.
+    if (this.#closing || this.#held.get(sessionId)?.has(row.id)) return;
     const now = Date.now();
     const { config } = this.#d;
     const queued = this.#due.get(sessionId);
@@ -259,6 +262,11 @@ export class WebhookDispatcher {
       });
       if (this.#closing) return;
       for (const row of claimed) {
+        // On SQLite the read waits for a pending group commit, whose announcement may have
+        // started some of these rows directly meanwhile (`committed`): in flight already, or
+        // their session now at its limit (no lease was written for what is left here).
+        if (this.#held.get(sessionId)?.has(row.id)) continue;
+        if (this.#d.direct && (this.#running.get(sessionId) ?? 0) >= config.concurrency_per_session) break;
         session ??= this.#d.sessions.get(sessionId);
         this.#start(row, session);
         started++;

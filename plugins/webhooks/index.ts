@@ -84,7 +84,7 @@ export default definePlugin({
     // Inside the transaction that records the event: the outbox row, written with its `tx`,
     // commits with it, or neither does. The event carries the session as that transaction read
     // it: its subscription is not read again. On PostgreSQL the transaction may run again: the
-    // dispatcher only remembers the row (by event id) until the commit is announced.
+    // dispatcher only remembers the row (by the event object) until the commit is announced.
     const unsubscribe = sessions.onEvent(async (event, tx) => {
       const { session } = event;
       if (!subscribed(session, event.event)) return;
@@ -92,7 +92,7 @@ export default definePlugin({
         session_id: event.sessionId,
         webhook_id: `msg_${randomUUID().replaceAll('-', '')}`,
         url: session.webhookUrl!,
-        body: JSON.stringify(event.payload),
+        body: event.raw,
         attempt_count: 0,
       };
       const id = await store.enqueue(
@@ -100,9 +100,9 @@ export default definePlugin({
         Date.now(),
         tx,
       );
-      dispatcher.enqueued(event.id, { id, ...row });
+      dispatcher.enqueued(event, { id, ...row });
     });
-    const unlisten = sessions.afterEvent((event) => dispatcher.committed(event.id, event.sessionId));
+    const unlisten = sessions.afterEvent((event) => dispatcher.committed(event, event.sessionId));
     const unrotate = sessions.onWebhookSecretRotated(async (rotation, tx) => {
       const until = rotation.rotatedAt.getTime() + config.secret_rotation_grace_seconds * 1000;
       await store.setPreviousSecret(rotation.sessionId, keys.encrypt(rotation.previousSecret, previousSecretContext(rotation.sessionId)), until, tx);

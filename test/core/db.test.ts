@@ -4,9 +4,10 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConstraintError, ContentionError, type DbHandle, numberPlaceholders } from '../../core/db.ts';
+import { ConstraintError, ContentionError, type Database, type DbHandle, numberPlaceholders, openDatabase } from '../../core/db.ts';
 import { MAX_TRANSACTION_ATTEMPTS, openPostgres, PostgresDb } from '../../core/db-postgres.ts';
-import { openSqlite } from '../../core/db-sqlite.ts';
+import { openSqlite, type SqliteDb } from '../../core/db-sqlite.ts';
+import { syncConnection } from '../../core/lifecycle.ts';
 import { toWharfError } from '../../core/errors.ts';
 import { migrate, migrationStatus } from '../../core/migrations.ts';
 import type { Migration } from '../../core/plugin.ts';
@@ -131,6 +132,110 @@ describe.each(['sqlite', 'postgres'] as const)('the data layer on %s', (engine) 
     const status = await migrationStatus(db, [{ plugin: 'm', migrations: broken }]);
     expect(status.filter((r) => r.appliedAt === null).map((r) => r.id)).toEqual(['004-fine', '005-broken']);
     await expect(db.all('SELECT * FROM m_four')).rejects.toThrow();
+  });
+});
+
+describe('SQLite: the transactions of one event-loop turn share one COMMIT', () => {
+  let file: string;
+  let db: SqliteDb;
+  /** Another connection to the same file: it sees only what is committed. */
+  let reader: Database;
+  let statements: string[];
+
+  beforeAll(async () => {
+    file = path.join(tempDir(), 'group.db');
+    db = openSqlite(file);
+    await db.exec(`
+      CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+      CREATE TABLE links (id INTEGER PRIMARY KEY, item_id INTEGER REFERENCES items (id) DEFERRABLE INITIALLY DEFERRED);
+    `);
+    reader = openDatabase(file);
+    // Counts what the data layer sends to the connection as bare statements (BEGIN, SAVEPOINT, COMMIT...).
+    const exec = db.raw.exec.bind(db.raw);
+    db.raw.exec = (sql: string) => {
+      statements.push(sql);
+      return exec(sql);
+    };
+  });
+  afterAll(async () => {
+    reader?.close();
+    await db?.close();
+  });
+  const committed = (name: string) => reader.prepare('SELECT count(*) FROM items WHERE name = ?').pluck().get(name) === 1;
+
+  it('commits the transactions started in one turn once, and settles each only after that COMMIT', async () => {
+    statements = [];
+    const seenAtSettle: boolean[] = [];
+    const names = Array.from({ length: 10 }, (_, i) => `turn-${i}`);
+    let finishedBeforeCommit = 0;
+    const all = names.map((name) =>
+      db
+        .transaction(async (tx) => {
+          await tx.run('INSERT INTO items (name) VALUES (?)', [name]);
+          return name;
+        })
+        .then((value) => {
+          seenAtSettle.push(committed(value));
+          return value;
+        }),
+    );
+    // Every fn has run by the next microtasks' end, yet nothing is committed nor settled before the turn ends.
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+    finishedBeforeCommit = names.filter(committed).length;
+    expect(finishedBeforeCommit).toBe(0);
+    expect(seenAtSettle).toEqual([]);
+    expect(await Promise.all(all)).toEqual(names);
+    expect(seenAtSettle).toEqual(names.map(() => true));
+    expect(statements.filter((s) => s === 'BEGIN IMMEDIATE')).toHaveLength(1);
+    expect(statements.filter((s) => s === 'COMMIT')).toHaveLength(1);
+    expect(statements.filter((s) => s.startsWith('SAVEPOINT'))).toHaveLength(10);
+  });
+
+  it('rolls back a transaction that throws alone: the others of its turn commit, it rejects with its own error', async () => {
+    statements = [];
+    const ok1 = db.transaction((tx) => tx.run('INSERT INTO items (name) VALUES (?)', ['kept-1']));
+    const bad = db.transaction(async (tx) => {
+      await tx.run('INSERT INTO items (name) VALUES (?)', ['lost-1']);
+      await tx.run('INSERT INTO items (name) VALUES (?)', ['kept-1']); // unique name: throws
+    });
+    const ok2 = db.transaction((tx) => tx.run('INSERT INTO items (name) VALUES (?)', ['kept-2']));
+    await expect(bad).rejects.toBeInstanceOf(ConstraintError);
+    await expect(ok1).resolves.toEqual({ changes: 1 });
+    await expect(ok2).resolves.toEqual({ changes: 1 });
+    expect([committed('kept-1'), committed('lost-1'), committed('kept-2')]).toEqual([true, false, true]);
+    expect(statements.filter((s) => s === 'COMMIT')).toHaveLength(1);
+  });
+
+  it('fails every transaction of a turn whose COMMIT fails, and commits none of their rows', async () => {
+    const ok = db.transaction((tx) => tx.run('INSERT INTO items (name) VALUES (?)', ['commit-failed-1']));
+    // A deferred foreign key is checked at COMMIT: the shared COMMIT fails.
+    const dangling = db.transaction((tx) => tx.run('INSERT INTO links (item_id) VALUES (?)', [999_999]));
+    await expect(ok).rejects.toThrow(/FOREIGN KEY/);
+    await expect(dangling).rejects.toThrow(/FOREIGN KEY/);
+    expect(committed('commit-failed-1')).toBe(false);
+    expect(reader.prepare('SELECT count(*) FROM links').pluck().get()).toBe(0);
+    // The next turn's transactions start afresh.
+    await db.transaction((tx) => tx.run('INSERT INTO items (name) VALUES (?)', ['after-failure']));
+    expect(committed('after-failure')).toBe(true);
+  });
+
+  it('keeps queries outside a transaction, and the synchronous ctx.db, out of a group waiting for its COMMIT', async () => {
+    const tx = db.transaction((t) => t.run('INSERT INTO items (name) VALUES (?)', ['pending-row']));
+    await Promise.resolve();
+    await Promise.resolve();
+    // Waits for the COMMIT: it sees the row, committed.
+    const outside = db.value<number>('SELECT count(*) FROM items WHERE name = ?', ['pending-row']).then((n) => [n, committed('pending-row')]);
+    expect(await outside).toEqual([1, true]);
+    await tx;
+    // ctx.db commits a waiting group before it is used: its own write is not part of that group.
+    const sync = syncConnection(db);
+    const next = db.transaction((t) => t.run('INSERT INTO items (name) VALUES (?)', ['before-sync']));
+    await Promise.resolve();
+    await Promise.resolve();
+    sync.prepare('INSERT INTO items (name) VALUES (?)').run('sync-write');
+    expect([committed('before-sync'), committed('sync-write')]).toEqual([true, true]);
+    await next;
   });
 });
 

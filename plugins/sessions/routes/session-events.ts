@@ -87,7 +87,7 @@ export function sessionEventRoutes(deps: RouteDeps, options: SessionEventOptions
         if (event.orgId !== auth.orgId) return;
         if (only !== undefined && event.sessionId !== only) return;
         if (wanted && !wanted.has(event.event)) return;
-        write(`id: ${event.id}\nevent: ${event.event}\ndata: ${JSON.stringify(event.payload)}\n\n`);
+        write(`id: ${event.id}\nevent: ${event.event}\ndata: ${event.raw}\n\n`);
       });
       // One timer per stream: the heartbeat, the stream's age, and the server's shutdown (a
       // stream never ends by itself, so it would hold the drain until its timeout).

@@ -329,7 +329,8 @@ describe('acks and receipts of sends', () => {
     expect((await call(app, s.apiKey, 'GET', `/api/messages/${refused.body.data.msgId}/info`)).body.data.error).toBe('WhatsApp refused the message');
     network.unreachable.delete('14155550111');
     const resent = await call(app, s.apiKey, 'POST', `/api/messages/${refused.body.data.msgId}/resend`);
-    expect(resent.body.data).toMatchObject({ msgId: refused.body.data.msgId, status: 'in_progress' });
+    // In progress, or already sent when the (fake) server's ack was recorded before the answer read the status.
+    expect(resent.body.data).toMatchObject({ msgId: refused.body.data.msgId, status: expect.stringMatching(/^(in_progress|sent)$/) });
     await until(async () => (await call(app, s.apiKey, 'GET', `/api/messages/${refused.body.data.msgId}/info`)).body.data.statusText === 'sent', 'resent');
 
     const logged = () => app.running.data.value<number>('SELECT COUNT(*) AS n FROM sessions_messages WHERE session_id = ?', [s.id]);
