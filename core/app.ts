@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { type ApiRegistry, PUBLIC } from './api.ts';
 import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
-import { groupFinder, jsonBodies, methodNotAllowed, requestHandling } from './http.ts';
+import { groupFinder, jsonBodies, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
 import { underAny } from './paths.ts';
 import type { RouteGroup } from './api.ts';
@@ -46,12 +46,20 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   });
 
   const groups = [healthRoutes(parts), ...parts.groups];
-  app.use(requestHandling({ log: rootLog, metrics: parts.metrics, groupFor: groupFinder(groups) }));
-  app.use(methodNotAllowed(groups.map((g) => g.router)));
-
+  // The core's own concerns (request id, credentials attached, log line, metrics, errors, 404/405)
+  // are one step of the chain; the plugins' middleware follow by priority.
+  const auth = parts.auth;
+  app.use(
+    requestHandling({
+      log: rootLog,
+      metrics: parts.metrics,
+      groupFor: groupFinder(groups),
+      routers: groups.map((g) => g.router),
+      attach: (ctx) => auth.attach(ctx),
+    }),
+  );
   const rank = (m: { priority?: keyof typeof MIDDLEWARE_PRIORITIES }) => MIDDLEWARE_PRIORITIES[m.priority ?? 'default'];
-  const stack = [{ name: 'core:auth', priority: 'credentials' as const, fn: parts.auth.middleware() }, ...parts.middleware].sort((a, b) => rank(a) - rank(b));
-  for (const m of stack) app.use(m.fn);
+  for (const m of [...parts.middleware].sort((a, b) => rank(a) - rank(b))) app.use(m.fn);
   app.use(routesUnder(groups));
   return app;
 }

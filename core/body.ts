@@ -34,6 +34,11 @@ function jsonDepth(raw: Buffer): number {
   return deepest;
 }
 
+/** Whether the request has a body at all (a length above 0, or chunked): without one, {@link readBody} answers `none`. */
+export function hasBody(ctx: Context): boolean {
+  return ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
+}
+
 /**
  * Reads a JSON or urlencoded form body up to `limit` bytes into `ctx.request.body` (and a JSON
  * body's exact bytes into `ctx.request.rawBody`): 413 past the limit, 400 for malformed JSON.
@@ -44,9 +49,9 @@ function jsonDepth(raw: Buffer): number {
 export async function readBody(ctx: Context, limit: number): Promise<'none' | 'read' | 'unread'> {
   const state = ctx.state as { [BODY_READ]?: 'none' | 'read' | 'unread' };
   if (state[BODY_READ]) return state[BODY_READ];
-  const hasBody = ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
-  const type = hasBody ? ctx.request.is(...JSON_TYPES, FORM_TYPE) : false;
-  state[BODY_READ] = !hasBody ? 'none' : type ? 'read' : 'unread';
+  const sent = hasBody(ctx);
+  const type = sent ? ctx.request.is(...JSON_TYPES, FORM_TYPE) : false;
+  state[BODY_READ] = !sent ? 'none' : type ? 'read' : 'unread';
   if (!type) return state[BODY_READ];
   let raw: Buffer;
   try {
