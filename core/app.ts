@@ -10,7 +10,7 @@ import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
 import { groupFinder, jsonBodies, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
-import { underAny } from './paths.ts';
+import { coveringSets } from './paths.ts';
 import type { RouteGroup } from './api.ts';
 import { MIDDLEWARE_PRIORITIES, type PluginMiddleware } from './plugin.ts';
 
@@ -69,19 +69,19 @@ export function createHttpApp(parts: HttpAppParts): Koa {
  * (every router otherwise tests each of its routes against every request, and the messaging API
  * alone has hundreds), and one that matches no route passes it to the next. One middleware for
  * all of them: a middleware per group cost each request a step of the Koa chain per group
- * (BENCHMARKS.md, issue 16).
+ * (BENCHMARKS.md, issue 16); the owning groups are found with a few lookups of the path's own
+ * prefixes, not by testing every group's.
  */
 function routesUnder(groups: readonly RouteGroup[]): Koa.Middleware {
-  const table = groups.map((group) => ({ routes: group.router.routes(), owns: underAny(group.prefixes) }));
+  const routes = groups.map((group) => group.router.routes());
+  const owners = coveringSets(groups.map((group) => group.prefixes));
   return function routeGroups(ctx, next) {
-    const path = ctx.path.toLowerCase();
+    const owning = owners(ctx.path.toLowerCase());
     let i = 0;
     const nextGroup = (): Promise<unknown> => {
-      while (i < table.length) {
-        const { routes, owns } = table[i++]!;
-        if (owns(path)) return routes(ctx as Parameters<typeof routes>[0], nextGroup) as Promise<unknown>;
-      }
-      return next();
+      if (i === owning.length) return next();
+      const group = routes[owning[i++]!]!;
+      return group(ctx as Parameters<typeof group>[0], nextGroup) as Promise<unknown>;
     };
     return nextGroup();
   };

@@ -62,7 +62,8 @@ function ruleFinder(rules: readonly CompiledRule[]) {
   const ruleOf = longestPrefix(rules.flatMap((rule) => rule.prefixes.map((prefix) => [prefix, rule] as const)));
   const exempt = new Set(EXEMPT_PATHS);
   return function ruleFor(path: string): CompiledRule | undefined {
-    return exempt.has(normalizePrefix(path)) ? undefined : ruleOf(path);
+    const lower = path.toLowerCase();
+    return exempt.has(lower.endsWith('/') ? normalizePrefix(lower) : lower) ? undefined : ruleOf(lower);
   };
 }
 
