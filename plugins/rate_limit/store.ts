@@ -56,7 +56,7 @@ export async function consumeFrom(limiter: RateLimiterAbstract, spec: CounterSpe
  * Counters in this process's memory: the same fixed windows as the Redis store's (a key's window
  * starts at its first request and lasts `windowSeconds`; the request that takes the count past the
  * limit is refused), kept in a map. rate-limiter-flexible's memory limiter does the same with a
- * promise, a result object and a timer per key: 3 µs of every limited request
+ * promise, a result object and a timer per key: 0.5 µs a request in a loop against 0.13 µs here
  * (BENCHMARKS.md, issue 16 part 6). Windows that ended are swept once per window length.
  */
 export function memoryStore(): RateLimitStore {
