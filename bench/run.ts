@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   healthz: () => import('./healthz.ts'),
   'start-compare': () => import('./start-compare.ts'),
+  'core-compare': () => import('./core-compare.ts'),
   auth: () => import('./auth.ts'),
   'rate-limit': () => import('./rate-limit.ts'),
   'rate-limit-redis': () => import('./rate-limit-redis.ts'),

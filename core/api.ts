@@ -18,7 +18,7 @@ import Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
 import { type Principal, type PrincipalKind, requirePrincipal } from './auth.ts';
-import { readBody } from './body.ts';
+import { hasBody, readBody } from './body.ts';
 import { type Envelope, WharfError } from './errors.ts';
 import { validate } from './validate.ts';
 
@@ -159,7 +159,8 @@ export class ApiRegistry {
         const principal = await requirePrincipal(ctx, credential.kinds === 'any' ? undefined : credential.kinds, credential.needs, credential.invalid);
         auth = credential.load ? await credential.load(ctx, principal) : principal;
       }
-      const body = await readBody(ctx, bodyLimit);
+      // Without a body there is nothing to read: no promise to wait for (most GETs).
+      const body = hasBody(ctx) ? await readBody(ctx, bodyLimit) : 'none';
       // A body of a type the route does not take (text/plain JSON, say) is refused by name, not
       // reported as missing fields.
       if (body === 'unread' && spec.body && !(spec.bodyTypes ?? []).some((type) => type === '*/*' || ctx.request.is(type))) {

@@ -8,9 +8,9 @@ import { z } from 'zod';
 import { type ApiRegistry, PUBLIC } from './api.ts';
 import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
-import { groupFinder, jsonBodies, methodNotAllowed, requestHandling } from './http.ts';
+import { groupFinder, jsonBodies, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
-import { underAny } from './paths.ts';
+import { coveringSets } from './paths.ts';
 import type { RouteGroup } from './api.ts';
 import { MIDDLEWARE_PRIORITIES, type PluginMiddleware } from './plugin.ts';
 
@@ -46,12 +46,20 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   });
 
   const groups = [healthRoutes(parts), ...parts.groups];
-  app.use(requestHandling({ log: rootLog, metrics: parts.metrics, groupFor: groupFinder(groups) }));
-  app.use(methodNotAllowed(groups.map((g) => g.router)));
-
+  // The core's own concerns (request id, credentials attached, log line, metrics, errors, 404/405)
+  // are one step of the chain; the plugins' middleware follow by priority.
+  const auth = parts.auth;
+  app.use(
+    requestHandling({
+      log: rootLog,
+      metrics: parts.metrics,
+      groupFor: groupFinder(groups),
+      routers: groups.map((g) => g.router),
+      attach: (ctx) => auth.attach(ctx),
+    }),
+  );
   const rank = (m: { priority?: keyof typeof MIDDLEWARE_PRIORITIES }) => MIDDLEWARE_PRIORITIES[m.priority ?? 'default'];
-  const stack = [{ name: 'core:auth', priority: 'credentials' as const, fn: parts.auth.middleware() }, ...parts.middleware].sort((a, b) => rank(a) - rank(b));
-  for (const m of stack) app.use(m.fn);
+  for (const m of [...parts.middleware].sort((a, b) => rank(a) - rank(b))) app.use(m.fn);
   app.use(routesUnder(groups));
   return app;
 }
@@ -61,19 +69,19 @@ export function createHttpApp(parts: HttpAppParts): Koa {
  * (every router otherwise tests each of its routes against every request, and the messaging API
  * alone has hundreds), and one that matches no route passes it to the next. One middleware for
  * all of them: a middleware per group cost each request a step of the Koa chain per group
- * (BENCHMARKS.md, issue 16).
+ * (BENCHMARKS.md, issue 16); the owning groups are found with a few lookups of the path's own
+ * prefixes, not by testing every group's.
  */
 function routesUnder(groups: readonly RouteGroup[]): Koa.Middleware {
-  const table = groups.map((group) => ({ routes: group.router.routes(), owns: underAny(group.prefixes) }));
+  const routes = groups.map((group) => group.router.routes());
+  const owners = coveringSets(groups.map((group) => group.prefixes));
   return function routeGroups(ctx, next) {
-    const path = ctx.path.toLowerCase();
+    const owning = owners(ctx.path.toLowerCase());
     let i = 0;
     const nextGroup = (): Promise<unknown> => {
-      while (i < table.length) {
-        const { routes, owns } = table[i++]!;
-        if (owns(path)) return routes(ctx as Parameters<typeof routes>[0], nextGroup) as Promise<unknown>;
-      }
-      return next();
+      if (i === owning.length) return next();
+      const group = routes[owning[i++]!]!;
+      return group(ctx as Parameters<typeof group>[0], nextGroup) as Promise<unknown>;
     };
     return nextGroup();
   };

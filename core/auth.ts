@@ -84,14 +84,13 @@ export class AuthRegistry {
     return { failure: 'none' };
   }
 
-  /** The core middleware: attaches the memoised `authenticate` to every request. */
-  middleware() {
-    const registry = this;
-    return async function attachAuthenticate(ctx: Context, next: () => Promise<unknown>) {
-      let pending: Promise<AuthResult> | undefined;
-      ctx.state.authenticate = () => (pending ??= registry.resolve(ctx));
-      await next();
-    };
+  /**
+   * Attaches the memoised `authenticate` to a request (the core does, before any middleware): the
+   * credential is resolved once, when something first asks.
+   */
+  attach(ctx: Context): void {
+    let pending: Promise<AuthResult> | undefined;
+    ctx.state.authenticate = () => (pending ??= this.resolve(ctx));
   }
 }
 

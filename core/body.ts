@@ -34,6 +34,22 @@ function jsonDepth(raw: Buffer): number {
   return deepest;
 }
 
+/** Whether the request has a body at all (a length above 0, or chunked): without one, {@link readBody} answers `none`. */
+export function hasBody(ctx: Context): boolean {
+  return ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
+}
+
+/**
+ * The body's type among those read here, or false. What nearly every API client sends, exactly
+ * `application/json` (with `charset=utf-8`), is known without parsing the header (type-is
+ * parses and normalises it on every call); anything else goes through Koa's `is`.
+ */
+function typeOf(ctx: Context): string | false {
+  const header = ctx.get('content-type');
+  if (header === 'application/json' || header === 'application/json; charset=utf-8') return 'application/json';
+  return ctx.request.is(...JSON_TYPES, FORM_TYPE) || false;
+}
+
 /**
  * Reads a JSON or urlencoded form body up to `limit` bytes into `ctx.request.body` (and a JSON
  * body's exact bytes into `ctx.request.rawBody`): 413 past the limit, 400 for malformed JSON.
@@ -44,9 +60,9 @@ function jsonDepth(raw: Buffer): number {
 export async function readBody(ctx: Context, limit: number): Promise<'none' | 'read' | 'unread'> {
   const state = ctx.state as { [BODY_READ]?: 'none' | 'read' | 'unread' };
   if (state[BODY_READ]) return state[BODY_READ];
-  const hasBody = ctx.request.length > 0 || ctx.get('transfer-encoding') !== '';
-  const type = hasBody ? ctx.request.is(...JSON_TYPES, FORM_TYPE) : false;
-  state[BODY_READ] = !hasBody ? 'none' : type ? 'read' : 'unread';
+  const sent = hasBody(ctx);
+  const type = sent ? typeOf(ctx) : false;
+  state[BODY_READ] = !sent ? 'none' : type ? 'read' : 'unread';
   if (!type) return state[BODY_READ];
   let raw: Buffer;
   try {

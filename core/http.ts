@@ -1,14 +1,14 @@
 /**
  * The core's HTTP middleware: request ids, the request log line and metrics, errors written in
- * the envelope of the route group a path belongs to, JSON and form bodies, and the 404/405
- * fallback. Each is a factory returning a named function.
+ * the envelope of the route group a path belongs to, JSON bodies, and the 404/405 fallback.
  */
 import { randomUUID } from 'node:crypto';
 import type Router from '@koa/router';
 import type Koa from 'koa';
 import type { Context, Next } from 'koa';
-import { Counter, Histogram, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import { type Envelope, formatters, rateLimitBody, toWharfError, WharfError } from './errors.ts';
+import { httpMetrics } from './http-metrics.ts';
 import { accessLogger, type Logger } from './logger.ts';
 import { longestPrefix } from './paths.ts';
 import type { RouteGroup } from './api.ts';
@@ -41,25 +41,24 @@ export function groupFinder(groups: readonly Pick<RouteGroup, 'prefixes' | 'enve
 }
 
 /**
- * Outermost middleware: request id, one log line per request, metrics, and the error writer.
- * Everything thrown below it is answered here, in the envelope of the path's route group.
+ * Outermost middleware: request id, credential resolution attached (lazily, see core/auth.ts), one
+ * log line per request, metrics, the 404/405 fallback and the error writer. Everything thrown
+ * below it is answered here, in the envelope of the path's route group. One Koa step instead of
+ * one per concern: each step of the chain costs every request a bound function, a promise and an
+ * async frame (BENCHMARKS.md, issue 16 part 6).
  */
-export function requestHandling(options: { log: Logger; metrics: Registry; groupFor: (path: string) => Pick<RouteGroup, 'envelope' | 'notFound'> }) {
-  const { groupFor } = options;
+export function requestHandling(options: {
+  log: Logger;
+  metrics: Registry;
+  groupFor: (path: string) => Pick<RouteGroup, 'envelope' | 'notFound'>;
+  /** Every router, for the methods a path is known under (405 with `Allow`). */
+  routers: readonly Router[];
+  /** Attaches the request's credential resolution (`ctx.state.authenticate`) before anything below runs. */
+  attach(ctx: Context): void;
+}) {
+  const { groupFor, routers, attach } = options;
   const access = accessLogger(options.log);
-  const requests = new Counter({
-    name: 'wharf_http_requests_total',
-    help: 'HTTP requests by method, route and status.',
-    labelNames: ['method', 'route', 'status'],
-    registers: [options.metrics],
-  });
-  const durations = new Histogram({
-    name: 'wharf_http_request_duration_seconds',
-    help: 'HTTP request durations by method and route.',
-    labelNames: ['method', 'route'],
-    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [options.metrics],
-  });
+  const recordRequest = httpMetrics(options.metrics);
 
   return async function handleRequest(ctx: Context, next: Next) {
     const started = process.hrtime.bigint();
@@ -68,8 +67,9 @@ export function requestHandling(options: { log: Logger; metrics: Registry; group
     ctx.state.requestId = requestId;
     ctx.set('X-Request-Id', requestId);
     try {
+      attach(ctx);
       await next();
-      if (ctx.status === 404 && ctx.body == null) throw new WharfError('not_found', groupFor(ctx.path).notFound ?? 'Not found');
+      if (ctx.status === 404 && ctx.body == null) throw notFoundOrNotAllowed(ctx, routers, groupFor);
     } catch (thrown) {
       const err = toWharfError(thrown);
       // A bug (500) is an error with its stack; a dependency that is down (503: a store, a network)
@@ -81,8 +81,7 @@ export function requestHandling(options: { log: Logger; metrics: Registry; group
     } finally {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
-      requests.inc({ method: ctx.method, route, status: ctx.status });
-      durations.observe({ method: ctx.method, route }, seconds);
+      recordRequest(ctx.method, route, ctx.status, seconds);
       access({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, durationMs: Math.round(seconds * 1e4) / 10 });
     }
     jsonAsText(ctx);
@@ -156,26 +155,20 @@ function writeError(ctx: Context, err: WharfError, envelope: Envelope): void {
 }
 
 /**
- * After every router: a path that some route knows under another method answers 405 with
- * `Allow`; anything else falls through to the 404 of `requestHandling`.
+ * What a request no route answered gets: 405 with `Allow` when some route knows its path under
+ * another method, otherwise 404 in its group's words.
  */
-export function methodNotAllowed(routers: readonly Router[]) {
-  return async function rejectMethod(ctx: Context, next: Next) {
-    await next();
-    if (ctx.status !== 404 || ctx.body != null) return;
-    const allowed = new Set<string>();
-    for (const router of routers) {
-      for (const layer of router.match(ctx.path, ctx.method).path) {
-        for (const method of layer.methods) allowed.add(method);
-      }
+function notFoundOrNotAllowed(ctx: Context, routers: readonly Router[], groupFor: (path: string) => Pick<RouteGroup, 'notFound'>): WharfError {
+  const allowed = new Set<string>();
+  for (const router of routers) {
+    for (const layer of router.match(ctx.path, ctx.method).path) {
+      for (const method of layer.methods) allowed.add(method);
     }
-    if (allowed.size === 0) return;
-    if (allowed.has('GET')) allowed.add('HEAD');
-    const allow = [...allowed].sort().join(', ');
-    throw new WharfError('method_not_allowed', `Method ${ctx.method} is not allowed here (allowed: ${allow})`, {
-      headers: { Allow: allow },
-    });
-  };
+  }
+  if (allowed.size === 0) return new WharfError('not_found', groupFor(ctx.path).notFound ?? 'Not found');
+  if (allowed.has('GET')) allowed.add('HEAD');
+  const allow = [...allowed].sort().join(', ');
+  return new WharfError('method_not_allowed', `Method ${ctx.method} is not allowed here (allowed: ${allow})`, { headers: { Allow: allow } });
 }
 
 /**

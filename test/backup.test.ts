@@ -51,6 +51,9 @@ describe('wharf backup', () => {
         const res = await api.request('POST', '/api/personal-access-tokens', { headers: bearer(pat), body: { name: `w-${writes + 1}` } });
         expect(res.status, res.text).toBe(201);
         writes++;
+        // Paced under the rate limit (600 a minute per credential by default): a backup slower than
+        // a minute under load must not meet a 429 from a server that answers fast.
+        await new Promise((r) => setTimeout(r, 100));
       }
     })();
     while (writes < 3) await new Promise((r) => setTimeout(r, 10));

@@ -18,7 +18,8 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
  * which have no cookie yet (login CSRF).
  */
 export function crossSiteGuard(options: { publicOrigin: string; cookieNames: readonly string[]; formPaths: readonly string[] }) {
-  return async function refuseCrossSite(ctx: Context, next: Next) {
+  // Not async: it judges from the headers alone and hands on `next()`'s promise.
+  return function refuseCrossSite(ctx: Context, next: Next) {
     if (SAFE_METHODS.has(ctx.method)) return next();
     const cookie = ctx.get('cookie');
     const guarded = options.formPaths.includes(ctx.path) || (cookie !== '' && options.cookieNames.some((name) => cookie.includes(`${name}=`)));

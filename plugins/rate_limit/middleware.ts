@@ -62,7 +62,8 @@ function ruleFinder(rules: readonly CompiledRule[]) {
   const ruleOf = longestPrefix(rules.flatMap((rule) => rule.prefixes.map((prefix) => [prefix, rule] as const)));
   const exempt = new Set(EXEMPT_PATHS);
   return function ruleFor(path: string): CompiledRule | undefined {
-    return exempt.has(normalizePrefix(path)) ? undefined : ruleOf(path);
+    const lower = path.toLowerCase();
+    return exempt.has(lower.endsWith('/') ? normalizePrefix(lower) : lower) ? undefined : ruleOf(lower);
   };
 }
 
@@ -87,6 +88,9 @@ export function principalKey(principal: { kind: string }): string | undefined {
  * its first `v6Bits` bits, since a single host can usually pick any address of its /64.
  */
 export function addressKey(ip: string, v6Bits: number): string {
+  // IPv4, the usual case: as is. Only a colon can make an IPv6 address or a mapped one, and only a
+  // percent sign a zone to strip: no regular expressions (node's IPv6 test is a long one).
+  if (!ip.includes(':') && !ip.includes('%')) return `ip:${ip || 'unknown'}`;
   const address = ip.replace(/%.*$/, '');
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
   if (mapped) return `ip:${mapped[1]}`;
@@ -119,10 +123,14 @@ export interface LimiterOptions {
 
 export function rateLimiter(options: LimiterOptions) {
   const ruleFor = ruleFinder(options.rules);
-  return async function rateLimit(ctx: Context, next: Next) {
+  // Not async itself: a path no rule covers (health, readiness, metrics) passes straight on,
+  // without a promise and an async frame of its own.
+  return function rateLimit(ctx: Context, next: Next) {
     const rule = ruleFor(ctx.path);
-    if (!rule) return next();
+    return rule ? limit(ctx, next, rule) : next();
+  };
 
+  async function limit(ctx: Context, next: Next, rule: CompiledRule) {
     let auth: AuthResult | undefined;
     try {
       auth = await authenticate(ctx);
@@ -154,5 +162,5 @@ export function rateLimiter(options: LimiterOptions) {
       throw new WharfError('rate_limited', `Too many requests; try again in ${retryAfter} second${retryAfter === 1 ? '' : 's'}`, { retryAfter });
     }
     return next();
-  };
+  }
 }

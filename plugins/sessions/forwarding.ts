@@ -17,7 +17,7 @@
  * that each believe the other drives a session cannot bounce a call between them.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { Counter, type Registry } from 'prom-client';
 import getRawBody from 'raw-body';
 import { isErrorCode, toWharfError, WharfError } from '../../core/errors.ts';
@@ -217,8 +217,12 @@ export function forwardEndpoint(options: ForwardEndpointOptions): Middleware {
   const { key, maxBytes, log } = options;
   /** Nonces seen within the window: nonce -> when it may be forgotten (insertion order is time order). */
   const seen = new Map<string, number>();
-  return async function sessionCalls(ctx, next) {
-    if (ctx.path !== FORWARD_PATH) return next();
+  // Every other path passes straight on, without a promise and an async frame of its own.
+  return function sessionCalls(ctx, next) {
+    return ctx.path === FORWARD_PATH ? serveCall(ctx) : next();
+  };
+
+  async function serveCall(ctx: Context) {
     if (ctx.method !== 'POST') throw new WharfError('method_not_allowed', 'Method not allowed', { headers: { allow: 'POST' } });
     const timestamp = ctx.get('x-wharf-timestamp');
     const nonce = ctx.get('x-wharf-nonce');
@@ -275,5 +279,5 @@ export function forwardEndpoint(options: ForwardEndpointOptions): Middleware {
     ctx.type = 'application/json';
     ctx.set('x-wharf-signature', mac(key, responseHead(signature, status), body).toString('hex'));
     ctx.body = body;
-  };
+  }
 }

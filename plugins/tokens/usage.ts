@@ -10,7 +10,8 @@ export class LastUsed {
   readonly #store: TokensStore;
   readonly #flushMs: number;
   readonly #log: Logger;
-  #pending = new Map<string, string>();
+  /** Token id -> when it was last used, Unix milliseconds (made ISO text once per flush, not per use). */
+  #pending = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
 
   constructor(store: TokensStore, flushMs: number, log: Logger) {
@@ -21,7 +22,7 @@ export class LastUsed {
 
   /** Records that a token was used now (written at once when flushMs is 0, before the answer). */
   async touch(tokenId: string): Promise<void> {
-    this.#pending.set(tokenId, new Date().toISOString());
+    this.#pending.set(tokenId, Date.now());
     if (this.#flushMs === 0) return this.flush();
     if (!this.#timer) {
       this.#timer = setTimeout(() => void this.flush(), this.#flushMs);
@@ -37,7 +38,7 @@ export class LastUsed {
     const batch = this.#pending;
     this.#pending = new Map();
     try {
-      await this.#store.touchMany(batch);
+      await this.#store.touchMany([...batch].map(([id, at]) => [id, new Date(at).toISOString()]));
     } catch (err) {
       // Keep the times for the next flush rather than lose them (a locked database, say).
       for (const [id, at] of batch) if (!this.#pending.has(id)) this.#pending.set(id, at);

@@ -338,6 +338,7 @@ describe('one counter per caller', () => {
     expect(addressKey('fe80::1%eth0', 64)).toBe('ip:fe80:0:0:0:0:0:0:0/64');
     expect(addressKey('64:ff9b::192.0.2.33', 128)).toBe('ip:64:ff9b:0:0:0:0:c000:221/128');
     expect(addressKey('', 64)).toBe('ip:unknown');
+    expect(addressKey('10.1.2.3%eth0', 64)).toBe('ip:10.1.2.3');
     expect(principalKey({ kind: 'session', userId: 'u1', sessionId: 's1' } as never)).toBe('session:u1');
     expect(principalKey({ kind: 'pat', patId: 'p1', userId: 'u1' } as never)).toBe('pat:p1');
     expect(principalKey({ kind: 'mystery' })).toBeUndefined();
