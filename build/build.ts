@@ -83,7 +83,9 @@ export async function bundles(
   const done = write ? step('bundle') : () => {};
   if (write) fs.mkdirSync(dist, { recursive: true });
   const [main, whatsapp, lazy, dashboard] = await Promise.all([
-    build({ ...COMMON, write, entryPoints: [path.join(root, 'build/entry.ts')], outfile: bundleFile, plugins: [lazyPackages] }),
+    // The source map (dist/wharf.cjs.map, not carried in the binary) names the sources in profiles
+    // of the binary (bench/profile-top.ts).
+    build({ ...COMMON, write, entryPoints: [path.join(root, 'build/entry.ts')], outfile: bundleFile, plugins: [lazyPackages], sourcemap: 'external' }),
     build({
       ...COMMON,
       write,
