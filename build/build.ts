@@ -164,7 +164,10 @@ export async function buildBinary(): Promise<string> {
   if (!fs.existsSync(addon)) throw new Error(`no prebuilt better-sqlite3 addon at ${addon}`);
   const addonSha = path.join(dist, SQLITE_SHA_ASSET);
   fs.writeFileSync(addonSha, createHash('sha256').update(fs.readFileSync(addon)).digest('hex'));
-  fs.writeFileSync(seaBundleFile, `(function (exports, require, module, __filename, __dirname) {${fs.readFileSync(bundleFile, 'utf8')}\n})`);
+  const program = fs.readFileSync(bundleFile, 'utf8');
+  // build/sea-main.cjs reads it as latin1: esbuild writes ASCII (its default charset).
+  if (/[^\p{ASCII}]/u.test(program)) throw new Error(`${bundleFile} is not ASCII: build/sea-main.cjs would misread it`);
+  fs.writeFileSync(seaBundleFile, `(function (exports, require, module, __filename, __dirname) {${program}\n})`);
   const assets = {
     [SQLITE_ASSET]: addon,
     [SQLITE_SHA_ASSET]: addonSha,
