@@ -1,7 +1,9 @@
 /**
  * `npm run build`: bundle with esbuild, then make `dist/wharf`, a Node single-executable
  * application on the project's pinned Node (24.21.0), carrying better-sqlite3's addon and the
- * dashboard's built files (build/dashboard.ts) as assets, and a V8 code cache; and `dist/wharf-plugin/`, the package plugins built outside this
+ * dashboard's built files (build/dashboard.ts) as assets, the program's bundle as an asset run by
+ * build/sea-main.cjs with a V8 code cache made from a start of the binary itself (so the binary is
+ * made twice: without the cache, then with it); and `dist/wharf-plugin/`, the package plugins built outside this
  * repository compile against (build/sdk.ts), which the binary carries too for `wharf plugins new`.
  * The WhatsApp runtime (Baileys) is a second bundle carried as an asset and evaluated only when a
  * whatsapp session starts; the third-party notices of every bundle (the program, Baileys, the
@@ -176,6 +178,7 @@ export async function buildBinary(): Promise<string> {
     [LAZY_ASSET]: lazyFile,
     [NOTICES_ASSET]: noticesFile,
     [DASHBOARD_ASSET]: dashboardFile,
+    // The names build/sea-main.cjs reads.
     'wharf.cjs': seaBundleFile,
   };
   // First the binary without a code cache; a start of it to its first answer makes the cache
