@@ -4,16 +4,27 @@
  * BENCH_ROUNDS > 0, GET /healthz CPU time per request under wrk. Usage:
  *   BENCH_VARIANTS='main=/path/to/old/wharf;this=dist/wharf;semi1=dist/wharf|--max-semi-space-size=1' \
  *   node bench/run.ts start-compare
- * (default: dist/wharf alone, built when missing).
+ * (default: dist/wharf alone, built when missing). BENCH_ENGINE=postgres starts each Wharf on a
+ * fresh PostgreSQL database of the test server (test/pg/postgres.sh, or POSTGRES_URL) instead
+ * of a fresh SQLite file, with the built-in plugins not ported to PostgreSQL disabled, as the
+ * tests run them; the data dir is fresh either way.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { dropDatabase, freshDatabase, postgresPlugins } from '../test/helpers/postgres.ts';
 import { baselines, cpuMicros, dropPageCache, ensureBinary, fmt, median, type ServerSpec, startServer, wrk } from './lib.ts';
+
+/** What a Wharf start needs on PostgreSQL besides its database (test/helpers/postgres.ts databaseEnv). */
+function postgresEnv(): Record<string, string> {
+  const off = Object.fromEntries(postgresPlugins().not.map((name) => [`WHARF_PLUGINS__${name.toUpperCase()}__ENABLED`, 'false']));
+  return { ...off, WHARF_PLUGINS__RATE_LIMIT__SINGLE_INSTANCE: 'true', WHARF_PLUGINS__STORAGE__SINGLE_INSTANCE: 'true' };
+}
 
 export async function run(): Promise<string> {
   const starts = Number(process.env.BENCH_STARTS ?? 15);
   const rounds = Number(process.env.BENCH_ROUNDS ?? 0);
+  const postgres = process.env.BENCH_ENGINE === 'postgres';
   const dataRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-start-'));
   const variants = (process.env.BENCH_VARIANTS ?? `this=${ensureBinary()}`).split(';').map((v) => {
     const at = v.indexOf('=');
@@ -28,7 +39,7 @@ export async function run(): Promise<string> {
       (v, i): ServerSpec => ({
         name: v.name,
         argsFor: (port) => [v.bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', path.join(dataRoot, `d${port}-${i}`)]],
-        env: { WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0', NODE_OPTIONS: v.options },
+        env: { WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0', NODE_OPTIONS: v.options, ...(postgres ? postgresEnv() : {}) },
       }),
     ),
   ];
@@ -38,9 +49,16 @@ export async function run(): Promise<string> {
   const startCpu = new Map(specs.map((s) => [s.name, [] as number[]]));
   const memory = new Map(specs.map((s) => [s.name, [] as string[]]));
   const cpu = new Map(specs.map((s) => [s.name, [] as number[]]));
+  /** Starts a server; on PostgreSQL a Wharf gets a fresh database (made before the clock starts), dropped by `stop`. */
+  const start = async (spec: ServerSpec) => {
+    if (!postgres || spec === baselines.koa) return startServer(spec);
+    const url = await freshDatabase();
+    const server = await startServer({ ...spec, env: { ...spec.env, WHARF_DATABASE__URL: url } });
+    return { ...server, stop: () => server.stop().then(() => dropDatabase(url)) };
+  };
   for (let i = 0; i < starts; i++) {
     for (const spec of specs) {
-      const server = await startServer(spec);
+      const server = await start(spec);
       ms.get(spec.name)!.push(server.startMs);
       startCpu.get(spec.name)!.push(cpuMicros(server.child.pid!) / 1000);
       if (i < 2) {
@@ -54,7 +72,7 @@ export async function run(): Promise<string> {
   }
   for (let round = 0; round < rounds; round++) {
     for (const spec of specs) {
-      const server = await startServer(spec);
+      const server = await start(spec);
       wrk(`${server.url}/healthz`, { seconds: 1 });
       const before = cpuMicros(server.child.pid!);
       const r = wrk(`${server.url}/healthz`, { seconds: 5 });
@@ -83,7 +101,7 @@ export async function run(): Promise<string> {
   }
   lines.push(
     '',
-    `(${starts} starts per server, interleaved; ${rounds} load rounds of 5 s; servers pinned like the other benchmarks; CPU in clock ticks of 10 ms)`,
+    `(${postgres ? 'Wharf on PostgreSQL, a fresh database each start; ' : ''}${starts} starts per server, interleaved; ${rounds} load rounds of 5 s; servers pinned like the other benchmarks; CPU in clock ticks of 10 ms)`,
   );
   return lines.join('\n');
 }

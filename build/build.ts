@@ -1,7 +1,9 @@
 /**
  * `npm run build`: bundle with esbuild, then make `dist/wharf`, a Node single-executable
  * application on the project's pinned Node (24.21.0), carrying better-sqlite3's addon and the
- * dashboard's built files (build/dashboard.ts) as assets, and a V8 code cache; and `dist/wharf-plugin/`, the package plugins built outside this
+ * dashboard's built files (build/dashboard.ts) as assets, the program's bundle as an asset run by
+ * build/sea-main.cjs with a V8 code cache made from a start of the binary itself (so the binary is
+ * made twice: without the cache, then with it); and `dist/wharf-plugin/`, the package plugins built outside this
  * repository compile against (build/sdk.ts), which the binary carries too for `wharf plugins new`.
  * The WhatsApp runtime (Baileys) is a second bundle carried as an asset and evaluated only when a
  * whatsapp session starts; the third-party notices of every bundle (the program, Baileys, the
@@ -10,9 +12,11 @@
  *   node build/build.ts            bundle + binary
  *   node build/build.ts --bundle   bundle only (dist/wharf.cjs)
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BuildOptions, build, type Metafile, type Plugin } from 'esbuild';
@@ -34,6 +38,9 @@ const noticesFile = path.join(dist, NOTICES_ASSET);
 /** The dashboard's script and stylesheet, as one JSON asset (file name -> text). */
 const dashboardFile = path.join(dist, DASHBOARD_ASSET);
 const binary = path.join(dist, 'wharf');
+/** The bundle as the binary carries it (build/sea-main.cjs runs it), and the V8 code cache made for it. */
+const seaBundleFile = path.join(dist, 'wharf-sea.cjs');
+const codeCacheFile = path.join(dist, 'wharf.cjs.cache');
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 function step(label: string, started = performance.now()) {
@@ -83,7 +90,9 @@ export async function bundles(
   const done = write ? step('bundle') : () => {};
   if (write) fs.mkdirSync(dist, { recursive: true });
   const [main, whatsapp, lazy, dashboard] = await Promise.all([
-    build({ ...COMMON, write, entryPoints: [path.join(root, 'build/entry.ts')], outfile: bundleFile, plugins: [lazyPackages] }),
+    // The source map (dist/wharf.cjs.map, not carried in the binary) names the sources in profiles
+    // of the binary (bench/profile-top.ts).
+    build({ ...COMMON, write, entryPoints: [path.join(root, 'build/entry.ts')], outfile: bundleFile, plugins: [lazyPackages], sourcemap: 'external' }),
     build({
       ...COMMON,
       write,
@@ -157,12 +166,46 @@ export async function buildBinary(): Promise<string> {
   if (!fs.existsSync(addon)) throw new Error(`no prebuilt better-sqlite3 addon at ${addon}`);
   const addonSha = path.join(dist, SQLITE_SHA_ASSET);
   fs.writeFileSync(addonSha, createHash('sha256').update(fs.readFileSync(addon)).digest('hex'));
+  const program = fs.readFileSync(bundleFile, 'utf8');
+  // build/sea-main.cjs reads it as latin1: esbuild writes ASCII (its default charset).
+  if (/[^\p{ASCII}]/u.test(program)) throw new Error(`${bundleFile} is not ASCII: build/sea-main.cjs would misread it`);
+  fs.writeFileSync(seaBundleFile, `(function (exports, require, module, __filename, __dirname) {${program}\n})`);
+  const assets = {
+    [SQLITE_ASSET]: addon,
+    [SQLITE_SHA_ASSET]: addonSha,
+    [SDK_ASSET]: sdkAsset,
+    [WHATSAPP_ASSET]: whatsappFile,
+    [LAZY_ASSET]: lazyFile,
+    [NOTICES_ASSET]: noticesFile,
+    [DASHBOARD_ASSET]: dashboardFile,
+    // The names build/sea-main.cjs reads.
+    'wharf.cjs': seaBundleFile,
+  };
+  // First the binary without a code cache; a start of it to its first answer makes the cache
+  // (build/sea-main.cjs); then the binary with it.
+  const training = `${binary}.training`;
+  seaBinary(node, training, assets);
+  const done = step('code cache');
+  try {
+    fs.writeFileSync(codeCacheFile, await startCodeCache(training));
+  } finally {
+    fs.rmSync(training, { force: true });
+  }
+  done();
+  seaBinary(node, binary, { ...assets, 'wharf.cjs.cache': codeCacheFile });
+  const mib = fs.statSync(binary).size / 2 ** 20;
+  process.stdout.write(`${path.relative(root, binary)}: ${mib.toFixed(1)} MiB\n`);
+  return binary;
+}
+
+/** A single executable of `node` at `output`, build/sea-main.cjs its main script, carrying `assets`. */
+function seaBinary(node: string, output: string, assets: Record<string, string>): void {
   const blob = path.join(dist, 'sea-prep.blob');
   const seaConfig = path.join(dist, 'sea-config.json');
   fs.writeFileSync(
     seaConfig,
     JSON.stringify({
-      main: bundleFile,
+      main: path.join(root, 'build/sea-main.cjs'),
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
@@ -170,15 +213,7 @@ export async function buildBinary(): Promise<string> {
       // resident; capped at 2 MiB a semi-space the idle server holds about 11 MiB less, at no
       // measured CPU cost per request (BENCHMARKS.md, issue 16). NODE_OPTIONS still extends it.
       execArgv: ['--max-semi-space-size=2'],
-      assets: {
-        [SQLITE_ASSET]: addon,
-        [SQLITE_SHA_ASSET]: addonSha,
-        [SDK_ASSET]: sdkAsset,
-        [WHATSAPP_ASSET]: whatsappFile,
-        [LAZY_ASSET]: lazyFile,
-        [NOTICES_ASSET]: noticesFile,
-        [DASHBOARD_ASSET]: dashboardFile,
-      },
+      assets,
     }),
   );
   let done = step('sea blob');
@@ -186,7 +221,7 @@ export async function buildBinary(): Promise<string> {
   done();
 
   done = step('inject');
-  const tmp = `${binary}.tmp`;
+  const tmp = `${output}.tmp`;
   fs.copyFileSync(node, tmp);
   fs.chmodSync(tmp, 0o755);
   try {
@@ -197,11 +232,52 @@ export async function buildBinary(): Promise<string> {
   const postject = path.join(root, 'node_modules/postject/dist/cli.js');
   // postject prints harmless "Can't find string offset" lines; keep its output out of the way.
   execFileSync(node, [postject, tmp, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], { stdio: 'ignore' });
-  fs.renameSync(tmp, binary);
+  fs.renameSync(tmp, output);
   done();
-  const mib = fs.statSync(binary).size / 2 ** 20;
-  process.stdout.write(`${path.relative(root, binary)}: ${mib.toFixed(1)} MiB\n`);
-  return binary;
+}
+
+/**
+ * The code cache of a start: `wharf serve` of `training` on embedded defaults and a fresh data
+ * dir (what the benchmarks start), until GET /healthz answers 200; then SIGUSR2 makes it write
+ * the cache (build/sea-main.cjs).
+ */
+async function startCodeCache(training: string): Promise<Buffer> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-code-cache-'));
+  const out = path.join(dir, 'cache');
+  const port = await new Promise<number>((resolve) => {
+    const probe = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+  // Only the variables a start needs: no WHARF_* or NODE_OPTIONS of the shell that builds.
+  const env = { PATH: process.env.PATH ?? '', HOME: dir, WHARF_PLUGINS__STORAGE__FS__LISTEN: '127.0.0.1:0', WHARF_SEA_CODE_CACHE: out };
+  const child = spawn(training, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', path.join(dir, 'data')], {
+    cwd: dir,
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  try {
+    for (let started = Date.now(); ; ) {
+      if (child.exitCode !== null) throw new Error(`the training start exited: ${stderr}`);
+      const status = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (res) => res.arrayBuffer().then(() => res.status),
+        () => 0,
+      );
+      if (status === 200) break;
+      if (Date.now() - started > 60_000) throw new Error(`the training start did not answer in 60 s: ${stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    child.kill('SIGUSR2');
+    if ((await exited) !== 0 || !fs.existsSync(out)) throw new Error(`the training start wrote no code cache: ${stderr}`);
+    return fs.readFileSync(out);
+  } finally {
+    child.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 if (import.meta.main) {

@@ -96,7 +96,7 @@ function healthRoutes(parts: HttpAppParts): RouteGroup {
     summary: 'Liveness: the process answers',
     tag,
     auth: PUBLIC,
-    success: { schema: z.object({ status: z.literal('ok') }) },
+    success: { schema: z.lazy(() => z.object({ status: z.literal('ok') })) },
     handler(ctx) {
       ctx.body = { status: 'ok' };
     },
@@ -107,7 +107,7 @@ function healthRoutes(parts: HttpAppParts): RouteGroup {
     summary: 'Readiness: the database and every plugin, by name',
     tag,
     auth: PUBLIC,
-    success: { schema: z.object({ status: z.literal('ready'), checks: z.record(z.string(), z.boolean()) }) },
+    success: { schema: z.lazy(() => z.object({ status: z.literal('ready'), checks: z.record(z.string(), z.boolean()) })) },
     errors: { 503: 'Not ready: `{error, checks}`' },
     async handler(ctx) {
       const checks = await parts.readiness();

@@ -182,7 +182,9 @@ function resolve(plugins: readonly AnyPlugin[], sources: ConfigSources, coreOnly
   }
   if (errors.length) throw new ConfigError(errors);
 
-  const parsed = schema.safeParse(raw, { reportInput: true });
+  // Parsed once: without zod's JIT, which would generate and compile a fast path for each of
+  // the config's objects, to run it once (BENCHMARKS.md, issue 16 part 6). Same result.
+  const parsed = schema.safeParse(raw, { reportInput: true, jitless: true });
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((issue) => describeIssue(issue, origins, plugins, sources.toml?.file)));
   }

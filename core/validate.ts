@@ -49,6 +49,18 @@ export function validate<S extends z.ZodType>(schema: S, input: unknown, options
   throw new WharfError('bad_request', issueMessage(result.error.issues[0]!), { fields });
 }
 
+/**
+ * A value built on its first call and kept. Route schemas are built this way or with `z.lazy`
+ * (on a route's first request, or when the OpenAPI document is written), not when their modules
+ * load: building every route's schemas was about a thousand zod constructions at each start,
+ * for routes a given server may never serve (BENCHMARKS.md, issue 16 part 6). Config schemas
+ * stay eager: they are what refuses a bad config at start.
+ */
+export function once<T>(build: () => T): () => T {
+  let built: { value: T } | undefined;
+  return () => (built ??= { value: build() }).value;
+}
+
 /** A UUID (any version), as record ids are written. */
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

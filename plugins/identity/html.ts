@@ -73,8 +73,10 @@ export function command(text: string): Html {
 }
 
 /** A form field of a server-rendered page: its text, or empty when absent or not text (the page says what is missing in words). */
-export const formField = z
-  .string()
-  .catch('')
-  .optional()
-  .transform((v) => v ?? '');
+export const formField = z.lazy(() =>
+  z
+    .string()
+    .catch('')
+    .optional()
+    .transform((v) => v ?? ''),
+);

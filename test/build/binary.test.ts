@@ -46,6 +46,15 @@ describe('the single executable', () => {
     expect(fs.readdirSync(path.join(cache, 'wharf'))).toEqual(extracted);
   });
 
+  it('runs its bundle with the V8 code cache the build made from a start (build/sea-main.cjs), even under --cpu-prof', () => {
+    const env = { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin', WHARF_DEBUG_CODE_CACHE: '1' };
+    const plain = wharf(['version'], { bin, cwd: tempDir('wharf-empty-'), env: { ...env, NODE_OPTIONS: '' } });
+    expect([plain.status, plain.stderr]).toEqual([0, 'code cache: used\n']);
+    const profiles = tempDir('wharf-prof-');
+    const profiled = wharf(['version'], { bin, cwd: profiles, env: { ...env, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profiles}` } });
+    expect([profiled.status, profiled.stderr]).toEqual([0, 'code cache: used\n']);
+  });
+
   it('trusts the extracted addon through its stamp only while the file is unchanged: a changed addon is replaced', () => {
     const cwd = tempDir('wharf-empty-');
     const env = { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin', NODE_OPTIONS: '' };

@@ -24,9 +24,9 @@ export interface AuthDeps {
 
 export const TAG = 'Identity';
 
-const loginBody = z.object({ email: z.string().min(1).max(320), password: z.string().min(1).max(1024) });
-const activeOrgBody = z.object({ orgId: z.string().min(1).max(100).describe('An organization id or slug the user is a member of') });
-const userView = z.object({ id: z.string(), email: z.string().nullable(), name: z.string().nullable() });
+const loginBody = z.lazy(() => z.object({ email: z.string().min(1).max(320), password: z.string().min(1).max(1024) }));
+const activeOrgBody = z.lazy(() => z.object({ orgId: z.string().min(1).max(100).describe('An organization id or slug the user is a member of') }));
+const userView = z.lazy(() => z.object({ id: z.string(), email: z.string().nullable(), name: z.string().nullable() }));
 
 /** Signs in with email and password: the throttle, the check, then a new login session and cookie. */
 export async function passwordSignIn(ctx: Context, deps: AuthDeps, email: string, password: string) {
@@ -56,7 +56,7 @@ export function authRoutes(deps: AuthDeps): RouteGroup {
     auth: PUBLIC,
     body: loginBody,
     bodyTypes: ['application/x-www-form-urlencoded'],
-    success: { schema: z.object({ user: userView, activeOrgId: z.string().nullable() }) },
+    success: { schema: z.lazy(() => z.object({ user: userView, activeOrgId: z.string().nullable() })) },
     errors: { 401: 'Invalid email or password: `{error}`', 429: 'Too many failed sign-ins: `{message, retry_after}`' },
     async handler(ctx, { body }) {
       ctx.body = await passwordSignIn(ctx, deps, body.email, body.password);
@@ -69,7 +69,7 @@ export function authRoutes(deps: AuthDeps): RouteGroup {
     summary: 'Sign out: ends the login session (if any) and clears the cookie',
     tag,
     auth: PUBLIC,
-    success: { schema: z.object({ success: z.literal(true) }) },
+    success: { schema: z.lazy(() => z.object({ success: z.literal(true) })) },
     async handler(ctx) {
       const { principal } = await authenticate(ctx).catch(() => ({ principal: undefined }));
       await deps.loginSessions.end(ctx, principal?.kind === 'session' ? (principal as DashboardPrincipal) : undefined);
@@ -95,7 +95,7 @@ export function authRoutes(deps: AuthDeps): RouteGroup {
     tag,
     auth: dashboardSession,
     body: activeOrgBody,
-    success: { schema: z.object({ activeOrgId: z.string() }) },
+    success: { schema: z.lazy(() => z.object({ activeOrgId: z.string() })) },
     errors: { 403: 'Not a member of that organization: `{error}`' },
     async handler(ctx, { body, auth: p }) {
       const org = await deps.store.org(body.orgId);

@@ -18,13 +18,15 @@ export interface CliDiscovery {
   configured: boolean;
 }
 
-const discoverySchema = z.object({
-  instanceUrl: z.string(),
-  idpFapiUrl: z.string().nullable(),
-  oauthClientId: z.string().nullable(),
-  minCliVersion: z.string(),
-  configured: z.boolean(),
-});
+const discoverySchema = z.lazy(() =>
+  z.object({
+    instanceUrl: z.string(),
+    idpFapiUrl: z.string().nullable(),
+    oauthClientId: z.string().nullable(),
+    minCliVersion: z.string(),
+    configured: z.boolean(),
+  }),
+);
 
 export function cliRoutes(api: ApiRegistry, store: IdentityStore, auth: AuthRegistry, discovery: () => CliDiscovery): RouteGroup {
   const group = api.group({ prefixes: ['/api/cli'], envelope: 'plain' });

@@ -82,8 +82,8 @@ ${
   );
 }
 
-const pageQuery = z.object({ user_code: formField });
-const pageForm = z.object({ action: formField, user_code: formField, email: formField, password: formField, orgId: formField });
+const pageQuery = z.lazy(() => z.object({ user_code: formField }));
+const pageForm = z.lazy(() => z.object({ action: formField, user_code: formField, email: formField, password: formField, orgId: formField }));
 
 export function devicePageRoutes(deps: DevicePageDeps): RouteGroup {
   const group = deps.api.group({ prefixes: ['/device'], envelope: 'plain' });

@@ -14,20 +14,24 @@ import { dashboardSession } from '../credentials.ts';
 import { DEVICE_CODE_GRANT, OAuthError, REFRESH_TOKEN_GRANT, type DeviceFlow } from '../device.ts';
 import { TAG as tag } from './auth.ts';
 
-const param = z.string().min(1).max(2048);
-const deviceCodeBody = z.object({ client_id: param, scope: z.string().max(1024).optional() });
-const tokenBody = z.object({
-  grant_type: param.describe(`${DEVICE_CODE_GRANT} or ${REFRESH_TOKEN_GRANT}`),
-  device_code: param.optional().describe('With the device code grant'),
-  refresh_token: param.optional().describe('With the refresh token grant'),
-  client_id: param.optional().describe('Required with the device code grant'),
-});
-const deviceGrantBody = z.object({ device_code: param, client_id: param });
-const approveBody = z.object({
-  user_code: z.string().min(1).max(64),
-  orgId: z.string().min(1).max(100).optional(),
-  approve: z.boolean(),
-});
+const param = z.lazy(() => z.string().min(1).max(2048));
+const deviceCodeBody = z.lazy(() => z.object({ client_id: param, scope: z.string().max(1024).optional() }));
+const tokenBody = z.lazy(() =>
+  z.object({
+    grant_type: param.describe(`${DEVICE_CODE_GRANT} or ${REFRESH_TOKEN_GRANT}`),
+    device_code: param.optional().describe('With the device code grant'),
+    refresh_token: param.optional().describe('With the refresh token grant'),
+    client_id: param.optional().describe('Required with the device code grant'),
+  }),
+);
+const deviceGrantBody = z.lazy(() => z.object({ device_code: param, client_id: param }));
+const approveBody = z.lazy(() =>
+  z.object({
+    user_code: z.string().min(1).max(64),
+    orgId: z.string().min(1).max(100).optional(),
+    approve: z.boolean(),
+  }),
+);
 const FORM = ['application/x-www-form-urlencoded'];
 const OAUTH_ERRORS = {
   400: 'RFC 6749 §5.2: `{error, error_description?}` (`invalid_request`, `invalid_client`, `invalid_grant`, `unsupported_grant_type`, `authorization_pending`, `slow_down`, `access_denied`, `expired_token`)',

@@ -15,21 +15,23 @@ import { ROLES, type IdentityService, type Invitation, type Org, type Role, type
 import { TAG as tag } from './auth.ts';
 
 /** `POST /api/orgs`. */
-const createOrgBody = z.object({ name: displayName(), slug: z.string().min(1).max(ORG_SLUG_MAX).optional() });
+const createOrgBody = z.lazy(() => z.object({ name: displayName(), slug: z.string().min(1).max(ORG_SLUG_MAX).optional() }));
 /** `POST /api/orgs/{org}/invitations`, and `POST /api/orgs/{org}/members`, its alias. */
-const inviteBody = z.object({ email: z.string().min(3).max(320), role: z.enum(ROLES).default('member') });
+const inviteBody = z.lazy(() => z.object({ email: z.string().min(3).max(320), role: z.enum(ROLES).default('member') }));
 /** `PATCH /api/orgs/{org}/members/{userId}`. */
-const roleBody = z.object({ role: z.enum(ROLES) });
+const roleBody = z.lazy(() => z.object({ role: z.enum(ROLES) }));
 
-const orgSchema = z.object({ id: z.string(), slug: z.string(), name: z.string(), role: z.enum(ROLES) });
-const invitationSchema = z.object({
-  id: z.string(),
-  email: z.string(),
-  role: z.enum(ROLES),
-  invitedBy: z.string().optional(),
-  invitedAt: z.string(),
-  expiresAt: z.string(),
-});
+const orgSchema = z.lazy(() => z.object({ id: z.string(), slug: z.string(), name: z.string(), role: z.enum(ROLES) }));
+const invitationSchema = z.lazy(() =>
+  z.object({
+    id: z.string(),
+    email: z.string(),
+    role: z.enum(ROLES),
+    invitedBy: z.string().optional(),
+    invitedAt: z.string(),
+    expiresAt: z.string(),
+  }),
+);
 const NOT_FOUND = { 404: 'Not a member of that organization, or it does not exist (never told apart): `{error}`' };
 
 /** An invitation as `POST` and `GET /api/orgs/{org}/invitations` show it. */
@@ -68,7 +70,7 @@ export function orgRoutes(api: ApiRegistry, store: IdentityStore, identity: Iden
     summary: "The caller's organizations with its role in each",
     tag,
     auth,
-    success: { schema: z.object({ orgs: z.array(orgSchema) }) },
+    success: { schema: z.lazy(() => z.object({ orgs: z.array(orgSchema) })) },
     async handler(ctx, { auth: p }) {
       ctx.body = { orgs: (await store.orgsOf(p.userId)).map(({ id, slug, name, role }) => ({ id, slug, name, role })) };
     },
@@ -170,7 +172,7 @@ function invitationRoutes(
     return service;
   };
   const summary = (text: string) => (service ? text : `${text} (not available: memberships come from the OpenID Connect provider)`);
-  const invited = { status: 202, schema: z.object({ invitation: invitationSchema }) };
+  const invited = { status: 202, schema: z.lazy(() => z.object({ invitation: invitationSchema })) };
   const inviteErrors = { ...NOT_FOUND, 403: 'Not allowed to invite, or to invite owners: `{error}`', 409: 'A member already has that email: `{error}`' };
 
   for (const path of ['/api/orgs/:org/invitations', '/api/orgs/:org/members']) {
@@ -203,7 +205,7 @@ function invitationRoutes(
     summary: summary("The organization's pending invitations (owners and admins)"),
     tag,
     auth,
-    success: { schema: z.object({ invitations: z.array(invitationSchema) }) },
+    success: { schema: z.lazy(() => z.object({ invitations: z.array(invitationSchema) })) },
     errors: { ...NOT_FOUND, 403: 'Not an owner or admin: `{error}`' },
     async handler(ctx, { params, auth: p }) {
       const invitations = available();
@@ -244,7 +246,7 @@ function invitationRoutes(
     summary: summary('Accept an invitation: become a member with the invited role'),
     tag,
     auth,
-    success: { schema: z.object({ org: orgSchema }) },
+    success: { schema: z.lazy(() => z.object({ org: orgSchema })) },
     errors: { 404: 'No such pending invitation for this account (unknown, expired, revoked, declined or another email): `{error}`' },
     async handler(ctx, { params, auth: p }) {
       const user = p as UserPrincipal;

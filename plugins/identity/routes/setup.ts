@@ -8,8 +8,8 @@ import { command, formField, html, page } from '../html.ts';
 import { type AuthDeps, TAG as tag } from './auth.ts';
 import { createOrgIn } from '../service.ts';
 
-const setupQuery = z.object({ token: formField });
-const setupForm = z.object({ token: formField, email: formField, name: formField, password: formField, org: formField });
+const setupQuery = z.lazy(() => z.object({ token: formField }));
+const setupForm = z.lazy(() => z.object({ token: formField, email: formField, name: formField, password: formField, org: formField }));
 
 export function setupRoutes(deps: AuthDeps, passwordMinLength: number): RouteGroup {
   const group = deps.api.group({ prefixes: ['/setup'], envelope: 'plain' });

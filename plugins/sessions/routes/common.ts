@@ -6,7 +6,7 @@
  * credential loaded as `input.auth`.
  */
 import { z } from 'zod';
-import { displayName } from '../../../core/validate.ts';
+import { displayName, once } from '../../../core/validate.ts';
 import type { ApiRegistry } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
 import type { SessionsConfig } from '../config.ts';
@@ -37,44 +37,51 @@ export function invalid(field: string, message: string): WharfError {
   return new WharfError('validation_failed', 'The given data was invalid.', { fields: { [field]: [message] } });
 }
 
-// Field schemas
+// Field schemas. Built on first use, like every route schema (`z.lazy`, or core/validate.ts
+// `once` where a route takes fields from an object's shape): not when the module loads.
 
-export const phoneNumber = z
-  .string()
-  .max(32)
-  .refine((v) => normalizePhone(v) !== null, { message: 'must be a phone number in E.164 format, for example +14155550123' })
-  .transform((v) => normalizePhone(v)!);
+export const phoneNumber = z.lazy(() =>
+  z
+    .string()
+    .max(32)
+    .refine((v) => normalizePhone(v) !== null, { message: 'must be a phone number in E.164 format, for example +14155550123' })
+    .transform((v) => normalizePhone(v)!),
+);
 
-const httpUrl = z
-  .string()
-  .max(2048)
-  .refine(
-    (v) => {
-      try {
-        const url = new URL(v);
-        return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
-      } catch {
-        return false;
-      }
-    },
-    { message: 'must be an http or https URL' },
-  );
+const httpUrl = z.lazy(() =>
+  z
+    .string()
+    .max(2048)
+    .refine(
+      (v) => {
+        try {
+          const url = new URL(v);
+          return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+        } catch {
+          return false;
+        }
+      },
+      { message: 'must be an http or https URL' },
+    ),
+);
 
 export const mediaUrl = httpUrl;
 
-export const webhookEvents = z
-  .array(z.string().max(64))
-  .max(EVENT_NAMES.length + EVENT_ALIASES.size)
-  .superRefine((names, ctx) => {
-    names.forEach((name, i) => {
-      if (!canonicalEvent(name)) ctx.addIssue({ code: 'custom', path: [i], message: `unknown event "${name}" (GET /api/webhook-events lists them)` });
-    });
-  })
-  .transform((names) => [...new Set(names.map((n) => canonicalEvent(n)!))] as EventName[])
-  .describe('Event names to deliver: absent or null means none, [] means all. WasenderAPI spellings (messages-personal.received, ...) are accepted.');
+export const webhookEvents = z.lazy(() =>
+  z
+    .array(z.string().max(64))
+    .max(EVENT_NAMES.length + EVENT_ALIASES.size)
+    .superRefine((names, ctx) => {
+      names.forEach((name, i) => {
+        if (!canonicalEvent(name)) ctx.addIssue({ code: 'custom', path: [i], message: `unknown event "${name}" (GET /api/webhook-events lists them)` });
+      });
+    })
+    .transform((names) => [...new Set(names.map((n) => canonicalEvent(n)!))] as EventName[])
+    .describe('Event names to deliver: absent or null means none, [] means all. WasenderAPI spellings (messages-personal.received, ...) are accepted.'),
+);
 
 /** Session settings shared by create and update (all optional here). */
-export const sessionSettings = {
+export const sessionSettings = once(() => ({
   name: displayName(100).describe('Display name; also the push name sandbox recipients see.'),
   phone_number: phoneNumber.describe('The account number, E.164.'),
   account_protection: z.boolean().describe('Limit sends to one message per interval (default 5 seconds).'),
@@ -89,17 +96,19 @@ export const sessionSettings = {
   ignore_broadcasts: z.boolean().describe('Drop incoming broadcast and status messages.'),
   always_online: z.boolean().describe('Show the account as online (stored; the sandbox is always online).'),
   proxy_url: z.string().max(2048).nullable().describe('http, https or socks5 proxy URL with a public domain name.'),
-};
+}));
 
 /** `?paginated=true&page&limit`: absent means the whole list. */
-export const listQuery = z.strictObject({
-  paginated: z
-    .enum(['true', 'false', '1', '0'])
-    .optional()
-    .describe('true: answer a page (Laravel paginator) instead of the whole list. Implied by page or limit.'),
-  page: z.coerce.number().int().min(1).max(1_000_000).optional().describe('Page number, from 1 (default 1).'),
-  limit: z.coerce.number().int().min(1).max(1000).optional().describe('Rows per page (default 100, at most 1000).'),
-});
+export const listQuery = z.lazy(() =>
+  z.strictObject({
+    paginated: z
+      .enum(['true', 'false', '1', '0'])
+      .optional()
+      .describe('true: answer a page (Laravel paginator) instead of the whole list. Implied by page or limit.'),
+    page: z.coerce.number().int().min(1).max(1_000_000).optional().describe('Page number, from 1 (default 1).'),
+    limit: z.coerce.number().int().min(1).max(1000).optional().describe('Rows per page (default 100, at most 1000).'),
+  }),
+);
 
 /** The whole list, or one page of it in Laravel's paginator shape. */
 export function listOrPage<T>(rows: T[], query: z.output<typeof listQuery>) {
@@ -110,15 +119,15 @@ export function listOrPage<T>(rows: T[], query: z.output<typeof listQuery>) {
   return paginated(rows.slice((page - 1) * limit, page * limit), rows.length, page, limit);
 }
 
-export const emptyBody = z.strictObject({});
+export const emptyBody = z.lazy(() => z.strictObject({}));
 
 /** The 409 every operation on a session's network may answer. */
 export const NOT_CONNECTED = { 409: 'The session is not connected: `{success: false, error, message}`' };
 
-export const pageQuery = {
+export const pageQuery = once(() => ({
   page: z.coerce.number().int().min(1).max(1_000_000).default(1).describe('Page number, from 1.'),
   per_page: z.coerce.number().int().min(1).max(100).default(10).describe('Rows per page (at most 100).'),
-};
+}));
 
 /** Laravel's paginator shape, which WasenderAPI's log endpoints use. */
 export function paginated<T>(rows: T[], total: number, page: number, perPage: number) {
@@ -163,34 +172,36 @@ export function sessionView(session: SessionRecord, secrets: { apiKey: string; w
 }
 
 /** OpenAPI description of a session object. */
-export const sessionSchema = z.object({
-  id: z.int(),
-  name: z.string(),
-  phone_number: z.string(),
-  status: z.enum(['connecting', 'connected', 'disconnected', 'need_scan', 'logged_out', 'expired', 'failed']),
-  status_reason: z
-    .string()
-    .nullable()
-    .describe(
-      "Why the session has its status (Wharf's addition): the reason of its last status change or reconnect attempt, e.g. why connecting fails; null when none was given. The session log keeps the history.",
-    ),
-  type: z.enum(['whatsapp', 'sandbox']),
-  account_protection: z.boolean(),
-  log_messages: z.boolean(),
-  webhook_url: z.string().nullable(),
-  webhook_enabled: z.boolean(),
-  webhook_events: z.array(z.string()).nullable(),
-  read_incoming_messages: z.boolean(),
-  auto_reject_calls: z.boolean(),
-  ignore_groups: z.boolean(),
-  ignore_channels: z.boolean(),
-  ignore_broadcasts: z.boolean(),
-  always_online: z.boolean(),
-  api_key: z.string(),
-  webhook_secret: z.string().optional(),
-  proxy_url: z.string().nullable().optional(),
-  created_at: z.string(),
-  updated_at: z.string(),
-});
+export const sessionSchema = z.lazy(() =>
+  z.object({
+    id: z.int(),
+    name: z.string(),
+    phone_number: z.string(),
+    status: z.enum(['connecting', 'connected', 'disconnected', 'need_scan', 'logged_out', 'expired', 'failed']),
+    status_reason: z
+      .string()
+      .nullable()
+      .describe(
+        "Why the session has its status (Wharf's addition): the reason of its last status change or reconnect attempt, e.g. why connecting fails; null when none was given. The session log keeps the history.",
+      ),
+    type: z.enum(['whatsapp', 'sandbox']),
+    account_protection: z.boolean(),
+    log_messages: z.boolean(),
+    webhook_url: z.string().nullable(),
+    webhook_enabled: z.boolean(),
+    webhook_events: z.array(z.string()).nullable(),
+    read_incoming_messages: z.boolean(),
+    auto_reject_calls: z.boolean(),
+    ignore_groups: z.boolean(),
+    ignore_channels: z.boolean(),
+    ignore_broadcasts: z.boolean(),
+    always_online: z.boolean(),
+    api_key: z.string(),
+    webhook_secret: z.string().optional(),
+    proxy_url: z.string().nullable().optional(),
+    created_at: z.string(),
+    updated_at: z.string(),
+  }),
+);
 
 export const success = <T extends z.ZodType>(data: T) => z.object({ success: z.literal(true), data });

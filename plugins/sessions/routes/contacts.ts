@@ -33,28 +33,32 @@ function contactView(c: Contact) {
   };
 }
 
-const contactSchema = z.object({
-  id: z.string(),
-  lid: z.string().nullable(),
-  phoneNumber: z.string(),
-  name: z.string().nullable(),
-  notify: z.string().nullable(),
-  verifiedName: z.string().nullable(),
-  imgUrl: z.string().nullable(),
-  status: z.string().nullable(),
-  blocked: z.boolean(),
-});
+const contactSchema = z.lazy(() =>
+  z.object({
+    id: z.string(),
+    lid: z.string().nullable(),
+    phoneNumber: z.string(),
+    name: z.string().nullable(),
+    notify: z.string().nullable(),
+    verifiedName: z.string().nullable(),
+    imgUrl: z.string().nullable(),
+    status: z.string().nullable(),
+    blocked: z.boolean(),
+  }),
+);
 
-const saveBody = z.strictObject({
-  jid: z
-    .string()
-    .min(1)
-    .max(64)
-    .refine((v) => participantJid(v) !== null, { message: 'must be a phone number in E.164 format or a phone JID (…@s.whatsapp.net)' })
-    .describe('The contact: E.164 or a phone JID.'),
-  fullName: z.string().trim().min(1).max(256).describe('The name to save.'),
-  saveOnPrimaryAddressbook: z.boolean().optional().describe("Also save it in the phone's address book (WhatsApp sessions; the sandbox keeps one book)."),
-});
+const saveBody = z.lazy(() =>
+  z.strictObject({
+    jid: z
+      .string()
+      .min(1)
+      .max(64)
+      .refine((v) => participantJid(v) !== null, { message: 'must be a phone number in E.164 format or a phone JID (…@s.whatsapp.net)' })
+      .describe('The contact: E.164 or a phone JID.'),
+    fullName: z.string().trim().min(1).max(256).describe('The name to save.'),
+    saveOnPrimaryAddressbook: z.boolean().optional().describe("Also save it in the phone's address book (WhatsApp sessions; the sandbox keeps one book)."),
+  }),
+);
 
 export function contactRoutes(deps: RouteDeps): RouteGroup {
   const { sessions, directory } = deps;
@@ -69,7 +73,7 @@ export function contactRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     query: listQuery,
-    success: { schema: success(z.array(contactSchema)) },
+    success: { schema: z.lazy(() => success(z.array(contactSchema))) },
     errors: NOT_CONNECTED,
     async handler(ctx, { auth, query }) {
       const { session, network } = sessions.connected(auth);
@@ -84,7 +88,7 @@ export function contactRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     body: saveBody,
-    success: { schema: success(contactSchema) },
+    success: { schema: z.lazy(() => success(contactSchema)) },
     errors: NOT_CONNECTED,
     async handler(ctx, { auth, body }) {
       const contact = await directory.saveContact(sessions.connected(auth), { jid: body.jid, fullName: body.fullName });
@@ -98,7 +102,7 @@ export function contactRoutes(deps: RouteDeps): RouteGroup {
     summary: 'One contact, by E.164 number, phone JID or LID',
     tag,
     auth,
-    success: { schema: success(contactSchema) },
+    success: { schema: z.lazy(() => success(contactSchema)) },
     errors: { 404: 'Not among the contacts: `{success: false, error, message}`', ...NOT_CONNECTED },
     async handler(ctx, { auth, params }) {
       const { session, network } = sessions.connected(auth);
@@ -115,7 +119,7 @@ export function contactRoutes(deps: RouteDeps): RouteGroup {
       summary: `A contact's profile picture URL (null when none is set or visible)${path.endsWith('profile-picture') ? ' (Laravel SDK spelling)' : ''}`,
       tag,
       auth,
-      success: { schema: success(z.object({ imgUrl: z.string().nullable() })) },
+      success: { schema: z.lazy(() => success(z.object({ imgUrl: z.string().nullable() }))) },
       errors: NOT_CONNECTED,
       async handler(ctx, { auth, params }) {
         const { session, network } = sessions.connected(auth);
@@ -132,7 +136,7 @@ export function contactRoutes(deps: RouteDeps): RouteGroup {
       tag,
       auth,
       body: emptyBody,
-      success: { schema: success(z.object({ message: z.string(), jid: z.string() })) },
+      success: { schema: z.lazy(() => success(z.object({ message: z.string(), jid: z.string() }))) },
       errors: NOT_CONNECTED,
       async handler(ctx, { auth, params }) {
         const connected = sessions.connected(auth);

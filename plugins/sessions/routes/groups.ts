@@ -10,7 +10,7 @@
  * except participant changes, which answer 200 with a per-participant 403 as WhatsApp does.
  */
 import { z } from 'zod';
-import { displayName } from '../../../core/validate.ts';
+import { displayName, once } from '../../../core/validate.ts';
 import type { RouteGroup } from '../../../core/api.ts';
 import { participantJid } from '../networks/nodes.ts';
 import type { GroupMetadata, GroupParticipant } from '../networks/types.ts';
@@ -32,42 +32,53 @@ function inviteCode(value: string): string | null {
   return INVITE_CODE.test(code) ? code : null;
 }
 
-const participantList = z
-  .array(z.string().max(64))
-  .min(1)
-  .max(1024)
-  .superRefine((list, ctx) => {
-    list.forEach((p, i) => {
-      if (!participantJid(p)) ctx.addIssue({ code: 'custom', path: [i], message: 'must be a phone number in E.164 format or a phone JID (…@s.whatsapp.net)' });
-    });
-  })
-  .describe('Phone numbers (E.164) or phone JIDs.');
-
-const createBody = z.strictObject({
-  name: displayName(100).describe('The group subject.'),
-  participants: participantList.optional().describe('Members besides this account: phone numbers (E.164) or phone JIDs.'),
-});
-const participantsBody = z.strictObject({ participants: participantList });
-const updateParticipantsBody = z.strictObject({
-  action: z.enum(['promote', 'demote']).describe('Make admins, or plain members again.'),
-  participants: participantList,
-});
-const settingsBody = z
-  .strictObject({
-    subject: z.string().trim().min(1).max(100).optional().describe('New subject.'),
-    description: z.string().max(2048).optional().describe('New description.'),
-    announce: z.boolean().optional().describe('Only admins may send messages.'),
-    restrict: z.boolean().optional().describe('Only admins may edit the group info.'),
-  })
-  .refine((b) => Object.keys(b).length > 0, { message: 'send at least one of subject, description, announce, restrict', path: ['body'] });
-const acceptBody = z.strictObject({
-  code: z
-    .string()
+const participantList = z.lazy(() =>
+  z
+    .array(z.string().max(64))
     .min(1)
-    .max(256)
-    .refine((v) => inviteCode(v) !== null, { message: 'must be an invite code or a https://chat.whatsapp.com/ link' })
-    .describe('The invite code, or the invite link.'),
-});
+    .max(1024)
+    .superRefine((list, ctx) => {
+      list.forEach((p, i) => {
+        if (!participantJid(p))
+          ctx.addIssue({ code: 'custom', path: [i], message: 'must be a phone number in E.164 format or a phone JID (…@s.whatsapp.net)' });
+      });
+    })
+    .describe('Phone numbers (E.164) or phone JIDs.'),
+);
+
+const createBody = z.lazy(() =>
+  z.strictObject({
+    name: displayName(100).describe('The group subject.'),
+    participants: participantList.optional().describe('Members besides this account: phone numbers (E.164) or phone JIDs.'),
+  }),
+);
+const participantsBody = z.lazy(() => z.strictObject({ participants: participantList }));
+const updateParticipantsBody = z.lazy(() =>
+  z.strictObject({
+    action: z.enum(['promote', 'demote']).describe('Make admins, or plain members again.'),
+    participants: participantList,
+  }),
+);
+const settingsBody = z.lazy(() =>
+  z
+    .strictObject({
+      subject: z.string().trim().min(1).max(100).optional().describe('New subject.'),
+      description: z.string().max(2048).optional().describe('New description.'),
+      announce: z.boolean().optional().describe('Only admins may send messages.'),
+      restrict: z.boolean().optional().describe('Only admins may edit the group info.'),
+    })
+    .refine((b) => Object.keys(b).length > 0, { message: 'send at least one of subject, description, announce, restrict', path: ['body'] }),
+);
+const acceptBody = z.lazy(() =>
+  z.strictObject({
+    code: z
+      .string()
+      .min(1)
+      .max(256)
+      .refine((v) => inviteCode(v) !== null, { message: 'must be an invite code or a https://chat.whatsapp.com/ link' })
+      .describe('The invite code, or the invite link.'),
+  }),
+);
 
 function participantView(p: GroupParticipant) {
   return { id: p.id, lid: p.lid, admin: p.admin, isAdmin: p.admin !== null, isSuperAdmin: p.admin === 'superadmin' };
@@ -87,25 +98,29 @@ function groupView(g: GroupMetadata) {
   };
 }
 
-const participantSchema = z.object({
-  id: z.string(),
-  lid: z.string().nullable(),
-  admin: z.enum(['admin', 'superadmin']).nullable(),
-  isAdmin: z.boolean(),
-  isSuperAdmin: z.boolean(),
-});
-const groupSchema = z.object({
-  id: z.string(),
-  subject: z.string(),
-  desc: z.string().nullable(),
-  owner: z.string().nullable(),
-  creation: z.int(),
-  announce: z.boolean(),
-  restrict: z.boolean(),
-  size: z.int(),
-  participants: z.array(participantSchema),
-});
-const resultSchema = success(z.array(z.object({ id: z.string(), status: z.int(), message: z.string() })));
+const participantSchema = z.lazy(() =>
+  z.object({
+    id: z.string(),
+    lid: z.string().nullable(),
+    admin: z.enum(['admin', 'superadmin']).nullable(),
+    isAdmin: z.boolean(),
+    isSuperAdmin: z.boolean(),
+  }),
+);
+const groupSchema = once(() =>
+  z.object({
+    id: z.string(),
+    subject: z.string(),
+    desc: z.string().nullable(),
+    owner: z.string().nullable(),
+    creation: z.int(),
+    announce: z.boolean(),
+    restrict: z.boolean(),
+    size: z.int(),
+    participants: z.array(participantSchema),
+  }),
+);
+const resultSchema = z.lazy(() => success(z.array(z.object({ id: z.string(), status: z.int(), message: z.string() }))));
 
 export function groupRoutes(deps: RouteDeps): RouteGroup {
   const { sessions, directory } = deps;
@@ -121,7 +136,7 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     query: listQuery,
-    success: { schema: success(z.array(z.object({ id: z.string(), name: z.string(), imgUrl: z.string().nullable() }))) },
+    success: { schema: z.lazy(() => success(z.array(z.object({ id: z.string(), name: z.string(), imgUrl: z.string().nullable() })))) },
     errors: NOT_CONNECTED,
     async handler(ctx, { auth, query }) {
       const { session, network } = sessions.connected(auth);
@@ -137,7 +152,7 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     body: createBody,
-    success: { status: 201, schema: success(groupSchema) },
+    success: { status: 201, schema: z.lazy(() => success(groupSchema())) },
     errors: NOT_CONNECTED,
     async handler(ctx, { auth, body }) {
       const group = await directory.createGroup(sessions.connected(auth), body.name, body.participants ?? []);
@@ -153,7 +168,7 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     summary: 'What an invite code leads to (the group, without its participant list)',
     tag,
     auth,
-    success: { schema: success(groupSchema.omit({ participants: true })) },
+    success: { schema: z.lazy(() => success(groupSchema().omit({ participants: true }))) },
     errors: { 404: 'No such invite: `{success: false, error, message}`', ...NOT_CONNECTED },
     async handler(ctx, { auth, params }) {
       const { session, network } = sessions.connected(auth);
@@ -171,7 +186,7 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     body: acceptBody,
-    success: { schema: success(z.object({ groupJid: z.string() })) },
+    success: { schema: z.lazy(() => success(z.object({ groupJid: z.string() }))) },
     errors: { 404: 'No such invite: `{success: false, error, message}`', ...NOT_CONNECTED },
     async handler(ctx, { auth, body }) {
       const groupJid = await directory.acceptInvite(sessions.connected(auth), inviteCode(body.code)!);
@@ -185,7 +200,7 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     summary: "A group's metadata: subject, description, owner, settings, participants",
     tag,
     auth,
-    success: { schema: success(groupSchema) },
+    success: { schema: z.lazy(() => success(groupSchema())) },
     errors: notFound,
     async handler(ctx, { auth, params }) {
       const { session, network } = sessions.connected(auth);
@@ -199,7 +214,7 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     summary: "A group's participants, with their admin role",
     tag,
     auth,
-    success: { schema: success(z.array(participantSchema)) },
+    success: { schema: z.lazy(() => success(z.array(participantSchema))) },
     errors: notFound,
     async handler(ctx, { auth, params }) {
       const { session, network } = sessions.connected(auth);
@@ -243,7 +258,9 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     body: settingsBody,
-    success: { schema: success(z.object({ subject: z.string(), description: z.string().nullable(), announce: z.boolean(), restrict: z.boolean() })) },
+    success: {
+      schema: z.lazy(() => success(z.object({ subject: z.string(), description: z.string().nullable(), announce: z.boolean(), restrict: z.boolean() }))),
+    },
     errors: notFound,
     async handler(ctx, { auth, body, params }) {
       const connected = sessions.connected(auth);
@@ -259,7 +276,7 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     body: emptyBody,
-    success: { schema: success(z.object({ groupJid: z.string(), left: z.literal(true) })) },
+    success: { schema: z.lazy(() => success(z.object({ groupJid: z.string(), left: z.literal(true) }))) },
     errors: notFound,
     async handler(ctx, { auth, params }) {
       const connected = sessions.connected(auth);
@@ -275,7 +292,7 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     summary: "A group's invite code and link (admins only)",
     tag,
     auth,
-    success: { schema: success(z.object({ inviteCode: z.string(), inviteLink: z.string() })) },
+    success: { schema: z.lazy(() => success(z.object({ inviteCode: z.string(), inviteLink: z.string() }))) },
     errors: notFound,
     async handler(ctx, { auth, params }) {
       const { session, network } = sessions.connected(auth);
@@ -290,7 +307,7 @@ export function groupRoutes(deps: RouteDeps): RouteGroup {
     summary: "A group's picture URL (null when it has none)",
     tag,
     auth,
-    success: { schema: success(z.object({ imgUrl: z.string().nullable() })) },
+    success: { schema: z.lazy(() => success(z.object({ imgUrl: z.string().nullable() }))) },
     errors: notFound,
     async handler(ctx, { auth, params }) {
       const { session, network } = sessions.connected(auth);

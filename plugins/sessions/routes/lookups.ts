@@ -20,7 +20,7 @@ export function lookupRoutes(deps: RouteDeps): RouteGroup {
     summary: 'Whether a phone number has an account on the network, with its JID and LID',
     tag,
     auth,
-    success: { schema: success(z.object({ phone: z.string(), exists: z.boolean(), jid: z.string(), lid: z.string().nullable() })) },
+    success: { schema: z.lazy(() => success(z.object({ phone: z.string(), exists: z.boolean(), jid: z.string(), lid: z.string().nullable() }))) },
     errors: NOT_CONNECTED,
     async handler(ctx, { auth, params }) {
       const { session, network } = sessions.connected(auth);
@@ -37,7 +37,7 @@ export function lookupRoutes(deps: RouteDeps): RouteGroup {
     summary: 'The LID (…@lid) of a phone number',
     tag,
     auth,
-    success: { schema: success(z.object({ pn: z.string(), lid: z.string() })) },
+    success: { schema: z.lazy(() => success(z.object({ pn: z.string(), lid: z.string() }))) },
     errors: { 404: 'No LID known for it: `{success: false, error, message}`', ...NOT_CONNECTED },
     async handler(ctx, { auth, params }) {
       const { session, network } = sessions.connected(auth);
@@ -55,7 +55,7 @@ export function lookupRoutes(deps: RouteDeps): RouteGroup {
     summary: 'The phone number JID (…@s.whatsapp.net) behind a LID',
     tag,
     auth,
-    success: { schema: success(z.object({ lid: z.string(), pn: z.string(), phone: z.string() })) },
+    success: { schema: z.lazy(() => success(z.object({ lid: z.string(), pn: z.string(), phone: z.string() }))) },
     errors: { 404: 'No phone number known for it: `{success: false, error, message}`', ...NOT_CONNECTED },
     async handler(ctx, { auth, params }) {
       const { session, network } = sessions.connected(auth);

@@ -24,57 +24,67 @@ const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*);base64,/i;
 /** Types a browser may show inline; everything else is served as an attachment. */
 const INLINE = /^(image\/(jpeg|png|gif|webp)|video\/(mp4|3gpp|webm)|audio\/[a-z0-9.+-]+)$/;
 
-const uploadBody = z
-  .strictObject({
-    base64: z
-      .string()
-      .min(1)
-      .describe('JSON uploads: the file, base64-encoded, optionally as a data URL (data:image/png;base64,...). Raw and multipart uploads send no JSON.'),
-    mimetype: z.string().max(255).regex(MIME, 'must be a MIME type such as image/png').optional().describe('The MIME type; overrides the one of a data URL.'),
-    fileName: z.string().min(1).max(255).optional().describe('A file name (documents show it).'),
-  })
-  .partial();
-
-const uploadQuery = z.strictObject({
-  fileName: z.string().min(1).max(255).optional().describe('Raw uploads: a file name for the file (documents show it).'),
-});
-
-const messageEnvelope = z.looseObject({
-  key: z.looseObject({ id: z.string().max(128).optional() }).optional(),
-  message: z.record(z.string(), z.unknown()).describe('The message node: imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage.'),
-});
-
-const decryptBody = z.strictObject({
-  data: z
-    .looseObject({
-      messages: z.union([messageEnvelope, z.array(messageEnvelope).min(1).max(1)]).optional(),
-      key: z.looseObject({ id: z.string().max(128).optional() }).optional(),
-      message: z.record(z.string(), z.unknown()).optional(),
+const uploadBody = z.lazy(() =>
+  z
+    .strictObject({
+      base64: z
+        .string()
+        .min(1)
+        .describe('JSON uploads: the file, base64-encoded, optionally as a data URL (data:image/png;base64,...). Raw and multipart uploads send no JSON.'),
+      mimetype: z.string().max(255).regex(MIME, 'must be a MIME type such as image/png').optional().describe('The MIME type; overrides the one of a data URL.'),
+      fileName: z.string().min(1).max(255).optional().describe('A file name (documents show it).'),
     })
-    .superRefine((d, ctx) => {
-      if (d.messages === undefined && d.message === undefined) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['messages'],
-          message: 'is required: {messages: {key, message}} as WasenderAPI documents it, or the {key, message} of a webhook',
-        });
-      }
-    })
-    .describe("The received message: `{messages: {key, message}}` (WasenderAPI), or a webhook's `data` (`{key, message, ...}`)."),
-});
+    .partial(),
+);
 
-const urlResult = z.object({
-  success: z.literal(true),
-  publicUrl: z.string(),
-  data: z.object({
-    id: z.string().optional(),
-    publicUrl: z.string(),
-    mimetype: z.string(),
-    size: z.int(),
-    fileName: z.string().nullable(),
-    expiresAt: z.string(),
+const uploadQuery = z.lazy(() =>
+  z.strictObject({
+    fileName: z.string().min(1).max(255).optional().describe('Raw uploads: a file name for the file (documents show it).'),
   }),
-});
+);
+
+const messageEnvelope = z.lazy(() =>
+  z.looseObject({
+    key: z.looseObject({ id: z.string().max(128).optional() }).optional(),
+    message: z.record(z.string(), z.unknown()).describe('The message node: imageMessage, videoMessage, audioMessage, documentMessage or stickerMessage.'),
+  }),
+);
+
+const decryptBody = z.lazy(() =>
+  z.strictObject({
+    data: z
+      .looseObject({
+        messages: z.union([messageEnvelope, z.array(messageEnvelope).min(1).max(1)]).optional(),
+        key: z.looseObject({ id: z.string().max(128).optional() }).optional(),
+        message: z.record(z.string(), z.unknown()).optional(),
+      })
+      .superRefine((d, ctx) => {
+        if (d.messages === undefined && d.message === undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['messages'],
+            message: 'is required: {messages: {key, message}} as WasenderAPI documents it, or the {key, message} of a webhook',
+          });
+        }
+      })
+      .describe("The received message: `{messages: {key, message}}` (WasenderAPI), or a webhook's `data` (`{key, message, ...}`)."),
+  }),
+);
+
+const urlResult = z.lazy(() =>
+  z.object({
+    success: z.literal(true),
+    publicUrl: z.string(),
+    data: z.object({
+      id: z.string().optional(),
+      publicUrl: z.string(),
+      mimetype: z.string(),
+      size: z.int(),
+      fileName: z.string().nullable(),
+      expiresAt: z.string(),
+    }),
+  }),
+);
 
 function tooLarge(limit: number): WharfError {
   return new WharfError('payload_too_large', `The file is larger than the upload limit of ${limit} bytes`, { headers: { Connection: 'close' } });

@@ -9,23 +9,27 @@ import { NOT_CONNECTED, type RouteDeps } from './common.ts';
 import { sendResult } from './send-message.ts';
 
 /** Accepts a key as webhooks deliver it (extra fields such as remoteJidAlt are fine). */
-const keySchema = z.looseObject({
-  id: z.string().min(1).max(128),
-  remoteJid: z.string().min(1).max(128),
-  fromMe: z.boolean().optional(),
-});
+const keySchema = z.lazy(() =>
+  z.looseObject({
+    id: z.string().min(1).max(128),
+    remoteJid: z.string().min(1).max(128),
+    fromMe: z.boolean().optional(),
+  }),
+);
 
-const readBody = z.strictObject({ key: keySchema.describe('The key of a received message, as the webhook delivered it.') });
-const reactBody = z
-  .strictObject({
-    key: keySchema.optional().describe('The key of the message to react to (received messages have only a key).'),
-    msgId: z.int().positive().optional().describe('Or the msgId of a message this session sent.'),
-    reaction: z.string().max(32).describe('An emoji; an empty string removes the reaction.'),
-  })
-  .superRefine((b, ctx) => {
-    if ((b.key === undefined) === (b.msgId === undefined)) ctx.addIssue({ code: 'custom', path: ['key'], message: 'give exactly one of key and msgId' });
-  });
-const editBody = z.strictObject({ text: z.string().min(1).max(65_536).describe('The new text.') });
+const readBody = z.lazy(() => z.strictObject({ key: keySchema.describe('The key of a received message, as the webhook delivered it.') }));
+const reactBody = z.lazy(() =>
+  z
+    .strictObject({
+      key: keySchema.optional().describe('The key of the message to react to (received messages have only a key).'),
+      msgId: z.int().positive().optional().describe('Or the msgId of a message this session sent.'),
+      reaction: z.string().max(32).describe('An emoji; an empty string removes the reaction.'),
+    })
+    .superRefine((b, ctx) => {
+      if ((b.key === undefined) === (b.msgId === undefined)) ctx.addIssue({ code: 'custom', path: ['key'], message: 'give exactly one of key and msgId' });
+    }),
+);
+const editBody = z.lazy(() => z.strictObject({ text: z.string().min(1).max(65_536).describe('The new text.') }));
 
 const NO_MESSAGE = { 404: 'No such message: `{success: false, error, message}`' };
 

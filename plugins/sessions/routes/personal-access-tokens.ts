@@ -4,26 +4,34 @@
  * rule (`../personal-access-tokens.ts`).
  */
 import { z } from 'zod';
-import { displayName } from '../../../core/validate.ts';
+import { displayName, once } from '../../../core/validate.ts';
 import type { RouteGroup } from '../../../core/api.ts';
 import type { PatRow } from '../store.ts';
 import { type RouteDeps, success } from './common.ts';
 
-const createBody = z.strictObject({
-  name: displayName(100).describe('What the token is for.'),
-  expires_at: z.iso.datetime({ offset: true }).nullable().optional().describe('When the token stops working (ISO 8601, in the future); absent or null: never.'),
-});
+const createBody = z.lazy(() =>
+  z.strictObject({
+    name: displayName(100).describe('What the token is for.'),
+    expires_at: z.iso
+      .datetime({ offset: true })
+      .nullable()
+      .optional()
+      .describe('When the token stops working (ISO 8601, in the future); absent or null: never.'),
+  }),
+);
 
-const tokenSchema = z.object({
-  id: z.int(),
-  name: z.string(),
-  hint: z.string(),
-  user_id: z.string(),
-  created_by: z.string(),
-  created_at: z.string(),
-  last_used_at: z.string().nullable(),
-  expires_at: z.string().nullable(),
-});
+const tokenSchema = once(() =>
+  z.object({
+    id: z.int(),
+    name: z.string(),
+    hint: z.string(),
+    user_id: z.string(),
+    created_by: z.string(),
+    created_at: z.string(),
+    last_used_at: z.string().nullable(),
+    expires_at: z.string().nullable(),
+  }),
+);
 
 function view(row: PatRow) {
   return {
@@ -51,7 +59,7 @@ export function personalAccessTokenRoutes(deps: RouteDeps): RouteGroup {
     summary: "List the organization's tokens (owners and admins: all of them; members: their own)",
     tag,
     auth,
-    success: { schema: success(z.array(tokenSchema)) },
+    success: { schema: z.lazy(() => success(z.array(tokenSchema()))) },
     async handler(ctx, { auth }) {
       ctx.body = { success: true, data: (await pats.list(auth)).map(view) };
     },
@@ -64,7 +72,7 @@ export function personalAccessTokenRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth,
     body: createBody,
-    success: { status: 201, schema: success(tokenSchema.extend({ token: z.string() })) },
+    success: { status: 201, schema: z.lazy(() => success(tokenSchema().extend({ token: z.string() }))) },
     async handler(ctx, { auth, body }) {
       const { row, token } = await pats.mint(auth, { name: body.name, expiresAt: body.expires_at });
       ctx.status = 201;

@@ -8,27 +8,32 @@ import type { RouteGroup } from '../../../core/api.ts';
 import { phoneNumber, type RouteDeps, sessionSchema, sessionSettings, success } from './common.ts';
 import { detailView, settings } from './whatsapp-sessions.ts';
 
-const sandboxBody = z.strictObject({
-  ...settings.shape,
-  name: sessionSettings.name,
-  phone_number: sessionSettings.phone_number.optional().describe('Sandbox number, E.164 (default: +1555 followed by the session id).'),
-});
+// Built on a route's first request (see common.ts).
+const sandboxBody = z.lazy(() =>
+  z.strictObject({
+    ...settings().shape,
+    name: sessionSettings().name,
+    phone_number: sessionSettings().phone_number.optional().describe('Sandbox number, E.164 (default: +1555 followed by the session id).'),
+  }),
+);
 
-const receiveBody = z
-  .strictObject({
-    from: phoneNumber.describe('Sender phone number, E.164.'),
-    text: z.string().min(1).max(65_536).describe('The message text.'),
-    pushName: z.string().min(1).max(256).optional().describe('Sender display name (default: the number).'),
-    chat: z.enum(['personal', 'group', 'newsletter']).default('personal').describe('Chat the message arrives in.'),
-    groupJid: z
-      .string()
-      .regex(/^\d[\d-]{5,40}@g\.us$/, 'must be a group JID such as 120363012345678901@g.us')
-      .optional()
-      .describe('With chat "group": the group (default: one derived from the sender).'),
-  })
-  .superRefine((b, ctx) => {
-    if (b.groupJid !== undefined && b.chat !== 'group') ctx.addIssue({ code: 'custom', path: ['groupJid'], message: 'only goes with chat "group"' });
-  });
+const receiveBody = z.lazy(() =>
+  z
+    .strictObject({
+      from: phoneNumber.describe('Sender phone number, E.164.'),
+      text: z.string().min(1).max(65_536).describe('The message text.'),
+      pushName: z.string().min(1).max(256).optional().describe('Sender display name (default: the number).'),
+      chat: z.enum(['personal', 'group', 'newsletter']).default('personal').describe('Chat the message arrives in.'),
+      groupJid: z
+        .string()
+        .regex(/^\d[\d-]{5,40}@g\.us$/, 'must be a group JID such as 120363012345678901@g.us')
+        .optional()
+        .describe('With chat "group": the group (default: one derived from the sender).'),
+    })
+    .superRefine((b, ctx) => {
+      if (b.groupJid !== undefined && b.chat !== 'group') ctx.addIssue({ code: 'custom', path: ['groupJid'], message: 'only goes with chat "group"' });
+    }),
+);
 
 export function sandboxRoutes(deps: RouteDeps): RouteGroup[] {
   const { sessions, admin, messages } = deps;
@@ -41,7 +46,7 @@ export function sandboxRoutes(deps: RouteDeps): RouteGroup[] {
     tag: 'Sandbox',
     auth: sessions.credentials.account,
     body: sandboxBody,
-    success: { status: 201, schema: success(sessionSchema) },
+    success: { status: 201, schema: z.lazy(() => success(sessionSchema)) },
     async handler(ctx, { auth, body }) {
       ctx.status = 201;
       ctx.body = { success: true, data: detailView(await admin.create(auth, body, 'sandbox')) };
@@ -56,7 +61,7 @@ export function sandboxRoutes(deps: RouteDeps): RouteGroup[] {
     tag: 'Sandbox',
     auth: sessions.credentials.sessionKey,
     body: receiveBody,
-    success: { schema: success(z.object({ key: z.record(z.string(), z.unknown()) })) },
+    success: { schema: z.lazy(() => success(z.object({ key: z.record(z.string(), z.unknown()) }))) },
     errors: { 422: "Invalid body, or the key is not a sandbox session's: `{success: false, message, errors}`" },
     async handler(ctx, { auth, body }) {
       ctx.body = { success: true, data: { key: await messages.receive(auth, body) } };

@@ -4,16 +4,18 @@ import type { RouteGroup } from '../../../core/api.ts';
 import { recipientOf } from '../networks/nodes.ts';
 import { NOT_CONNECTED, type RouteDeps, success } from './common.ts';
 
-const presenceBody = z.strictObject({
-  jid: z
-    .string()
-    .min(1)
-    .max(128)
-    .refine((v) => recipientOf(v) !== null, { message: 'must be a phone number in E.164 format, a phone JID, a LID or a group JID' })
-    .describe('The chat: E.164, a phone JID, a LID or a group JID.'),
-  type: z.enum(['composing', 'recording', 'available', 'unavailable', 'paused']).describe('What to show.'),
-  delayMs: z.int().min(0).max(60_000).optional().describe('How long to hold the presence before it lapses, in milliseconds.'),
-});
+const presenceBody = z.lazy(() =>
+  z.strictObject({
+    jid: z
+      .string()
+      .min(1)
+      .max(128)
+      .refine((v) => recipientOf(v) !== null, { message: 'must be a phone number in E.164 format, a phone JID, a LID or a group JID' })
+      .describe('The chat: E.164, a phone JID, a LID or a group JID.'),
+    type: z.enum(['composing', 'recording', 'available', 'unavailable', 'paused']).describe('What to show.'),
+    delayMs: z.int().min(0).max(60_000).optional().describe('How long to hold the presence before it lapses, in milliseconds.'),
+  }),
+);
 
 export function presenceRoutes(deps: RouteDeps): RouteGroup {
   const { sessions } = deps;
@@ -25,7 +27,7 @@ export function presenceRoutes(deps: RouteDeps): RouteGroup {
     tag: 'Presence',
     auth: sessions.credentials.sessionKey,
     body: presenceBody,
-    success: { schema: success(z.object({ jid: z.string(), type: z.string(), delayMs: z.int().optional() })) },
+    success: { schema: z.lazy(() => success(z.object({ jid: z.string(), type: z.string(), delayMs: z.int().optional() }))) },
     errors: NOT_CONNECTED,
     async handler(ctx, { auth, body }) {
       const { session, network } = sessions.connected(auth);

@@ -32,26 +32,28 @@ export interface SessionEventOptions {
 /** What a client that stops reading may leave buffered before its stream is ended. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
 
-const streamQuery = z.strictObject({
-  session_id: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(Number.MAX_SAFE_INTEGER)
-    .optional()
-    .describe("Only this session's events (404 for a session of another organization)."),
-  events: z
-    .string()
-    .max(2048)
-    .superRefine((text, ctx) => {
-      for (const name of text.split(',')) {
-        if (!canonicalEvent(name.trim())) ctx.addIssue({ code: 'custom', message: `unknown event "${name.trim()}" (GET /api/webhook-events lists them)` });
-      }
-    })
-    .transform((text) => new Set(text.split(',').map((name) => canonicalEvent(name.trim())!)))
-    .optional()
-    .describe(`Only these events, comma-separated (default: all ${EVENT_NAMES.length}); WasenderAPI's spellings are accepted.`),
-});
+const streamQuery = z.lazy(() =>
+  z.strictObject({
+    session_id: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(Number.MAX_SAFE_INTEGER)
+      .optional()
+      .describe("Only this session's events (404 for a session of another organization)."),
+    events: z
+      .string()
+      .max(2048)
+      .superRefine((text, ctx) => {
+        for (const name of text.split(',')) {
+          if (!canonicalEvent(name.trim())) ctx.addIssue({ code: 'custom', message: `unknown event "${name.trim()}" (GET /api/webhook-events lists them)` });
+        }
+      })
+      .transform((text) => new Set(text.split(',').map((name) => canonicalEvent(name.trim())!)))
+      .optional()
+      .describe(`Only these events, comma-separated (default: all ${EVENT_NAMES.length}); WasenderAPI's spellings are accepted.`),
+  }),
+);
 
 export function sessionEventRoutes(deps: RouteDeps, options: SessionEventOptions): RouteGroup {
   const { sessions } = deps;

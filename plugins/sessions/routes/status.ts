@@ -17,7 +17,7 @@ export function statusRoutes(deps: RouteDeps): RouteGroup[] {
     summary: "The connection status of the key's session: {status} (connecting, connected, disconnected, need_scan, logged_out, expired, failed)",
     tag: 'Session',
     auth,
-    success: { schema: z.object({ status: z.string() }) },
+    success: { schema: z.lazy(() => z.object({ status: z.string() })) },
     async handler(ctx, { auth }) {
       ctx.body = { status: auth.session.status };
     },

@@ -12,7 +12,7 @@ export function webhookEventRoutes(deps: RouteDeps): RouteGroup {
     summary: 'The 22 event names a webhook can subscribe to, and the accepted aliases',
     tag: 'Webhooks',
     auth: PUBLIC,
-    success: { schema: success(z.array(z.string())).extend({ aliases: z.record(z.string(), z.string()) }) },
+    success: { schema: z.lazy(() => success(z.array(z.string())).extend({ aliases: z.record(z.string(), z.string()) })) },
     async handler(ctx) {
       ctx.body = { success: true, data: EVENT_NAMES, aliases: Object.fromEntries(EVENT_ALIASES) };
     },

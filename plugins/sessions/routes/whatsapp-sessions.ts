@@ -4,36 +4,46 @@
  */
 import { z } from 'zod';
 import type { RouteGroup } from '../../../core/api.ts';
+import { once } from '../../../core/validate.ts';
 import type { SessionDetail } from '../management.ts';
 import type { Page } from '../store.ts';
 import { emptyBody, pageQuery, paginated, type RouteDeps, sessionSchema, sessionSettings, sessionView, success } from './common.ts';
 
 /** Every setting, optional: what create and update share. */
-export const settings = z.object(sessionSettings).partial();
+export const settings = once(() => z.object(sessionSettings()).partial());
 
-const createBody = z.strictObject({
-  ...settings.shape,
-  name: sessionSettings.name,
-  type: z.enum(['whatsapp', 'sandbox']).optional().describe('Network of the session (default whatsapp).'),
-});
-const updateBody = z.strictObject(settings.shape);
-const connectBody = z.strictObject({
-  qr_as_image: z.boolean().optional().describe('Ask for the QR code as an image (WasenderAPI SDK spelling); the answer carries qrImage either way.'),
-  qrAsImage: z.boolean().optional().describe('Same, Laravel SDK spelling.'),
-  phone_number: sessionSettings.phone_number
-    .optional()
-    .describe("Pair by a code typed on the phone instead of a QR code: the account's number, E.164; the answer carries the 8-character pairingCode."),
-});
-const proxyBody = z.strictObject({ proxy_url: sessionSettings.proxy_url });
-const signingMode = z.object({ mode: z.enum(['secret', 'hmac']) });
-const signingBody = z.strictObject({
-  mode: signingMode.shape.mode.describe('secret: X-Webhook-Signature carries the secret; hmac: the hex HMAC-SHA256 of the body.'),
-});
-const messageLogQuery = z.strictObject({
-  ...pageQuery,
-  status: z.enum(['in_progress', 'sent', 'delivered', 'read', 'played', 'failed']).optional().describe('Only messages in this status.'),
-});
-const pageOnly = z.strictObject(pageQuery);
+// Built on a route's first request (see common.ts).
+const createBody = z.lazy(() =>
+  z.strictObject({
+    ...settings().shape,
+    name: sessionSettings().name,
+    type: z.enum(['whatsapp', 'sandbox']).optional().describe('Network of the session (default whatsapp).'),
+  }),
+);
+const updateBody = z.lazy(() => z.strictObject(settings().shape));
+const connectBody = z.lazy(() =>
+  z.strictObject({
+    qr_as_image: z.boolean().optional().describe('Ask for the QR code as an image (WasenderAPI SDK spelling); the answer carries qrImage either way.'),
+    qrAsImage: z.boolean().optional().describe('Same, Laravel SDK spelling.'),
+    phone_number: sessionSettings()
+      .phone_number.optional()
+      .describe("Pair by a code typed on the phone instead of a QR code: the account's number, E.164; the answer carries the 8-character pairingCode."),
+  }),
+);
+const proxyBody = z.lazy(() => z.strictObject({ proxy_url: sessionSettings().proxy_url }));
+const signingMode = once(() => z.object({ mode: z.enum(['secret', 'hmac']) }));
+const signingBody = z.lazy(() =>
+  z.strictObject({
+    mode: signingMode().shape.mode.describe('secret: X-Webhook-Signature carries the secret; hmac: the hex HMAC-SHA256 of the body.'),
+  }),
+);
+const messageLogQuery = z.lazy(() =>
+  z.strictObject({
+    ...pageQuery(),
+    status: z.enum(['in_progress', 'sent', 'delivered', 'read', 'played', 'failed']).optional().describe('Only messages in this status.'),
+  }),
+);
+const pageOnly = z.lazy(() => z.strictObject(pageQuery()));
 
 const NO_SESSION = 'No such session: `{success: false, error, message}`';
 
@@ -61,7 +71,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     summary: `List the organization's sessions${alias}`,
     tag,
     auth,
-    success: { schema: success(z.array(sessionSchema)) },
+    success: { schema: z.lazy(() => success(z.array(sessionSchema))) },
     async handler(ctx, { auth }) {
       ctx.body = { success: true, data: (await admin.list(auth)).map(({ session, apiKey }) => sessionView(session, { apiKey })) };
     },
@@ -74,7 +84,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     tag,
     auth,
     body: createBody,
-    success: { status: 201, schema: success(sessionSchema) },
+    success: { status: 201, schema: z.lazy(() => success(sessionSchema)) },
     async handler(ctx, { auth, body }) {
       const { type, ...input } = body;
       ctx.status = 201;
@@ -88,7 +98,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     summary: `Read a session, with its API key and webhook secret${alias}`,
     tag,
     auth,
-    success: { schema: success(sessionSchema) },
+    success: { schema: z.lazy(() => success(sessionSchema)) },
     errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
     async handler(ctx, { auth, params }) {
       ctx.body = { success: true, data: detailView(await admin.detail(await sessions.sessionOf(auth, params.id))) };
@@ -102,7 +112,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     tag,
     auth,
     body: updateBody,
-    success: { schema: success(sessionSchema) },
+    success: { schema: z.lazy(() => success(sessionSchema)) },
     errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
     async handler(ctx, { auth, params, body }) {
       ctx.body = { success: true, data: detailView(await admin.update(auth, await sessions.sessionOf(auth, params.id), body)) };
@@ -115,7 +125,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     summary: `Delete a session (its key stops working at once)${alias}`,
     tag,
     auth,
-    success: { schema: success(z.null()) },
+    success: { schema: z.lazy(() => success(z.null())) },
     errors: { 404: 'No such session in this organization: `{success: false, error, message}`' },
     async handler(ctx, { auth, params }) {
       await admin.remove(auth, await sessions.sessionOf(auth, params.id));
@@ -144,7 +154,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
       summary: `The current pairing QR code of a session (qrCode, and qrImage: a data URL), rotated as WhatsApp issues new ones${path.endsWith('qr-code') ? ' (Laravel SDK spelling)' : ''}${alias}`,
       tag,
       auth,
-      success: { schema: success(z.object({ qrCode: z.string(), qrImage: z.string() })) },
+      success: { schema: z.lazy(() => success(z.object({ qrCode: z.string(), qrImage: z.string() }))) },
       errors: { 404: NO_SESSION, 409: 'No QR code to give (not pairing, connected, sandbox, or no adapter): `{success: false, error, message}`' },
       async handler(ctx, { auth, params }) {
         ctx.body = { success: true, data: await admin.qrCode(await sessions.sessionOf(auth, params.id)) };
@@ -186,7 +196,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
       tag,
       auth,
       body: emptyBody,
-      success: { schema: z.object({ success: z.literal(true), api_key: z.string() }) },
+      success: { schema: z.lazy(() => z.object({ success: z.literal(true), api_key: z.string() })) },
       errors: { 404: NO_SESSION },
       async handler(ctx, { auth, params }) {
         ctx.body = { success: true, api_key: await admin.regenerateKey(auth, await sessions.sessionOf(auth, params.id)) };
@@ -272,7 +282,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     tag,
     auth,
     body: proxyBody,
-    success: { schema: success(sessionSchema) },
+    success: { schema: z.lazy(() => success(sessionSchema)) },
     errors: { 404: NO_SESSION },
     async handler(ctx, { auth, params, body }) {
       ctx.body = { success: true, data: detailView(await admin.setProxy(auth, await sessions.sessionOf(auth, params.id), body.proxy_url)) };
@@ -285,7 +295,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     summary: `How webhook deliveries of a session are signed${alias}`,
     tag,
     auth,
-    success: { schema: success(signingMode) },
+    success: { schema: z.lazy(() => success(signingMode())) },
     errors: { 404: NO_SESSION },
     async handler(ctx, { auth, params }) {
       ctx.body = { success: true, data: { mode: (await sessions.sessionOf(auth, params.id)).webhookSigning } };
@@ -299,7 +309,7 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     tag,
     auth,
     body: signingBody,
-    success: { schema: success(signingMode) },
+    success: { schema: z.lazy(() => success(signingMode())) },
     errors: { 404: NO_SESSION },
     async handler(ctx, { auth, params, body }) {
       await admin.setSigning(auth, await sessions.sessionOf(auth, params.id), body.mode);
@@ -315,14 +325,16 @@ export function whatsappSessionRoutes(deps: RouteDeps, prefix: string): RouteGro
     auth,
     body: emptyBody,
     success: {
-      schema: success(
-        z.object({
-          webhook_secret: z.string(),
-          previous_secret_valid_until: z
-            .string()
-            .nullable()
-            .describe('ISO 8601: until when deliveries also carry the old signature; null when it is dropped at once.'),
-        }),
+      schema: z.lazy(() =>
+        success(
+          z.object({
+            webhook_secret: z.string(),
+            previous_secret_valid_until: z
+              .string()
+              .nullable()
+              .describe('ISO 8601: until when deliveries also carry the old signature; null when it is dropped at once.'),
+          }),
+        ),
       ),
     },
     errors: { 404: NO_SESSION },

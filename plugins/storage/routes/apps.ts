@@ -6,19 +6,21 @@ import { STORAGE_LIMIT_MAX } from '../../../core/limits.ts';
 import { displayName, queryParam, uuid } from '../../../core/validate.ts';
 import { appInOrg, dashboardSession, type RouteDeps, TAG as tag } from './common.ts';
 
-const name = displayName();
+const name = z.lazy(() => displayName());
 // z.number, not z.int: z.int refuses a number past 2^53 as "not an integer", where the truth is "too big".
-const storageLimit = z
-  .number('must be a number of bytes or null')
-  .max(STORAGE_LIMIT_MAX, `is too big: at most ${STORAGE_LIMIT_MAX} bytes (8 PiB)`)
-  .int('must be a whole number of bytes')
-  .min(0, 'must not be negative')
-  .nullable();
+const storageLimit = z.lazy(() =>
+  z
+    .number('must be a number of bytes or null')
+    .max(STORAGE_LIMIT_MAX, `is too big: at most ${STORAGE_LIMIT_MAX} bytes (8 PiB)`)
+    .int('must be a whole number of bytes')
+    .min(0, 'must not be negative')
+    .nullable(),
+);
 
-export const createBody = z.object({ name, storageLimit: storageLimit.optional() });
-const patchBody = z.object({ appId: uuid, name: name.optional(), storageLimit: storageLimit.optional() });
-export const deleteBody = z.object({ appId: uuid });
-const getQuery = z.object({ appId: queryParam.one(uuid).describe("One app's id") });
+export const createBody = z.lazy(() => z.object({ name, storageLimit: storageLimit.optional() }));
+const patchBody = z.lazy(() => z.object({ appId: uuid, name: name.optional(), storageLimit: storageLimit.optional() }));
+export const deleteBody = z.lazy(() => z.object({ appId: uuid }));
+const getQuery = z.lazy(() => z.object({ appId: queryParam.one(uuid).describe("One app's id") }));
 
 export function appRoutes(api: ApiRegistry, { store, storage }: RouteDeps): RouteGroup {
   const group = api.group({ prefixes: ['/api/apps'], envelope: 'plain' });

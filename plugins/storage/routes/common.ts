@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import type { Credential } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
-import { plainText } from '../../../core/validate.ts';
+import { once, plainText } from '../../../core/validate.ts';
 import type { Storage } from '../service.ts';
 import type { AppState, StorageStore } from '../store.ts';
 import type { AppTokenPrincipal } from '../types.ts';
@@ -15,12 +15,14 @@ export interface RouteDeps {
 /** Requests name at most this many files or keys. */
 export const MAX_ITEMS = 1000;
 
-export const fileInput = z.object({
-  key: z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'),
-  name: plainText(z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters')),
-  size: z.int().min(0, 'must not be negative').max(Number.MAX_SAFE_INTEGER),
-  type: z.string().min(1, 'must not be empty').max(255, 'must be at most 255 characters'),
-});
+export const fileInput = once(() =>
+  z.object({
+    key: z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'),
+    name: plainText(z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters')),
+    size: z.int().min(0, 'must not be negative').max(Number.MAX_SAFE_INTEGER),
+    type: z.string().min(1, 'must not be empty').max(255, 'must be at most 255 characters'),
+  }),
+);
 
 export function fileList<T extends z.ZodType>(item: T) {
   return z.array(item).min(1, 'must hold at least one file').max(MAX_ITEMS, `must hold at most ${MAX_ITEMS} files`);

@@ -9,41 +9,49 @@ import { type ApiRegistry, PUBLIC } from '../../../core/api.ts';
 import type { AuthRegistry } from '../../../core/auth.ts';
 import { WharfError } from '../../../core/errors.ts';
 import type { RouteGroup } from '../../../core/api.ts';
-import { plainText, queryParam, uuid } from '../../../core/validate.ts';
+import { once, plainText, queryParam, uuid } from '../../../core/validate.ts';
 import type { AppState } from '../store.ts';
 import type { AppTokenPrincipal } from '../types.ts';
 import { appInOrg, appTokenOrSession, dashboardSession, fileInput, fileList, INVALID_TOKEN, MAX_ITEMS, type RouteDeps, TAG as tag } from './common.ts';
 
-export const listQuery = z.object({
-  appId: queryParam.one(uuid).describe('The app, with a dashboard session (ignored with a Bearer token)'),
-  search: queryParam.one(plainText(z.string().max(1024, 'must be at most 1024 characters'))).describe('Case-sensitive substring of the name'),
-  page: queryParam.int(1, 1, Number.MAX_SAFE_INTEGER),
-  pageSize: queryParam.int(10, 1, 100),
-  dir: queryParam.one(z.enum(['asc', 'desc'], { error: 'must be "asc" or "desc"' })).describe('Direction on uploadedAt (default desc)'),
-});
-const registerBody = z.object({ token: z.string().min(1, 'must not be empty'), files: fileList(fileInput) });
-export const deleteBody = z.object({
-  keys: z
-    .array(z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'))
-    .min(1, 'must hold at least one key')
-    .max(MAX_ITEMS, `must hold at most ${MAX_ITEMS} keys`)
-    .optional(),
-  fileId: uuid.optional(),
-  fileIds: z.array(uuid).min(1, 'must hold at least one id').max(MAX_ITEMS, `must hold at most ${MAX_ITEMS} ids`).optional(),
-});
-const downloadQuery = z.object({ fileId: queryParam.one(uuid).pipe(z.string({ error: 'is required' })) });
+export const listQuery = z.lazy(() =>
+  z.object({
+    appId: queryParam.one(uuid).describe('The app, with a dashboard session (ignored with a Bearer token)'),
+    search: queryParam.one(plainText(z.string().max(1024, 'must be at most 1024 characters'))).describe('Case-sensitive substring of the name'),
+    page: queryParam.int(1, 1, Number.MAX_SAFE_INTEGER),
+    pageSize: queryParam.int(10, 1, 100),
+    dir: queryParam.one(z.enum(['asc', 'desc'], { error: 'must be "asc" or "desc"' })).describe('Direction on uploadedAt (default desc)'),
+  }),
+);
+const registerBody = z.lazy(() => z.object({ token: z.string().min(1, 'must not be empty'), files: fileList(fileInput()) }));
+export const deleteBody = z.lazy(() =>
+  z.object({
+    keys: z
+      .array(z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'))
+      .min(1, 'must hold at least one key')
+      .max(MAX_ITEMS, `must hold at most ${MAX_ITEMS} keys`)
+      .optional(),
+    fileId: uuid.optional(),
+    fileIds: z.array(uuid).min(1, 'must hold at least one id').max(MAX_ITEMS, `must hold at most ${MAX_ITEMS} ids`).optional(),
+  }),
+);
+const downloadQuery = z.lazy(() => z.object({ fileId: queryParam.one(uuid).pipe(z.string({ error: 'is required' })) }));
 
-export const requestBody = z.object({
-  appId: uuid,
-  action: z.undefined().optional(),
-  prefix: z.string().max(1024, 'must be at most 1024 characters').optional(),
-  files: fileList(fileInput.omit({ key: true })),
-});
-const completeBody = z.object({ appId: uuid, action: z.literal('complete'), files: fileList(fileInput) });
+export const requestBody = once(() =>
+  z.object({
+    appId: uuid,
+    action: z.undefined().optional(),
+    prefix: z.string().max(1024, 'must be at most 1024 characters').optional(),
+    files: fileList(fileInput().omit({ key: true })),
+  }),
+);
+const completeBody = once(() => z.object({ appId: uuid, action: z.literal('complete'), files: fileList(fileInput()) }));
 /** Phase 1 without `action`, phase 2 with `action: "complete"`. */
-export const uploadBody = z.discriminatedUnion('action', [requestBody, completeBody], {
-  error: (issue) => (issue.code === 'invalid_union' ? 'must be "complete" (or absent, to request upload URLs)' : undefined),
-});
+export const uploadBody = z.lazy(() =>
+  z.discriminatedUnion('action', [requestBody(), completeBody()], {
+    error: (issue) => (issue.code === 'invalid_union' ? 'must be "complete" (or absent, to request upload URLs)' : undefined),
+  }),
+);
 
 export function fileRoutes(api: ApiRegistry, { store, storage }: RouteDeps, auth: AuthRegistry): RouteGroup {
   const group = api.group({ prefixes: ['/api/files'], envelope: 'plain' });

@@ -15,10 +15,10 @@ export const TOKEN_PREFIX = 'svc_live_';
 /** Characters of a token shown in listings: the prefix and 7 of the random part. */
 const DISPLAY_LENGTH = TOKEN_PREFIX.length + 7;
 
-export const listQuery = z.object({ appId: queryParam.one(uuid).pipe(z.string({ error: 'is required' })) });
-export const createBody = z.object({ appId: uuid, name: displayName(100) });
-export const deleteBody = z.object({ tokenId: uuid });
-const validateBody = z.object({ token: z.string().min(1, 'must not be empty') });
+export const listQuery = z.lazy(() => z.object({ appId: queryParam.one(uuid).pipe(z.string({ error: 'is required' })) }));
+export const createBody = z.lazy(() => z.object({ appId: uuid, name: displayName(100) }));
+export const deleteBody = z.lazy(() => z.object({ tokenId: uuid }));
+const validateBody = z.lazy(() => z.object({ token: z.string().min(1, 'must not be empty') }));
 
 /** A new raw token: the live prefix and 32 random bytes as URL-safe text. */
 function newToken(): string {
@@ -65,7 +65,7 @@ export function tokenRoutes({ api, store, storage, usage }: TokenRouteDeps): Rou
     tag,
     auth,
     body: createBody,
-    success: { status: 201, schema: z.object({ token: z.string() }) },
+    success: { status: 201, schema: z.lazy(() => z.object({ token: z.string() })) },
     errors: { 404: 'App not found: `{error}`' },
     async handler(ctx, { body, auth: orgId }) {
       const app = await appOf(body.appId, orgId);

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import type { ApiRegistry } from '../../../core/api.ts';
 import { WharfError } from '../../../core/errors.ts';
 import type { RouteGroup } from '../../../core/api.ts';
+import { once } from '../../../core/validate.ts';
 import type { SessionsService } from '../../sessions/types.ts';
 import type { WebhookDispatcher } from '../dispatcher.ts';
 import type { AttemptRow, DispatchRow, WebhooksStore } from '../store.ts';
@@ -23,11 +24,13 @@ export interface RouteDeps {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-const time = z
-  .string()
-  .max(40)
-  .refine((v) => parseTime(v) !== null, { message: 'must be an ISO 8601 time or Unix milliseconds' })
-  .transform((v) => parseTime(v)!);
+const time = z.lazy(() =>
+  z
+    .string()
+    .max(40)
+    .refine((v) => parseTime(v) !== null, { message: 'must be an ISO 8601 time or Unix milliseconds' })
+    .transform((v) => parseTime(v)!),
+);
 
 function parseTime(value: string): number | null {
   if (/^\d{1,16}$/.test(value)) return Number(value);
@@ -55,46 +58,52 @@ function listQuery(canonicalEvent: SessionsService['canonicalEvent']) {
   });
 }
 
-const emptyBody = z.strictObject({});
+const emptyBody = z.lazy(() => z.strictObject({}));
 
-const dispatchSchema = z.object({
-  id: z.int(),
-  event_id: z.int().describe('The recorded event; the same on a redelivery.'),
-  webhook_id: z.string().describe('The webhook-id header: stable across retries and redeliveries of one event.'),
-  session_id: z.int(),
-  event: z.string(),
-  url: z.string().describe('Where the latest attempt went (where the first will go, while none was made).'),
-  status: z.enum(['pending', 'delivered', 'abandoned']),
-  in_flight: z.boolean().describe('An attempt is being made right now.'),
-  attempt_count: z.int(),
-  max_attempts: z.int(),
-  last_status_code: z.int().nullable(),
-  last_error: z.string().nullable(),
-  next_attempt_at: z.string().nullable().describe('ISO 8601, while pending.'),
-  redelivery_of: z.int().nullable().describe('The dispatch this one redelivers, if any.'),
-  created_at: z.string(),
-  updated_at: z.string(),
-  finished_at: z.string().nullable(),
-});
+const dispatchSchema = once(() =>
+  z.object({
+    id: z.int(),
+    event_id: z.int().describe('The recorded event; the same on a redelivery.'),
+    webhook_id: z.string().describe('The webhook-id header: stable across retries and redeliveries of one event.'),
+    session_id: z.int(),
+    event: z.string(),
+    url: z.string().describe('Where the latest attempt went (where the first will go, while none was made).'),
+    status: z.enum(['pending', 'delivered', 'abandoned']),
+    in_flight: z.boolean().describe('An attempt is being made right now.'),
+    attempt_count: z.int(),
+    max_attempts: z.int(),
+    last_status_code: z.int().nullable(),
+    last_error: z.string().nullable(),
+    next_attempt_at: z.string().nullable().describe('ISO 8601, while pending.'),
+    redelivery_of: z.int().nullable().describe('The dispatch this one redelivers, if any.'),
+    created_at: z.string(),
+    updated_at: z.string(),
+    finished_at: z.string().nullable(),
+  }),
+);
 
-const attemptSchema = z.object({
-  number: z.int(),
-  started_at: z.string(),
-  duration_ms: z.int(),
-  status_code: z.int().nullable(),
-  error: z.string().nullable(),
-  response: z.string().nullable().describe("The first KiB of the receiver's answer body."),
-});
+const attemptSchema = z.lazy(() =>
+  z.object({
+    number: z.int(),
+    started_at: z.string(),
+    duration_ms: z.int(),
+    status_code: z.int().nullable(),
+    error: z.string().nullable(),
+    response: z.string().nullable().describe("The first KiB of the receiver's answer body."),
+  }),
+);
 
-const paginatedSchema = z.object({
-  current_page: z.int(),
-  data: z.array(dispatchSchema),
-  from: z.int().nullable(),
-  to: z.int().nullable(),
-  per_page: z.int(),
-  total: z.int(),
-  last_page: z.int(),
-});
+const paginatedSchema = z.lazy(() =>
+  z.object({
+    current_page: z.int(),
+    data: z.array(dispatchSchema()),
+    from: z.int().nullable(),
+    to: z.int().nullable(),
+    per_page: z.int(),
+    total: z.int(),
+    last_page: z.int(),
+  }),
+);
 
 const notFound = { 404: 'No such dispatch in this organization: `{success: false, error, message}`' };
 
@@ -145,8 +154,8 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
     tag,
     auth: account,
     summary: "Webhook dispatch records of the organization's sessions, newest first: status, attempts, last answer, next attempt (Laravel paginator)",
-    query: listQuery((name) => sessions.canonicalEvent(name)),
-    success: { schema: z.object({ success: z.literal(true), data: paginatedSchema }) },
+    query: z.lazy(() => listQuery((name) => sessions.canonicalEvent(name))),
+    success: { schema: z.lazy(() => z.object({ success: z.literal(true), data: paginatedSchema })) },
     async handler(ctx, { query, auth }) {
       const { page, per_page: perPage } = query;
       const { rows, total } = await store.list(
@@ -177,7 +186,7 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
     auth: account,
     summary: 'One dispatch record with every attempt (status code, duration, error, first KiB of the answer) and the payload sent',
     success: {
-      schema: z.object({ success: z.literal(true), data: dispatchSchema.extend({ attempts: z.array(attemptSchema), payload: z.unknown() }) }),
+      schema: z.lazy(() => z.object({ success: z.literal(true), data: dispatchSchema().extend({ attempts: z.array(attemptSchema), payload: z.unknown() }) })),
     },
     errors: notFound,
     async handler(ctx, { auth }) {
@@ -198,7 +207,7 @@ export function dispatchRoutes(deps: RouteDeps): RouteGroup {
     summary:
       "Deliver a finished dispatch's event again: a new dispatch (a new series of attempts) with the same event id and webhook-id, to the session's current webhook URL",
     body: emptyBody,
-    success: { status: 202, schema: z.object({ success: z.literal(true), data: dispatchSchema }) },
+    success: { status: 202, schema: z.lazy(() => z.object({ success: z.literal(true), data: dispatchSchema() })) },
     errors: {
       ...notFound,
       409: 'The dispatch is still pending, or its session was deleted or has no enabled webhook: `{success: false, error, message}`',
