@@ -142,7 +142,6 @@ const PG_MATCH: Record<PgMatch, string> = {
   long: "f.app_id = @appId AND f.name LIKE @pattern ESCAPE '\\'",
   scan: 'f.app_id = @appId AND strpos(f.name, @term) > 0',
 };
-const pgMatch = (short: boolean) => PG_MATCH[short ? 'short' : 'long'];
 /**
  * The matches are planned on their own (MATERIALIZED: the page's LIMIT would otherwise lead the
  * planner to walk the time index, filtering, for a page it thinks ends early; the total needs
@@ -264,10 +263,10 @@ const MARKS_SQL = { sqlite: marksSql('sqlite'), postgres: marksSql('postgres') }
  */
 const listFewSqlite = (index: Index) => `SELECT f.uploaded_at, f.id FROM ${index} g CROSS JOIN storage_files f ON f.seq = g.rowid
   WHERE g.${index} MATCH @match AND ${APP_RANGE} LIMIT @limit`;
-const listFewPostgres = (short: boolean) => `SELECT f.uploaded_at, f.id FROM storage_files f WHERE ${pgMatch(short)}`;
+const listFewPostgres = (match: PgMatch) => `SELECT f.uploaded_at, f.id FROM storage_files f WHERE ${PG_MATCH[match]}`;
 const LIST_FEW = {
   sqlite: { short: listFewSqlite('storage_files_ngrams'), long: listFewSqlite('storage_files_names') },
-  postgres: { short: listFewPostgres(true), long: listFewPostgres(false) },
+  postgres: { short: listFewPostgres('short'), long: listFewPostgres('long'), scan: listFewPostgres('scan') },
 };
 /** The list's order on marks: (uploadedAt, id), both ASCII (ISO times, UUIDs), so JS's comparison is the databases' byte order. */
 const inOrder = (x: Mark, y: Mark) => (x.uploaded_at < y.uploaded_at ? -1 : x.uploaded_at > y.uploaded_at ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
@@ -296,11 +295,18 @@ export class FileSearch {
 
   #sql(short: boolean, dir: Direction, app: SearchApp): Statements {
     if (this.#db.engine !== 'postgres') return SEARCH_SQL[short ? 'storage_files_ngrams' : 'storage_files_names'][dir];
-    // pg_trgm's index holds every app's names: a common trigram's list is long however few
-    // files this app has (`report-draft` in a 1,000-file app: 177 ms), while its rows read in
-    // full cost no more than a walk that is cheap enough (about 1 ms per 2,000 files).
-    if (!short && app.fileCount <= (this.#options.scanApp ?? COSTS.postgres.far)) return PG_SQL.scan[dir];
-    return PG_SQL[short ? 'short' : 'long'][dir];
+    return PG_SQL[this.#pgMatch(short, app)][dir];
+  }
+
+  /**
+   * How PostgreSQL finds a term's matches in an app. pg_trgm's index holds every app's names: a
+   * common trigram's list is long however few files this app has (`report-draft` in a 1,000-file
+   * app beside a million: 177 ms; counting `report` there: 575 ms), while a small app's rows read
+   * in full cost no more than a walk that is cheap enough (about 1 ms per 2,000 files).
+   */
+  #pgMatch(short: boolean, app: SearchApp): PgMatch {
+    if (!short && app.fileCount <= (this.#options.scanApp ?? COSTS.postgres.far)) return 'scan';
+    return short ? 'short' : 'long';
   }
 
   /** One page of the app's files whose name contains `term` (not empty), and how many there are. */
@@ -434,7 +440,7 @@ export class FileSearch {
    */
   async #listFew(db: Db, app: SearchApp, term: string, limit: number): Promise<Mark[] | undefined> {
     const short = [...term].length < 3;
-    const rows = await db.all<Mark>(LIST_FEW[db.engine][short ? 'short' : 'long'], {
+    const rows = await db.all<Mark>(db.engine === 'postgres' ? LIST_FEW.postgres[this.#pgMatch(short, app)] : LIST_FEW.sqlite[short ? 'short' : 'long'], {
       appId: app.id,
       seq: app.seq,
       term,
@@ -511,7 +517,8 @@ export class FileSearch {
 
   /** A 4+ character term's exact total (PostgreSQL: with its app's row locked). */
   async #count(tx: Db, app: SearchApp, term: string): Promise<number> {
-    if (tx.engine === 'postgres') return (await tx.value<number>(PG_SQL.long.asc.countMatches, { appId: app.id, pattern: likePattern(term) }))!;
+    if (tx.engine === 'postgres')
+      return (await tx.value<number>(PG_SQL[this.#pgMatch(false, app)].asc.countMatches, { appId: app.id, term, pattern: likePattern(term) }))!;
     // The phrase: exact, read from the index alone.
     return (await tx.value<number>(SEARCH_SQL.storage_files_names.asc.countPhrase, { seq: app.seq, match: phrase(term) }))!;
   }

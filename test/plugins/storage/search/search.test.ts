@@ -194,8 +194,9 @@ async function compareAll(): Promise<number> {
     // totals would replace those: the walks' marks are what these check.)
     new FileSearch(db, { marksAfter: 1, markAll: 2 }),
     new FileSearch(db, { marksAfter: 6, markAll: 2 }),
-    // On PostgreSQL: few candidates found through pg_trgm's index (as in an app too large to read whole), not the app's rows.
+    // On PostgreSQL: matches found and counted through pg_trgm's index (as in an app too large to read whole), not the app's rows.
     new FileSearch(db, { scanApp: 0, fewCandidates: Number.POSITIVE_INFINITY }),
+    new FileSearch(db, { scanApp: 0, fewCandidates: 0, markAll: 0 }),
   ];
   let compared = 0;
   // The marks the writes since the last comparison left (before any search makes new ones).
