@@ -234,9 +234,10 @@ export function addFileCommands(cli: Argv): void {
         (c) =>
           c
             .option('search', { type: 'string', describe: 'Substring of the file name (case-sensitive), not the key: the NAME column' })
-            .option('page', { type: 'number', default: 1 })
-            .option('page-size', { type: 'number', default: 20 }),
+            .option('page', { type: 'number', default: 1, describe: 'Page to show (from 1)' })
+            .option('page-size', { type: 'number', default: 20, describe: 'Files per page (1 to 100)' }),
         run<FilesArgs & { search?: string; page: number; pageSize: number }>(async (args) => {
+          if (args.search === '') throw new ClientError('--search needs a term: a substring of the file name');
           const query = new URLSearchParams({ page: String(args.page), pageSize: String(args.pageSize) });
           if (args.search) query.set('search', args.search);
           const result = await call<{ files: FileRecord[]; pagination: { page: number; totalPages: number; total: number } }>(
@@ -251,9 +252,11 @@ export function addFileCommands(cli: Argv): void {
             args,
             rows.length
               ? `${table(['NAME', 'KEY', 'SIZE', 'TYPE', 'UPLOADED'], rows)}\npage ${page} of ${totalPages} (${count(total, 'file')})`
-              : args.search
-                ? `No file name contains "${args.search}" (--search matches names, not keys).`
-                : 'No files.',
+              : total > 0
+                ? `Page ${page} is past the end: ${count(total, 'file')}${args.search === undefined ? '' : ` whose name contains "${args.search}"`} in ${count(totalPages, 'page')} of ${args.pageSize}.`
+                : args.search
+                  ? `No file name contains "${args.search}" (--search matches names, not keys).`
+                  : 'No files.',
             result,
           );
         }),

@@ -170,7 +170,7 @@ export class ApiRegistry {
         );
       }
       const params = spec.params ? validate(spec.params, ctx.params, { status }) : ctx.params;
-      const query = spec.query ? validate(spec.query, ctx.query, { status }) : undefined;
+      const query = spec.query ? validate(spec.query, strictQuery(ctx, status), { status }) : undefined;
       const input = spec.body ? validate(spec.body, ctx.request.body, { status }) : undefined;
       await spec.handler(ctx, { params, query, body: input, auth });
     });
@@ -262,4 +262,36 @@ function properties(schema: z.ZodType): { properties?: Record<string, unknown>; 
 function toSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
   const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Record<string, unknown>;
   return rest;
+}
+
+/**
+ * The request's query parameters, refused (400 naming the parameter) when one is not valid
+ * percent-encoded UTF-8: Node's parser would turn `%FF` into U+FFFD silently, and a search for
+ * that would match names holding the replacement character.
+ */
+function strictQuery(ctx: Context, status: 400 | 422 | undefined): Record<string, unknown> {
+  const raw = ctx.querystring;
+  if (raw.includes('%')) {
+    for (const pair of raw.split('&')) {
+      try {
+        decodeURIComponent(pair.replace(/\+/g, ' '));
+      } catch {
+        const eq = pair.indexOf('=');
+        const name = safeName(eq < 0 ? pair : pair.slice(0, eq));
+        const message = 'must be UTF-8, percent-encoded';
+        if (status === 422) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { [name]: [message] } });
+        throw new WharfError('bad_request', `${name}: ${message}`, { fields: { [name]: [message] } });
+      }
+    }
+  }
+  return ctx.query;
+}
+
+/** A parameter's name for a message: decoded when it can be, at most 64 characters. */
+function safeName(name: string): string {
+  try {
+    return decodeURIComponent(name.replace(/\+/g, ' ')).slice(0, 64);
+  } catch {
+    return 'a query parameter';
+  }
 }

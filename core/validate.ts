@@ -67,6 +67,9 @@ export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 /** A UUID field. */
 export const uuid = z.string().regex(UUID, 'must be a UUID');
 
+/** The largest integer a query parameter may be written as (15 digits). */
+const MAX_DIGITS_15 = 999_999_999_999_999;
+
 /** Text given at most once (a repeated parameter arrives as an array), checked with `schema`; empty = absent. */
 function single<T extends z.ZodType<unknown, string>>(schema: T) {
   return z.preprocess(
@@ -91,16 +94,18 @@ export const queryParam = {
   },
   /** A whole number from `min` to `max` written in decimal digits, or `fallback` when absent. */
   int(fallback: number, min: number, max: number) {
-    const message = `must be an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}`;
+    // At most 15 digits: what the regex lets through, and every product with a page size stays exact.
+    const top = Math.min(max, MAX_DIGITS_15);
+    const message = `must be an integer from ${min} to ${top}`;
     return single(
       z
         .string()
         .regex(/^\d{1,15}$/, message)
         .transform(Number)
-        .pipe(z.int().min(min, message).max(max, message)),
+        .pipe(z.int().min(min, message).max(top, message)),
     )
       .transform((v) => v ?? fallback)
-      .meta({ type: 'integer', minimum: min, ...(max === Number.MAX_SAFE_INTEGER ? {} : { maximum: max }), default: fallback });
+      .meta({ type: 'integer', minimum: min, maximum: top, default: fallback });
   },
 };
 

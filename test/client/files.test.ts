@@ -53,6 +53,15 @@ describe('wharf files', () => {
       stdout: 'No file name contains "docs/" (--search matches names, not keys).\n',
     });
     expect((await wharf(['files', 'ls', '--help'])).stdout.replace(/\s+/g, ' ')).toContain('Substring of the file name (case-sensitive), not the key');
+    // A page past the end says so (the files exist); an empty --search is refused, not a listing of everything.
+    expect(await wharf(['files', 'ls', '--search', 'o', '--page', '3', '--page-size', '1', '--token', token])).toMatchObject({
+      status: 0,
+      stdout: 'Page 3 is past the end: 2 files whose name contains "o" in 2 pages of 1.\n',
+    });
+    expect(await wharf(['files', 'ls', '--search', '', '--token', token])).toMatchObject({
+      status: 1,
+      stderr: 'wharf: --search needs a term: a substring of the file name\n',
+    });
 
     const out = path.join(dir, 'copy.txt');
     const got = await wharf(['files', 'get', uploaded[1]!.key, '--out', out, '--token', token]);

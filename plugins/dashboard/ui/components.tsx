@@ -206,7 +206,7 @@ export function Pager({ page, pages, total, onPage }: { page: number; pages: num
         ← Previous
       </button>
       <span>
-        Page {page} of {Math.max(1, pages)} · {total} in all
+        Page {page.toLocaleString('en')} of {Math.max(1, pages).toLocaleString('en')} · {total.toLocaleString('en')} in all
       </span>
       <button type="button" class="small secondary" disabled={page >= pages} onClick={() => onPage(page + 1)}>
         Next →

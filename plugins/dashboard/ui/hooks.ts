@@ -15,7 +15,8 @@ export interface Loaded<T> {
 /**
  * Runs `load` when `deps` change, and on `reload()`; the error of the last run. A reload keeps
  * the data on screen until the new data comes; a change of `deps` (another record) clears it,
- * unless `keep` says the new data is the same list narrowed or paged (search as you type).
+ * unless `keep` says the new data is the same list narrowed or paged (search as you type); a
+ * kept list goes when its replacement fails.
  */
 export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: readonly unknown[], options: { keep?: boolean } = {}): Loaded<T> {
   const [data, setData] = useState<T | undefined>(undefined);
@@ -34,6 +35,8 @@ export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: read
       setError(undefined);
     } catch (err) {
       if (controller.signal.aborted) return;
+      // A kept list is another term's or page's: after a failure it would pass for this one's answer.
+      if (options.keep) setData(undefined);
       setError(err instanceof ApiError ? err : new ApiError(0, (err as Error).message));
     } finally {
       if (!controller.signal.aborted) setLoading(false);

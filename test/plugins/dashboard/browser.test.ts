@@ -243,6 +243,12 @@ describe('the dashboard, first hour', () => {
     await page.getByLabel('Search names').fill('nothing-like-this');
     await expect.poll(() => text(page, '#files')).toContain('No file name contains “nothing-like-this”');
     await shot(page, '07-files-search');
+    // A term the API refuses (over 1024 characters): its error, and not the last term's rows beside it.
+    await page.getByLabel('Search names').fill('notes');
+    await expect.poll(() => page.locator('#files tbody tr').count()).toBe(1);
+    await page.getByLabel('Search names').fill('n'.repeat(1025));
+    await expect.poll(() => text(page, '#files')).toContain('search: must be at most 1024 characters');
+    expect(await page.locator('#files tbody tr').count()).toBe(0);
     await page.getByLabel('Search names').fill('');
     await expect.poll(() => page.locator('#files tbody tr').count()).toBe(2);
   }, 60_000);

@@ -166,8 +166,11 @@ describe('the Files and Uploads tables, error rows', () => {
     ['list: pageSize 101', 'token', 'GET', '/api/files?pageSize=101', undefined, 400, 'pageSize: must be an integer from 1 to 100'],
     ['list: pageSize text', 'token', 'GET', '/api/files?pageSize=ten', undefined, 400, 'pageSize: must be an integer from 1 to 100'],
     ['list: pageSize fraction', 'token', 'GET', '/api/files?pageSize=2.5', undefined, 400, 'pageSize: must be an integer from 1 to 100'],
-    ['list: page 0', 'token', 'GET', '/api/files?page=0', undefined, 400, 'page: must be an integer from 1 up'],
-    ['list: page negative', 'token', 'GET', '/api/files?page=-1', undefined, 400, 'page: must be an integer from 1 up'],
+    ['list: page 0', 'token', 'GET', '/api/files?page=0', undefined, 400, 'page: must be an integer from 1 to 999999999999999'],
+    ['list: page negative', 'token', 'GET', '/api/files?page=-1', undefined, 400, 'page: must be an integer from 1 to 999999999999999'],
+    ['list: page of 16 digits', 'token', 'GET', '/api/files?page=1000000000000000', undefined, 400, 'page: must be an integer from 1 to 999999999999999'],
+    ['list: search not UTF-8', 'token', 'GET', '/api/files?search=%FF', undefined, 400, 'search: must be UTF-8, percent-encoded'],
+    ['list: search cut in a character', 'token', 'GET', '/api/files?page=1&search=ab%C3', undefined, 400, 'search: must be UTF-8, percent-encoded'],
     ['list: page twice', 'token', 'GET', '/api/files?page=1&page=2', undefined, 400, 'page must be given once'],
     // NUL cut SQLite's full-text query short (500 "unterminated string"); no name holds a control character.
     ['list: search with NUL', 'token', 'GET', '/api/files?search=%00ab', undefined, 400, 'search: must not contain control characters'],
