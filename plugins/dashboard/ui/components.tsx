@@ -2,7 +2,7 @@
 import { type ComponentChildren, cloneElement, type VNode } from 'preact';
 import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import type { ApiError } from './api.ts';
-import { bytes } from './format.ts';
+import { bytes, grouped } from './format.ts';
 
 /** An API error where it happened: the server's message, and each field's complaints. */
 export function ErrorBox({ error, id }: { error: ApiError | undefined; id?: string }) {
@@ -206,7 +206,7 @@ export function Pager({ page, pages, total, onPage }: { page: number; pages: num
         ← Previous
       </button>
       <span>
-        Page {page.toLocaleString('en')} of {Math.max(1, pages).toLocaleString('en')} · {total.toLocaleString('en')} in all
+        Page {grouped(page)} of {grouped(Math.max(1, pages))} · {grouped(total)} in all
       </span>
       <button type="button" class="small secondary" disabled={page >= pages} onClick={() => onPage(page + 1)}>
         Next →

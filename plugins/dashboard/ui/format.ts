@@ -35,7 +35,10 @@ export function ago(iso: string | null | undefined): string {
   return when(iso);
 }
 
+/** A whole number with its thousands grouped: "4,742". */
+export const grouped = (n: number): string => n.toLocaleString('en');
+
 /** "1 file", "2 files": a count with its noun, singular or plural. */
 export function count(n: number, one: string, many = `${one}s`): string {
-  return `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
+  return `${grouped(n)} ${n === 1 ? one : many}`;
 }

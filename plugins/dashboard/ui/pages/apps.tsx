@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { DISPLAY_NAME_MAX, STORAGE_LIMIT_MAX } from '../../../../core/limits.ts';
 import { ApiError, api } from '../api.ts';
 import { Card, Confirm, Dialog, Empty, ErrorBox, Field, Loading, Usage } from '../components.tsx';
-import { bytes, when } from '../format.ts';
+import { bytes, grouped, when } from '../format.ts';
 import { link, type Loaded, useAction, useLoad } from '../hooks.ts';
 import type { App } from '../types.ts';
 
@@ -48,7 +48,7 @@ export function limitBytes(amount: string, unit: Unit): number | null {
   if (!Number.isFinite(value)) throw refuse('not a number');
   if (value < 0) throw refuse('must not be negative');
   const n = Math.round(value * UNIT[unit]);
-  if (n > STORAGE_LIMIT_MAX) throw refuse(`too big: at most ${STORAGE_LIMIT_MAX.toLocaleString('en')} bytes (${bytes(STORAGE_LIMIT_MAX)})`);
+  if (n > STORAGE_LIMIT_MAX) throw refuse(`too big: at most ${grouped(STORAGE_LIMIT_MAX)} bytes (${bytes(STORAGE_LIMIT_MAX)})`);
   if (value > 0 && n < 1) throw refuse('under one byte: give at least 1 byte, 0 for no storage at all, or leave it empty for no limit');
   return n;
 }
@@ -101,7 +101,7 @@ export function Apps() {
                   <td data-label="Usage">
                     <Usage used={a.usedBytes} limit={a.storageLimit} />
                   </td>
-                  <td data-label="Files">{a.fileCount.toLocaleString('en')}</td>
+                  <td data-label="Files">{grouped(a.fileCount)}</td>
                   <td data-label="Created">{when(a.createdAt)}</td>
                   <td class="row-actions">
                     <button type="button" class="small secondary" onClick={() => setEditing(a)} aria-label={`Edit ${a.name}`}>
