@@ -19,8 +19,8 @@ import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
 import { type Principal, type PrincipalKind, requirePrincipal } from './auth.ts';
 import { hasBody, readBody } from './body.ts';
-import { type Envelope, WharfError } from './errors.ts';
-import { validate } from './validate.ts';
+import { type Envelope, type FieldErrors, WharfError } from './errors.ts';
+import { refusal, validate } from './validate.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -278,9 +278,10 @@ function strictQuery(ctx: Context, status: 400 | 422 | undefined): Record<string
       } catch {
         const eq = pair.indexOf('=');
         const name = safeName(eq < 0 ? pair : pair.slice(0, eq));
-        const message = 'must be UTF-8, percent-encoded';
-        if (status === 422) throw new WharfError('validation_failed', 'The given data was invalid.', { fields: { [name]: [message] } });
-        throw new WharfError('bad_request', `${name}: ${message}`, { fields: { [name]: [message] } });
+        const message = `${name}: must be UTF-8, percent-encoded`;
+        const fields: FieldErrors = Object.create(null);
+        fields[name] = [message];
+        throw refusal(fields, message, status);
       }
     }
   }

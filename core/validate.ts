@@ -44,9 +44,13 @@ export function fieldErrors(error: z.ZodError): FieldErrors {
 export function validate<S extends z.ZodType>(schema: S, input: unknown, options: { status?: 400 | 422 } = {}): z.output<S> {
   const result = schema.safeParse(input ?? {}, { reportInput: true });
   if (result.success) return result.data;
-  const fields = fieldErrors(result.error);
-  if (options.status === 422) throw new WharfError('validation_failed', 'The given data was invalid.', { fields });
-  throw new WharfError('bad_request', issueMessage(result.error.issues[0]!), { fields });
+  throw refusal(fieldErrors(result.error), issueMessage(result.error.issues[0]!), options.status);
+}
+
+/** A request's fields refused: `bad_request` (400) with the `first` problem's message, or, with `status: 422`, `validation_failed`. */
+export function refusal(fields: FieldErrors, first: string, status?: 400 | 422): WharfError {
+  if (status === 422) return new WharfError('validation_failed', 'The given data was invalid.', { fields });
+  return new WharfError('bad_request', first, { fields });
 }
 
 /**
