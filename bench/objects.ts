@@ -364,10 +364,13 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
             [`GET ${COUNT} × 4 KiB, SDK, ${CONCURRENCY} at a time`, 'smallGet', 'read back, bs=4k (page cache)'],
           ] as [string, keyof Figures, string][])),
     ];
+    /** How busy the client kept its core: its CPU per MiB × MiB/s, medians of the rounds (near 100%: the client is the bottleneck). */
+    const busy = (store: (typeof stores)[number], key: keyof Figures) =>
+      `${fmt(median(store.client[key].map((ms, r) => (ms * store.figures[key][r]!) / 10)), 0)}%`;
     const row = ([what, key, bound]: [string, keyof Figures, string]) =>
       `| ${what} | ${fmt(median(emb!.figures[key]), 1)} | ${fmt(median(rgw!.figures[key]), 1)} | ${fmt(medianRatio(emb!.figures[key], rgw!.figures[key]))} | ` +
       `${fmt(median(emb!.server[key]), 1)} / ${fmt(median(rgw!.server[key]), 1)} = ${fmt(medianRatio(rgw!.server[key], emb!.server[key]))} | ` +
-      `${fmt(median(emb!.client[key]), 1)} / ${fmt(median(rgw!.client[key]), 1)} | ${fmt(median(disk[key]), 1)} | ${fmt(median(emb!.figures[key]) / median(disk[key]))} | ${bound} |`;
+      `${fmt(median(emb!.client[key]), 1)} / ${fmt(median(rgw!.client[key]), 1)} (${busy(emb!, key)} / ${busy(rgw!, key)}) | ${fmt(median(disk[key]), 1)} | ${fmt(median(emb!.figures[key]) / median(disk[key]))} | ${bound} |`;
     // µs per 4 KiB request, as ms per MiB like the other rows.
     const perMiB = (v: number[]) => (median(v) * (MiB / SMALL)) / 1000;
     const wrkRow = (key: 'put' | 'get') =>
@@ -375,7 +378,7 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
       `${fmt(medianRatio(wrkRps[0]![key], wrkRps[1]![key]))} | ${fmt(perMiB(wrkCpu[0]![key]), 0)} / ${fmt(perMiB(wrkCpu[1]![key]), 0)} = ${fmt(medianRatio(wrkCpu[1]![key], wrkCpu[0]![key]))} | wrk | | | |`;
     const per = (f: Figures, key: keyof Figures) => f[key].map((v) => fmt(v, 1)).join('/');
     const out = [
-      '| workload | embedded MiB/s | Ceph RGW MiB/s | embedded / Ceph (median of rounds) | server CPU ms per MiB, embedded / Ceph = Ceph ÷ embedded | client CPU ms per MiB, to embedded / to Ceph | dd MiB/s | embedded / dd | dd as run |',
+      '| workload | embedded MiB/s | Ceph RGW MiB/s | embedded / Ceph (median of rounds) | server CPU ms per MiB, embedded / Ceph = Ceph ÷ embedded | client CPU ms per MiB, to embedded / to Ceph (its core busy) | dd MiB/s | embedded / dd | dd as run |',
       '|---|---|---|---|---|---|---|---|---|',
       ...rows.map(row),
       ...(only === 'big' ? [] : [wrkRow('put'), wrkRow('get')]),
