@@ -5,10 +5,14 @@
  * $S3_ENDPOINT) in the same run, interleaved; `dd` to the same disk is the physical bound for
  * writes (conv=fdatasync for the large file, oflag=dsync for 1,000 synchronous 4 KiB writes) and
  * `dd` reading the file back (from the page cache, like the GETs) for reads. The 4 KiB requests
- * are also sent by wrk through presigned URLs, which measures the servers rather than the SDK.
- * Both servers are pinned to BENCH_CPU (default 1): the embedded one at its start, Ceph's
- * radosgw and ceph-osd for the run (their CPUs are put back after).
- * Usage: node bench/run.ts objects
+ * are also sent by wrk through presigned URLs, and the 64 MiB ones by curl (SigV4 headers, the
+ * payload's SHA-256 computed before the clock), which measure the servers rather than the SDK;
+ * every row reports the servers' and the client's CPU per MiB. Both servers are pinned to
+ * BENCH_CPU (default 1): the embedded one at its start, Ceph's radosgw and ceph-osd for the run
+ * (their CPUs are put back after); dd runs in every round, as the stores do.
+ * Usage: node bench/run.ts objects. BENCH_BASE=DIR also runs the embedded store of another
+ * checkout (main's, say) in the same rounds; BENCH_OBJECTS=big runs the 64 MiB workloads alone;
+ * BENCH_ROUNDS (3), BENCH_SECONDS (5, wrk).
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
