@@ -498,7 +498,8 @@ export class ObjectStore {
    * (fdatasync: the bytes and the size, what reading them back needs). The caller renames it into
    * place with {@link commit} or drops it with {@link discard}. Any failure removes the file.
    *
-   * Bytes are gathered into writes (one writev each) of {@link WRITE_BYTES} (a request arrives in 64 KiB pieces);
+   * Bytes are gathered into writes (one writev each) of {@link WRITE_BYTES} (a request arrives in 64 KiB pieces),
+   * one in flight while the next is received and hashed;
    * a body that ends within {@link SMALL_BODY_BYTES} is written with one synchronous write (to
    * the page cache: cheaper than a trip through the thread pool), larger ones through the thread
    * pool. Every {@link EARLY_SYNC_BYTES} written, an fdatasync starts in the background, so
@@ -513,7 +514,7 @@ export class ObjectStore {
     let open = true;
     let gathered: Buffer[] = [];
     let gatheredBytes = 0;
-    /** Bytes handed to writes so far (the next write's position), and those written. */
+    /** Bytes handed to writes so far (the next write's position), and those written (for the early syncs). */
     let queued = 0;
     let written = 0;
     let syncedUpTo = 0;
@@ -560,7 +561,6 @@ export class ObjectStore {
       if (gatheredBytes && queued === 0 && gatheredBytes <= SMALL_BODY_BYTES) {
         const data = take();
         for (let off = 0; off < data.length; ) off += fs.writeSync(fd, data, off, data.length - off, off);
-        written = queued = data.length;
       } else if (gatheredBytes) await flush();
       await writing;
       await early;
