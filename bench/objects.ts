@@ -5,20 +5,26 @@
  * $S3_ENDPOINT) in the same run, interleaved; `dd` to the same disk is the physical bound for
  * writes (conv=fdatasync for the large file, oflag=dsync for 1,000 synchronous 4 KiB writes) and
  * `dd` reading the file back (from the page cache, like the GETs) for reads. The 4 KiB requests
- * are also sent by wrk through presigned URLs, which measures the servers rather than the SDK.
- * Both servers are pinned to BENCH_CPU (default 1): the embedded one at its start, Ceph's
- * radosgw and ceph-osd for the run (their CPUs are put back after).
- * Usage: node bench/run.ts objects
+ * are also sent by wrk through presigned URLs, and the 64 MiB ones by curl (SigV4 headers, the
+ * payload's SHA-256 computed before the clock), which measure the servers rather than the SDK;
+ * every row reports the servers' and the client's CPU per MiB. Both servers are pinned to
+ * BENCH_CPU (default 1): the embedded one at its start, Ceph's radosgw and ceph-osd for the run
+ * (their CPUs are put back after); dd runs in every round, as the stores do.
+ * Usage: node bench/run.ts objects. BENCH_BASE=DIR also runs the embedded store of another
+ * checkout (main's, say) in the same rounds; BENCH_OBJECTS=big runs the 64 MiB workloads alone;
+ * BENCH_ROUNDS (3), BENCH_SECONDS (5, wrk).
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { ensureS3, s3Client, type S3Target } from '../test/helpers/s3.ts';
 import { removeBuckets } from '../test/helpers/storage.ts';
+import { SignatureV4 } from '@smithy/signature-v4';
 import { SigV4Presigner } from '../plugins/storage/drivers/sigv4.ts';
+import { EMPTY_SHA256, NodeSha256 } from '../plugins/storage/drivers/fs/auth.ts';
 import { cpuMicros, fmt, median, medianRatio, node, profiling, root, wrk } from './lib.ts';
 
 const MiB = 1024 * 1024;
@@ -30,9 +36,14 @@ const CONCURRENCY = 16;
 interface Figures {
   bigPut: number[];
   bigGet: number[];
+  /** The same 64 MiB through curl, signed before the clock starts (see {@link curlRequest}). */
+  bigPutCurl: number[];
+  bigGetCurl: number[];
   smallPut: number[];
   smallGet: number[];
 }
+
+const figures = (): Figures => ({ bigPut: [], bigGet: [], bigPutCurl: [], bigGetCurl: [], smallPut: [], smallGet: [] });
 
 const mibps = (bytes: number, ms: number) => bytes / MiB / (ms / 1000);
 
@@ -58,18 +69,92 @@ async function drain(s3: S3Client, bucket: string, key: string): Promise<number>
   return n;
 }
 
-/** One round of the four workloads: MiB/s into `into`, the server's CPU ms per MiB (from `cpu()`, µs) into `cpuInto`. */
-async function round(s3: S3Client, bucket: string, big: Buffer, small: Buffer[], r: number, into: Figures, cpu: () => number, cpuInto: Figures): Promise<void> {
+/**
+ * A request by curl, signed with SigV4 in its headers (the SDK's own signer), `x-amz-content-sha256`
+ * the body's SHA-256 given here: the server still checks the body against it, but the client hashes
+ * nothing while the clock runs. curl sends a file from the page cache and drops what it receives:
+ * a client that costs little next to the servers (the SDK hashes 64 MiB before a PUT, and reads
+ * a GET's body at about twice the server's CPU per MiB). Returns the bytes received.
+ */
+async function curlRequest(target: S3Target, method: 'PUT' | 'GET', bucket: string, key: string, body?: BigFile): Promise<number> {
+  const url = new URL(`${target.endpoint}/${bucket}/${key}`);
+  const signer = new SignatureV4({
+    service: 's3',
+    region: target.region,
+    credentials: { accessKeyId: target.accessKeyId, secretAccessKey: target.secretAccessKey },
+    sha256: NodeSha256,
+    uriEscapePath: false,
+  });
+  // Host and Content-Length are signed and sent by curl itself, with the same values.
+  const headers: Record<string, string> = { host: url.host, 'x-amz-content-sha256': body?.sha256 ?? EMPTY_SHA256 };
+  if (body) headers['content-length'] = String(body.size);
+  const signed = await signer.sign({ method, protocol: url.protocol, hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers });
+  const args = ['-sS', '-o', '/dev/null', '-w', '%{http_code} %{size_download}', '-X', method, '-H', 'Expect:'];
+  for (const [k, v] of Object.entries(signed.headers)) if (k !== 'host' && k !== 'content-length') args.push('-H', `${k}: ${v}`);
+  if (body) args.push('-T', body.file);
+  args.push(url.href);
+  const [status, size] = execFileSync('curl', args, { encoding: 'utf8' }).split(' ');
+  if (status !== '200') throw new Error(`curl ${method} ${key}: ${status}`);
+  return Number(size);
+}
+
+/** CPU time (user + system, µs) of this process and of its children waited for (curl, dd). */
+function clientMicros(): number {
+  const own = process.cpuUsage();
+  const fields = fs
+    .readFileSync('/proc/self/stat', 'utf8')
+    .replace(/^.*\) /, '')
+    .split(' ');
+  // cutime and cstime: fields 16 and 17 (1-based), in clock ticks of 10 ms.
+  return own.user + own.system + (Number(fields[13]) + Number(fields[14])) * 10_000;
+}
+
+/** The 64 MiB body: in memory for the SDK, in a file (page cache) for curl, and its SHA-256. */
+interface BigFile {
+  file: string;
+  size: number;
+  sha256: string;
+}
+
+interface Big extends BigFile {
+  bytes: Buffer;
+}
+
+/**
+ * One round of the workloads against one store: MiB/s into `into`, the server's CPU ms per MiB
+ * (from `cpu()`, µs) into `cpuInto`, this process's (the client's) into `clientInto`.
+ * `only === 'big'` runs the 64 MiB workloads alone.
+ */
+async function round(
+  s3: S3Client,
+  target: S3Target,
+  bucket: string,
+  big: Big,
+  small: Buffer[],
+  r: number,
+  into: Figures,
+  cpu: () => number,
+  cpuInto: Figures,
+  clientInto: Figures,
+  only: string | undefined,
+): Promise<void> {
   const bigKey = `big/${r}.bin`;
   const measure = async (key: keyof Figures, bytes: number, work: () => Promise<void>) => {
     const before = cpu();
+    const client = clientMicros();
     into[key].push(mibps(bytes, await timed(work)));
     cpuInto[key].push((cpu() - before) / 1000 / (bytes / MiB));
+    clientInto[key].push((clientMicros() - client) / 1000 / (bytes / MiB));
   };
-  await measure('bigPut', BIG, async () => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: bigKey, Body: big, ContentLength: BIG }))));
+  await measure('bigPut', BIG, async () => void (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: bigKey, Body: big.bytes, ContentLength: BIG }))));
   await measure('bigGet', BIG, async () => {
     if ((await drain(s3, bucket, bigKey)) !== BIG) throw new Error('short read of the 64 MiB object');
   });
+  await measure('bigPutCurl', BIG, async () => void (await curlRequest(target, 'PUT', bucket, `${bigKey}.curl`, big)));
+  await measure('bigGetCurl', BIG, async () => {
+    if ((await curlRequest(target, 'GET', bucket, `${bigKey}.curl`)) !== BIG) throw new Error('short read of the 64 MiB object');
+  });
+  if (only === 'big') return;
   await measure('smallPut', COUNT * SMALL, () =>
     pool(
       COUNT,
@@ -91,17 +176,20 @@ function dd(args: string[], bytes: number): number {
   return mibps(bytes, performance.now() - t0);
 }
 
-function ddFigures(dir: string, rounds: number): Figures {
+/** One round of dd on the disk holding `dir`, into `out` (interleaved with the stores' rounds: the disk is shared). */
+function ddRound(dir: string, out: Figures, only: string | undefined): void {
   const file = path.join(dir, 'dd.bin');
-  const out: Figures = { bigPut: [], bigGet: [], smallPut: [], smallGet: [] };
-  for (let r = 0; r < rounds; r++) {
-    out.bigPut.push(dd(['if=/dev/zero', `of=${file}`, 'bs=1M', `count=${BIG / MiB}`, 'conv=fdatasync'], BIG));
-    out.bigGet.push(dd([`if=${file}`, 'of=/dev/null', 'bs=1M'], BIG));
+  const bigPut = dd(['if=/dev/zero', `of=${file}`, 'bs=1M', `count=${BIG / MiB}`, 'conv=fdatasync'], BIG);
+  const bigGet = dd([`if=${file}`, 'of=/dev/null', 'bs=1M'], BIG);
+  out.bigPut.push(bigPut);
+  out.bigPutCurl.push(bigPut);
+  out.bigGet.push(bigGet);
+  out.bigGetCurl.push(bigGet);
+  if (only !== 'big') {
     out.smallPut.push(dd(['if=/dev/zero', `of=${file}`, `bs=${SMALL}`, `count=${COUNT}`, 'oflag=dsync'], COUNT * SMALL));
     out.smallGet.push(dd([`if=${file}`, 'of=/dev/null', `bs=${SMALL}`], COUNT * SMALL));
   }
   fs.rmSync(file, { force: true });
-  return out;
 }
 
 /**
@@ -142,9 +230,9 @@ function wrkObjects(dir: string, name: string, urls: string[], method: 'PUT' | '
       `request = function()\n  i = i % #paths + 1\n  return wrk.format(nil, paths[i])\nend\n`,
   );
   try {
-    wrk(`${origin}/`, { script, connections: CONCURRENCY, seconds: 1 });
+    wrk(`${origin}/`, { script, connections: CONCURRENCY, seconds: 1, timeout: 10 });
     const before = cpu();
-    const r = wrk(`${origin}/`, { script, connections: CONCURRENCY, seconds });
+    const r = wrk(`${origin}/`, { script, connections: CONCURRENCY, seconds, timeout: 10 });
     if (r.errors) throw new Error(`${name}: ${r.errors} errors under wrk`);
     return { rps: r.rps, cpuUs: (cpu() - before) / (r.rps * seconds) };
   } finally {
@@ -153,20 +241,15 @@ function wrkObjects(dir: string, name: string, urls: string[], method: 'PUT' | '
 }
 
 /** The embedded endpoint in a process of its own, pinned to `cpus` (profiled with BENCH_CPU_PROF). */
-async function startEmbedded(objectsDir: string, region: string, cpus: string): Promise<{ url: string; pid: number; close(): Promise<void> }> {
+async function startEmbedded(
+  checkout: string,
+  objectsDir: string,
+  region: string,
+  cpus: string,
+): Promise<{ url: string; pid: number; close(): Promise<void> }> {
   const child = spawn(
     'taskset',
-    [
-      '-c',
-      cpus,
-      node,
-      ...profiling(),
-      path.join(process.env.BENCH_EMBEDDED_ROOT ?? root, 'bench/objects-store.ts'),
-      objectsDir,
-      region,
-      'bench',
-      'bench-secret',
-    ],
+    ['-c', cpus, node, ...profiling(), path.join(checkout, 'bench/objects-store.ts'), objectsDir, region, 'bench', 'bench-secret'],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
@@ -192,12 +275,18 @@ async function startEmbedded(objectsDir: string, region: string, cpus: string): 
 
 export async function run(options: { rounds?: number } = {}): Promise<string> {
   const rounds = options.rounds ?? Number(process.env.BENCH_ROUNDS ?? 3);
+  // BENCH_OBJECTS=big: the 64 MiB workloads alone (for profiles of that path).
+  const only = process.env.BENCH_OBJECTS;
   // Ceph RGW (or $S3_ENDPOINT): never the embedded store standing in for it.
   delete process.env.WHARF_TEST_STORE;
   const ceph: S3Target = await ensureS3();
   const objectsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wharf-bench-objects-'));
   const cpus = process.env.BENCH_CPU ?? '1';
-  const embedded = await startEmbedded(objectsDir, ceph.region, cpus);
+  const load = [os.loadavg()[0]!];
+  // BENCH_BASE=DIR: the embedded store of another checkout (main's, say) in the same rounds.
+  const baseRoot = process.env.BENCH_BASE;
+  const embedded = await startEmbedded(process.env.BENCH_EMBEDDED_ROOT ?? root, path.join(objectsDir, 'this'), ceph.region, cpus);
+  const base = baseRoot ? await startEmbedded(baseRoot, path.join(objectsDir, 'base'), ceph.region, cpus) : undefined;
   const cephPins = pinCeph(cpus);
   // Put Ceph's CPUs back even when the run is stopped (a timeout, ^C).
   const stopped = () => {
@@ -206,90 +295,134 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
   };
   process.once('SIGTERM', stopped);
   process.once('SIGINT', stopped);
-  const embeddedTarget: S3Target = { endpoint: embedded.url, region: ceph.region, accessKeyId: 'bench', secretAccessKey: 'bench-secret', forcePathStyle: true };
+  const local = (url: string): S3Target => ({
+    endpoint: url,
+    region: ceph.region,
+    accessKeyId: 'bench',
+    secretAccessKey: 'bench-secret',
+    forcePathStyle: true,
+  });
   const prefix = `wb-objects-${randomBytes(3).toString('hex')}-`;
+  // CPU time of each server: the embedded process; radosgw and ceph-osd (none when Ceph is not local).
   const stores = [
-    {
-      name: 'embedded (fs driver endpoint)',
-      target: embeddedTarget,
-      s3: s3Client(embeddedTarget),
-      figures: { bigPut: [], bigGet: [], smallPut: [], smallGet: [] } as Figures,
-    },
-    { name: 'Ceph RGW', target: ceph, s3: s3Client(ceph), figures: { bigPut: [], bigGet: [], smallPut: [], smallGet: [] } as Figures },
-  ];
+    { name: 'embedded', target: local(embedded.url), cpu: () => cpuMicros(embedded.pid) },
+    { name: 'Ceph RGW', target: ceph, cpu: () => cephPins.pinned.reduce((sum, pid) => sum + cpuMicros(Number(pid)), 0) },
+    ...(base ? [{ name: 'embedded (base)', target: local(base.url), cpu: () => cpuMicros(base.pid) }] : []),
+  ].map((s) => ({ ...s, s3: s3Client(s.target), figures: figures(), server: figures(), client: figures() }));
   const bucket = `${prefix}b`;
-  const big = randomBytes(BIG);
+  const bigBytes = randomBytes(BIG);
+  const bigFile = path.join(objectsDir, 'big.bin');
+  fs.writeFileSync(bigFile, bigBytes);
+  const big: Big = { bytes: bigBytes, file: bigFile, size: BIG, sha256: createHash('sha256').update(bigBytes).digest('hex') };
   const small = Array.from({ length: COUNT }, () => randomBytes(SMALL));
+  const disk = figures();
   try {
     for (const s of stores) await s.s3.send(new CreateBucketCommand({ Bucket: bucket }));
     // Warm-up: connections, the JIT, RGW's first writes.
     for (const s of stores) await s.s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'warm', Body: small[0]! }));
-    // CPU time of each server: the embedded process; radosgw and ceph-osd (none when Ceph is not local).
-    const cpuOf = [() => cpuMicros(embedded.pid), () => cephPins.pinned.reduce((sum, pid) => sum + cpuMicros(Number(pid)), 0)];
-    const cpuFigures = stores.map((): Figures => ({ bigPut: [], bigGet: [], smallPut: [], smallGet: [] }));
-    for (let r = 0; r < rounds; r++) for (const [i, s] of stores.entries()) await round(s.s3, bucket, big, small, r, s.figures, cpuOf[i]!, cpuFigures[i]!);
+    for (let r = 0; r < rounds; r++) {
+      for (const s of stores) await round(s.s3, s.target, bucket, big, small, r, s.figures, s.cpu, s.server, s.client, only);
+      ddRound(objectsDir, disk, only);
+    }
+    load.push(os.loadavg()[0]!);
     // The same 4 KiB requests from wrk through presigned URLs: the server's throughput, not the SDK's.
     const seconds = Number(process.env.BENCH_SECONDS ?? 5);
-    const presigned = stores.map((s) => {
-      const signer = new SigV4Presigner({
-        credentials: { accessKeyId: s.target.accessKeyId, secretAccessKey: s.target.secretAccessKey },
-        region: s.target.region,
-        forcePathStyle: true,
-      });
-      const endpoint = new URL(s.target.endpoint);
-      const sign = (method: 'PUT' | 'GET', key: string) => signer.presignSync({ method, endpoint, bucket, key, expiresInSeconds: 3600 });
-      return {
-        put: Array.from({ length: COUNT }, (_, i) => sign('PUT', `wrk/${i}`)),
-        get: Array.from({ length: COUNT }, (_, i) => sign('GET', `small/0/${i}`)),
-      };
-    });
     const wrkRps = stores.map(() => ({ put: [] as number[], get: [] as number[] }));
     const wrkCpu = stores.map(() => ({ put: [] as number[], get: [] as number[] }));
-    for (let r = 0; r < rounds; r++) {
-      for (const [i] of stores.entries()) {
-        for (const method of ['PUT', 'GET'] as const) {
-          const key = method === 'PUT' ? 'put' : 'get';
-          const got = wrkObjects(objectsDir, `${key}-${i}`, presigned[i]![key], method, seconds, cpuOf[i]!);
-          wrkRps[i]![key].push(got.rps);
-          wrkCpu[i]![key].push(got.cpuUs);
+    if (only !== 'big') {
+      const presigned = stores.map((s) => {
+        const signer = new SigV4Presigner({
+          credentials: { accessKeyId: s.target.accessKeyId, secretAccessKey: s.target.secretAccessKey },
+          region: s.target.region,
+          forcePathStyle: true,
+        });
+        const endpoint = new URL(s.target.endpoint);
+        const sign = (method: 'PUT' | 'GET', key: string) => signer.presignSync({ method, endpoint, bucket, key, expiresInSeconds: 3600 });
+        return {
+          put: Array.from({ length: COUNT }, (_, i) => sign('PUT', `wrk/${i}`)),
+          get: Array.from({ length: COUNT }, (_, i) => sign('GET', `small/0/${i}`)),
+        };
+      });
+      for (let r = 0; r < rounds; r++) {
+        for (const [i, s] of stores.entries()) {
+          for (const method of ['PUT', 'GET'] as const) {
+            const key = method === 'PUT' ? 'put' : 'get';
+            const got = wrkObjects(objectsDir, `${key}-${i}`, presigned[i]![key], method, seconds, s.cpu);
+            wrkRps[i]![key].push(got.rps);
+            wrkCpu[i]![key].push(got.cpuUs);
+          }
         }
       }
+      load.push(os.loadavg()[0]!);
     }
-    const ratio = (key: 'put' | 'get') => medianRatio(wrkRps[0]![key], wrkRps[1]![key]);
+    const [emb, rgw] = stores;
+    const rows: [string, keyof Figures, string][] = [
+      ['PUT 1 × 64 MiB, SDK', 'bigPut', 'bs=1M count=64 conv=fdatasync'],
+      ['GET 1 × 64 MiB, SDK', 'bigGet', 'read back, bs=1M (page cache)'],
+      ['PUT 1 × 64 MiB, curl, payload hashed before the clock', 'bigPutCurl', 'as above'],
+      ['GET 1 × 64 MiB, curl', 'bigGetCurl', 'as above'],
+      ...(only === 'big'
+        ? []
+        : ([
+            [`PUT ${COUNT} × 4 KiB, SDK, ${CONCURRENCY} at a time`, 'smallPut', `bs=4k count=${COUNT} oflag=dsync`],
+            [`GET ${COUNT} × 4 KiB, SDK, ${CONCURRENCY} at a time`, 'smallGet', 'read back, bs=4k (page cache)'],
+          ] as [string, keyof Figures, string][])),
+    ];
+    /** How busy the client kept its core: its CPU per MiB × MiB/s, medians of the rounds (near 100%: the client is the bottleneck). */
+    const busy = (store: (typeof stores)[number], key: keyof Figures) =>
+      `${fmt(median(store.client[key].map((ms, r) => (ms * store.figures[key][r]!) / 10)), 0)}%`;
+    const row = ([what, key, bound]: [string, keyof Figures, string]) =>
+      `| ${what} | ${fmt(median(emb!.figures[key]), 1)} | ${fmt(median(rgw!.figures[key]), 1)} | ${fmt(medianRatio(emb!.figures[key], rgw!.figures[key]))} | ` +
+      `${fmt(median(emb!.server[key]), 1)} / ${fmt(median(rgw!.server[key]), 1)} = ${fmt(medianRatio(rgw!.server[key], emb!.server[key]))} | ` +
+      `${fmt(median(emb!.client[key]), 1)} / ${fmt(median(rgw!.client[key]), 1)} (${busy(emb!, key)} / ${busy(rgw!, key)}) | ${fmt(median(disk[key]), 1)} | ${fmt(median(emb!.figures[key]) / median(disk[key]))} | ${bound} |`;
     // µs per 4 KiB request, as ms per MiB like the other rows.
     const perMiB = (v: number[]) => (median(v) * (MiB / SMALL)) / 1000;
-    const cpuCell = (key: 'put' | 'get') =>
-      `${fmt(perMiB(wrkCpu[0]![key]), 0)} / ${fmt(perMiB(wrkCpu[1]![key]), 0)} = ${fmt(medianRatio(wrkCpu[1]![key], wrkCpu[0]![key]))}`;
-    const disk = ddFigures(objectsDir, rounds);
-    const [emb, rgw] = [stores[0]!.figures, stores[1]!.figures];
-    const [embCpu, rgwCpu] = [cpuFigures[0]!, cpuFigures[1]!];
-    const row = (what: string, key: keyof Figures, bound: string) =>
-      `| ${what} | ${fmt(median(emb[key]), 1)} | ${fmt(median(rgw[key]), 1)} | ${fmt(median(disk[key]), 1)} | ${fmt(medianRatio(emb[key], rgw[key]))} | ${fmt(median(embCpu[key]), 1)} / ${fmt(median(rgwCpu[key]), 1)} = ${fmt(medianRatio(rgwCpu[key], embCpu[key]))} | ${fmt(median(emb[key]) / median(disk[key]))} | ${bound} |`;
+    const wrkRow = (key: 'put' | 'get') =>
+      `| ${key.toUpperCase()} 4 KiB, presigned URLs, wrk -c${CONCURRENCY}, ${seconds} s | ${fmt((median(wrkRps[0]![key]) * SMALL) / MiB, 1)} | ${fmt((median(wrkRps[1]![key]) * SMALL) / MiB, 1)} | ` +
+      `${fmt(medianRatio(wrkRps[0]![key], wrkRps[1]![key]))} | ${fmt(perMiB(wrkCpu[0]![key]), 0)} / ${fmt(perMiB(wrkCpu[1]![key]), 0)} = ${fmt(medianRatio(wrkCpu[1]![key], wrkCpu[0]![key]))} | wrk | | | |`;
     const per = (f: Figures, key: keyof Figures) => f[key].map((v) => fmt(v, 1)).join('/');
-    return [
-      '| workload | embedded MiB/s | Ceph RGW MiB/s | dd MiB/s | embedded / Ceph (median of rounds) | server CPU ms per MiB, embedded / Ceph = Ceph ÷ embedded | embedded / dd | dd as run |',
-      '|---|---|---|---|---|---|---|---|',
-      row('PUT 1 × 64 MiB', 'bigPut', 'bs=1M count=64 conv=fdatasync'),
-      row('GET 1 × 64 MiB', 'bigGet', 'read back, bs=1M (page cache)'),
-      row(`PUT ${COUNT} × 4 KiB (${CONCURRENCY} at a time)`, 'smallPut', `bs=4k count=${COUNT} oflag=dsync`),
-      row(`GET ${COUNT} × 4 KiB (${CONCURRENCY} at a time)`, 'smallGet', 'read back, bs=4k (page cache)'),
+    const out = [
+      '| workload | embedded MiB/s | Ceph RGW MiB/s | embedded / Ceph (median of rounds) | server CPU ms per MiB, embedded / Ceph = Ceph ÷ embedded | client CPU ms per MiB, to embedded / to Ceph (its core busy) | dd MiB/s | embedded / dd | dd as run |',
+      '|---|---|---|---|---|---|---|---|---|',
+      ...rows.map(row),
+      ...(only === 'big' ? [] : [wrkRow('put'), wrkRow('get')]),
       '',
-      `| PUT 4 KiB, presigned URLs, wrk -c${CONCURRENCY}, ${seconds} s | ${fmt((median(wrkRps[0]!.put) * SMALL) / MiB, 1)} | ${fmt((median(wrkRps[1]!.put) * SMALL) / MiB, 1)} | | ${fmt(ratio('put'))} | ${cpuCell('put')} | | |`,
-      `| GET 4 KiB, presigned URLs, wrk -c${CONCURRENCY}, ${seconds} s | ${fmt((median(wrkRps[0]!.get) * SMALL) / MiB, 1)} | ${fmt((median(wrkRps[1]!.get) * SMALL) / MiB, 1)} | | ${fmt(ratio('get'))} | ${cpuCell('get')} | | |`,
+      `Server CPU time (user + system from /proc: the embedded process; radosgw and ceph-osd, which also serve any other client of this Ceph meanwhile) per MiB: ` +
+        `it does not count the time a server waited for its core, so it moves much less than MiB/s while other sessions load the machine. Client CPU: this process (the SDK) and its children (curl), on the other core.` +
+        (only === 'big'
+          ? ''
+          : ` wrk per request: PUT embedded ${fmt(median(wrkCpu[0]!.put), 0)} µs, Ceph ${fmt(median(wrkCpu[1]!.put), 0)} µs; GET embedded ${fmt(median(wrkCpu[0]!.get), 0)} µs, Ceph ${fmt(median(wrkCpu[1]!.get), 0)} µs; ` +
+            `req/s per round: PUT embedded ${wrkRps[0]!.put.map((v) => fmt(v, 0)).join('/')}, Ceph ${wrkRps[1]!.put.map((v) => fmt(v, 0)).join('/')}; ` +
+            `GET embedded ${wrkRps[0]!.get.map((v) => fmt(v, 0)).join('/')}, Ceph ${wrkRps[1]!.get.map((v) => fmt(v, 0)).join('/')}.`),
       '',
-      `Server CPU time (user + system from /proc: the embedded process; radosgw and ceph-osd, which also serve any other client of this Ceph meanwhile) per MiB: it does not count the time a server waited for its core, so it moves much less than MiB/s while other sessions load the machine. ` +
-        `wrk per request: PUT embedded ${fmt(median(wrkCpu[0]!.put), 0)} µs, Ceph ${fmt(median(wrkCpu[1]!.put), 0)} µs; GET embedded ${fmt(median(wrkCpu[0]!.get), 0)} µs, Ceph ${fmt(median(wrkCpu[1]!.get), 0)} µs.`,
-      '',
-      `4 KiB objects per second (median): PUT embedded ${fmt((median(emb.smallPut) * MiB) / SMALL, 0)}, Ceph ${fmt((median(rgw.smallPut) * MiB) / SMALL, 0)}; GET embedded ${fmt((median(emb.smallGet) * MiB) / SMALL, 0)}, Ceph ${fmt((median(rgw.smallGet) * MiB) / SMALL, 0)}; ` +
-        `with wrk: PUT embedded ${wrkRps[0]!.put.map((v) => fmt(v, 0)).join('/')}, Ceph ${wrkRps[1]!.put.map((v) => fmt(v, 0)).join('/')}; ` +
-        `GET embedded ${wrkRps[0]!.get.map((v) => fmt(v, 0)).join('/')}, Ceph ${wrkRps[1]!.get.map((v) => fmt(v, 0)).join('/')} (per round; wrk ratios are medians of the rounds' ratios).`,
-      '',
-      `(${rounds} rounds, stores interleaved; @aws-sdk/client-s3 over HTTP on loopback, payloads SHA-256-signed by the client for both; per-round MiB/s embedded/Ceph: ` +
-        `64 MiB PUT ${per(emb, 'bigPut')} vs ${per(rgw, 'bigPut')}, GET ${per(emb, 'bigGet')} vs ${per(rgw, 'bigGet')}; ` +
-        `4 KiB PUT ${per(emb, 'smallPut')} vs ${per(rgw, 'smallPut')}, GET ${per(emb, 'smallGet')} vs ${per(rgw, 'smallGet')}. ` +
-        `Embedded objects and dd under ${os.tmpdir()}, the disk Ceph's OSD uses when started by test/s3/ceph-rgw.sh; ` +
+      `(${rounds} rounds, stores and dd interleaved; load average ${load.map((l) => fmt(l, 1)).join(' → ')}; per-round MiB/s embedded vs Ceph: ` +
+        rows
+          .map(([what, key]) => `${what.split(',')[0]}${key.endsWith('Curl') ? ' curl' : ''} ${per(emb!.figures, key)} vs ${per(rgw!.figures, key)}`)
+          .join('; ') +
+        `. Embedded objects and dd under ${os.tmpdir()}, the disk Ceph's OSD uses when started by test/s3/ceph-rgw.sh (its memstore keeps objects in memory); ` +
         `the embedded endpoint in a process of its own and Ceph's radosgw and ceph-osd (every thread${cephPins.pinned.length ? '' : '; not local, not pinned'}) pinned to CPU ${cpus}, the client and wrk to the other.)`,
-    ].join('\n');
+    ];
+    const b = stores[2];
+    if (b) {
+      out.push(
+        '',
+        `This checkout's embedded store against ${baseRoot}'s (BENCH_BASE), in the same rounds:`,
+        '',
+        '| workload | base MiB/s | this MiB/s | this / base (median of rounds) | server CPU ms per MiB, base / this |',
+        '|---|---|---|---|---|',
+        ...rows.map(
+          ([what, key]) =>
+            `| ${what} | ${fmt(median(b.figures[key]), 1)} | ${fmt(median(emb!.figures[key]), 1)} | ${fmt(medianRatio(emb!.figures[key], b.figures[key]))} | ${fmt(median(b.server[key]), 2)} / ${fmt(median(emb!.server[key]), 2)} |`,
+        ),
+        ...(only === 'big'
+          ? []
+          : (['put', 'get'] as const).map(
+              (key) =>
+                `| ${key.toUpperCase()} 4 KiB, wrk | ${fmt((median(wrkRps[2]![key]) * SMALL) / MiB, 1)} | ${fmt((median(wrkRps[0]![key]) * SMALL) / MiB, 1)} | ${fmt(medianRatio(wrkRps[0]![key], wrkRps[2]![key]))} | ${fmt(perMiB(wrkCpu[2]![key]), 0)} / ${fmt(perMiB(wrkCpu[0]![key]), 0)} |`,
+            )),
+      );
+    }
+    return out.join('\n');
   } finally {
     for (const s of stores) {
       await removeBuckets(s.s3, prefix).catch(() => undefined);
@@ -299,6 +432,7 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
     process.off('SIGTERM', stopped);
     process.off('SIGINT', stopped);
     await embedded.close();
+    await base?.close();
     fs.rmSync(objectsDir, { recursive: true, force: true });
   }
 }

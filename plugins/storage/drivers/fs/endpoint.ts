@@ -173,6 +173,52 @@ function intParam(query: URLSearchParams, name: string, fallback: number, max: n
   return Math.min(Number(v), max);
 }
 
+/** Bytes of one read of a large object's body (GET). */
+const READ_BYTES = 1 << 20;
+
+/**
+ * Sends bytes `start`..`end` (inclusive) of an open file as the response body, then ends it:
+ * reads of {@link READ_BYTES} into two buffers used in turn, the next read in the thread pool
+ * while the socket takes the one before; a buffer is read into again only after its write has
+ * completed (its bytes are in the kernel). A read stream piped to the response allocated a
+ * buffer per read and read the next one only once the socket had drained. A client that goes
+ * away ends it quietly (the connection is dropped); a file shorter than its row throws.
+ */
+async function sendRange(handle: fsp.FileHandle, res: http.ServerResponse, start: number, end: number): Promise<void> {
+  const length = end - start + 1;
+  const buffers = Array.from({ length: length > READ_BYTES ? 2 : 1 }, () => Buffer.allocUnsafeSlow(Math.min(READ_BYTES, length)));
+  /** Fills `buffer` from `at`, as many bytes as are left up to its size. */
+  const read = async (buffer: Buffer, at: number): Promise<Buffer> => {
+    const want = Math.min(buffer.length, end + 1 - at);
+    for (let got = 0; got < want; ) {
+      const { bytesRead } = await handle.read(buffer, got, want - got, at + got);
+      if (!bytesRead) throw new Error(`the object's file ends at ${at + got} of ${end + 1} bytes`);
+      got += bytesRead;
+    }
+    return buffer.subarray(0, want);
+  };
+  /** Resolves once `data` is in the kernel: true, or false when the response was destroyed (the client went away). */
+  const write = (data: Buffer) => new Promise<boolean>((resolve) => res.write(data, (err) => resolve(!err)));
+  let at = start;
+  let current = await read(buffers[0]!, at);
+  at += current.length;
+  for (let k = 0; ; k = 1 - k) {
+    const sent = write(current);
+    // The other buffer is free: its write was awaited in the turn before.
+    const ahead = at <= end ? read(buffers[1 - k]!, at) : undefined;
+    ahead?.catch(() => undefined);
+    if (!(await sent)) {
+      await ahead?.catch(() => undefined);
+      res.destroy();
+      return;
+    }
+    if (!ahead) break;
+    current = await ahead;
+    at += current.length;
+  }
+  res.end();
+}
+
 export function createEndpoint({
   store,
   verifier,
@@ -492,7 +538,6 @@ export function createEndpoint({
     try {
       const pre = precondition(req, row);
       if (pre === 304 && !head) {
-        await handle?.close();
         res.statusCode = 304;
         res.setHeader('etag', quoted(row.etag));
         res.end();
@@ -509,7 +554,6 @@ export function createEndpoint({
         res.setHeader('content-range', `bytes ${start}-${end}/${row.size}`);
       }
       if (head || length === 0) {
-        await handle?.close();
         res.end();
         return;
       }
@@ -518,15 +562,10 @@ export function createEndpoint({
         res.end(whole.subarray(start, end + 1));
         return;
       }
-      const stream = handle!.createReadStream({ start, end, highWaterMark: 1 << 20 });
-      await new Promise<void>((resolve, reject) => {
-        stream.on('error', reject);
-        res.on('close', resolve);
-        stream.pipe(res);
-      });
-    } catch (err) {
+      await sendRange(handle!, res, start, end);
+    } finally {
+      // Closed once its bytes are in the kernel, or on any error: never left open.
       await handle?.close().catch(() => undefined);
-      throw err;
     }
   }
 

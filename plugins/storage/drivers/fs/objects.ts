@@ -498,7 +498,8 @@ export class ObjectStore {
    * (fdatasync: the bytes and the size, what reading them back needs). The caller renames it into
    * place with {@link commit} or drops it with {@link discard}. Any failure removes the file.
    *
-   * Bytes are gathered into writes (one writev each) of {@link WRITE_BYTES} (a request arrives in 64 KiB pieces);
+   * Bytes are gathered into writes (one writev each) of {@link WRITE_BYTES} (a request arrives in 64 KiB pieces),
+   * one in flight while the next is received and hashed;
    * a body that ends within {@link SMALL_BODY_BYTES} is written with one synchronous write (to
    * the page cache: cheaper than a trip through the thread pool), larger ones through the thread
    * pool. Every {@link EARLY_SYNC_BYTES} written, an fdatasync starts in the background, so
@@ -513,31 +514,41 @@ export class ObjectStore {
     let open = true;
     let gathered: Buffer[] = [];
     let gatheredBytes = 0;
+    /** Bytes handed to writes so far (the next write's position), and those written (for the early syncs). */
+    let queued = 0;
     let written = 0;
     let syncedUpTo = 0;
     let early: Promise<void> | undefined;
+    /** The write in flight: the next MiB is received and hashed meanwhile, at most one write waits. */
+    let writing: Promise<void> | undefined;
     const take = () => {
       const data = gathered.length === 1 ? gathered[0]! : Buffer.concat(gathered, gatheredBytes);
       gathered = [];
       gatheredBytes = 0;
       return data;
     };
-    const flush = async () => {
+    const write = async (pieces: Buffer[], bytes: number, at: number) => {
       // One writev of the gathered pieces (no copy); a short write, rare on a file, finishes from a joined copy.
-      const pieces = gathered;
-      const bytes = gatheredBytes;
-      gathered = [];
-      gatheredBytes = 0;
-      const done = await writevAt(fd, pieces, written);
+      const done = await writevAt(fd, pieces, at);
       if (done < bytes) {
         const rest = Buffer.concat(pieces, bytes).subarray(done);
-        for (let off = 0; off < rest.length; ) off += await writeAt(fd, rest, off, written + done + off);
+        for (let off = 0; off < rest.length; ) off += await writeAt(fd, rest, off, at + done + off);
       }
-      written += bytes;
+      written = at + bytes;
       if (!early && written - syncedUpTo >= EARLY_SYNC_BYTES) {
         syncedUpTo = written;
         early = datasync(fd).finally(() => (early = undefined));
       }
+    };
+    const flush = async () => {
+      await writing;
+      const at = queued;
+      queued += gatheredBytes;
+      writing = write(gathered, gatheredBytes, at);
+      // Awaited by the next flush or at the end; a failure meanwhile is not an unhandled rejection.
+      writing.catch(() => undefined);
+      gathered = [];
+      gatheredBytes = 0;
     };
     try {
       for await (const chunk of source) {
@@ -547,16 +558,17 @@ export class ObjectStore {
         gatheredBytes += chunk.length;
         if (gatheredBytes >= WRITE_BYTES) await flush();
       }
-      if (gatheredBytes && written === 0 && gatheredBytes <= SMALL_BODY_BYTES) {
+      if (gatheredBytes && queued === 0 && gatheredBytes <= SMALL_BODY_BYTES) {
         const data = take();
         for (let off = 0; off < data.length; ) off += fs.writeSync(fd, data, off, data.length - off, off);
-        written = data.length;
       } else if (gatheredBytes) await flush();
+      await writing;
       await early;
       await datasync(fd);
       open = false;
       fs.closeSync(fd);
     } catch (err) {
+      await writing?.catch(() => undefined);
       await early?.catch(() => undefined);
       if (open) fs.closeSync(fd);
       await fsp.rm(tmp, { force: true });
