@@ -86,7 +86,7 @@ export const coreSchema = z.strictObject({
       checkpoint_worker_commits: z
         .int()
         .min(0)
-        .default(100)
+        .default(20)
         .describe(
           'SQLite, `checkpoints = "worker"`: the worker thread starts at the first second with this many commits, and stays; 0 starts it with the server. It costs about 15 MiB of memory; until it starts, checkpoints run as with `main`.',
         ),

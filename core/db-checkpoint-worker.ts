@@ -1,7 +1,7 @@
 /**
  * The checkpoint worker (core/db-checkpoint.ts explains when and why): its own connection to the
  * database file, a PASSIVE checkpoint every `intervalMs` when something was committed, a
- * TRUNCATE one when the main thread has paused its writers, a last TRUNCATE one when told to stop.
+ * RESTART one when the main thread has paused its writers, a last TRUNCATE one when told to stop.
  * It only waits on the shared control word between checkpoints (Atomics.wait), so it needs no
  * event loop turn to see a pause granted or a stop.
  */
@@ -22,8 +22,8 @@ if (data.addon) {
 }
 const db = new BetterSqlite3(data.file, {
   fileMustExist: true,
-  // A TRUNCATE checkpoint waits this long for readers of another process; the writers here are paused.
-  timeout: 1000,
+  // A RESTART checkpoint waits this long for readers of another process, the writers paused; busy, the next pause waits a second.
+  timeout: 200,
   ...(binding ? { nativeBinding: binding as unknown as string } : {}),
 });
 // A checkpoint syncs the WAL, then the database file, at any level but OFF.
@@ -31,11 +31,12 @@ db.pragma('synchronous = NORMAL');
 const statements = {
   version: db.prepare('PRAGMA data_version').pluck(),
   PASSIVE: db.prepare('PRAGMA wal_checkpoint(PASSIVE)'),
+  RESTART: db.prepare('PRAGMA wal_checkpoint(RESTART)'),
   TRUNCATE: db.prepare('PRAGMA wal_checkpoint(TRUNCATE)'),
 };
 
 /** Runs one checkpoint and says so. */
-function checkpoint(mode: 'PASSIVE' | 'TRUNCATE'): void {
+function checkpoint(mode: 'PASSIVE' | 'RESTART' | 'TRUNCATE'): void {
   const r = statements[mode].get() as { busy: number; log: number; checkpointed: number };
   say({ type: 'checkpointed', mode, pages: r.log, copied: r.checkpointed, busy: r.busy !== 0 });
 }
@@ -48,7 +49,7 @@ for (;;) {
   const now = Atomics.load(control, 0);
   if (now === STOP) break;
   if (now === GRANTED) {
-    checkpoint('TRUNCATE');
+    checkpoint('RESTART');
     Atomics.compareExchange(control, 0, GRANTED, RUN);
     continue;
   }

@@ -16,17 +16,20 @@
  *   `limitPages` (4000, 16 MiB at 4 KiB pages; one stat of the file per commit tells, as
  *   `journal_size_limit` cuts the file back to that size whenever SQLite starts it over), the
  *   main thread pauses: it lets the transactions that hold the connection finish and starts no
- *   other (queries wait too; the event loop does not), the worker runs a TRUNCATE checkpoint
- *   (the pages written since its last PASSIVE one, both syncs, the WAL cut to zero), and the
- *   writes resume. When that checkpoint could not finish (a reader of another process), the
+ *   other (queries wait too; the event loop does not), the worker runs a RESTART checkpoint
+ *   (the pages written since its last PASSIVE one, both syncs), and the writes resume from the
+ *   start of the WAL file: overwritten, not extended (a TRUNCATE checkpoint, cutting it to zero,
+ *   made every later append extend the file and cost the writers more than it saved).
+ *   Each pause still waits for two fsyncs: the limit makes them 4 times rarer than SQLite's own
+ *   checkpoints, and the worker's PASSIVE ones leave them little to copy. When that checkpoint could not finish (a reader of another process), the
  *   next pause waits a second.
  *
  * A checkpoint only copies what the WAL holds: nothing committed depends on it, a kill -9 at any
  * point loses nothing (the next open reads the WAL). The worker costs about 15 MiB of memory (a
  * V8 isolate), so it starts only under write load: at the `startAt`-th commit within one second
- * (100). Until it is ready, and for good if it cannot start or dies (said once through
+ * (20). Until it is ready, and for good if it cannot start or dies (said once through
  * `onFallback`), the main connection checkpoints as SQLite does by default. Closing stops the
- * worker after a last TRUNCATE checkpoint.
+ * worker after a last TRUNCATE checkpoint (the WAL cut to zero).
  *
  * From the sources the worker runs core/db-checkpoint-worker.ts; in the single executable, its
  * bundle (an asset, build/build.ts) with the addon the executable extracted (core/native.ts).
@@ -43,7 +46,7 @@ export const CHECKPOINT_ASSET = 'db-checkpoint.cjs';
 /** The control word shared with the worker (slot 0 of an Int32Array). */
 export const RUN = 0;
 export const STOP = 1;
-/** The main thread holds the connection: the worker may run its TRUNCATE checkpoint. */
+/** The main thread holds the connection: the worker may run its RESTART checkpoint. */
 export const GRANTED = 2;
 
 /** SQLite's own automatic checkpoint, in pages (its default). */
@@ -56,7 +59,7 @@ export interface CheckpointOptions {
   startAt?: number;
   /** Milliseconds between the worker's PASSIVE checkpoints. */
   intervalMs?: number;
-  /** WAL pages from which writes pause for a TRUNCATE checkpoint. */
+  /** WAL pages from which writes pause for a RESTART checkpoint. */
   limitPages?: number;
   /** Told when the worker has taken the checkpoints over. */
   onReady?: () => void;
@@ -74,15 +77,17 @@ export interface CheckpointWorkerData {
 }
 
 /** What the worker says: `ready` once its connection is open; `checkpointed` after each checkpoint. */
-export type CheckpointMessage = { type: 'ready' } | { type: 'checkpointed'; mode: 'PASSIVE' | 'TRUNCATE'; pages: number; copied: number; busy: boolean };
+export type CheckpointMessage =
+  | { type: 'ready' }
+  | { type: 'checkpointed'; mode: 'PASSIVE' | 'RESTART' | 'TRUNCATE'; pages: number; copied: number; busy: boolean };
 
 /** Counters for tests and diagnosis. */
 export interface CheckpointStats {
   /** Where checkpoints run now: `main` before the worker is ready and after a fallback. */
   where: 'main' | 'worker';
-  /** Checkpoints of the worker that copied pages, and its TRUNCATE ones (each a pause of the writers). */
+  /** The worker's PASSIVE checkpoints, and those that start the WAL over (RESTART in a pause of the writers, TRUNCATE at the end). */
   passive: number;
-  truncate: number;
+  resets: number;
 }
 
 /** The main thread's side: starts the worker under load, grants its pauses, falls back, stops it. */
@@ -94,7 +99,7 @@ export class Checkpoints {
   readonly #intervalMs: number;
   readonly #limitPages: number;
   readonly #wal: string;
-  /** The WAL file's size from which a commit pauses the writers for a TRUNCATE checkpoint. */
+  /** The WAL file's size from which a commit pauses the writers for a RESTART checkpoint. */
   #limitBytes = 0;
   /** No pause before this time (performance.now()): the last one's checkpoint could not finish. */
   #pauseAfter = 0;
@@ -108,11 +113,11 @@ export class Checkpoints {
   #exited: Promise<void> | undefined;
   /** The pause of the writers under way. */
   #paused: Promise<void> | undefined;
-  /** Ends it: the worker's TRUNCATE checkpoint is done (or the worker is gone). */
+  /** Ends it: the worker's RESTART checkpoint is done (or the worker is gone). */
   #resume: (() => void) | undefined;
   #windowStart = 0;
   #commits = 0;
-  readonly stats: CheckpointStats = { where: 'main', passive: 0, truncate: 0 };
+  readonly stats: CheckpointStats = { where: 'main', passive: 0, resets: 0 };
 
   constructor(raw: Database, exclusive: (run: () => Promise<void>) => Promise<void>, options: CheckpointOptions = {}) {
     this.#raw = raw;
@@ -120,7 +125,7 @@ export class Checkpoints {
     this.#wal = `${this.#file}-wal`;
     this.#exclusive = exclusive;
     this.#mode = options.mode ?? 'worker';
-    this.#startAt = options.startAt ?? 100;
+    this.#startAt = options.startAt ?? 20;
     this.#intervalMs = options.intervalMs ?? 200;
     this.#limitPages = options.limitPages ?? 4000;
     this.#onReady = options.onReady;
@@ -193,8 +198,8 @@ export class Checkpoints {
       this.#state = 'running';
       this.stats.where = 'worker';
       this.#onReady?.();
-    } else if (message.mode === 'TRUNCATE') {
-      this.stats.truncate++;
+    } else if (message.mode !== 'PASSIVE') {
+      this.stats.resets++;
       if (message.busy) this.#pauseAfter = performance.now() + 1000;
       this.#resume?.();
     } else {
@@ -202,7 +207,7 @@ export class Checkpoints {
     }
   }
 
-  /** The WAL is past its limit: the writers wait for the worker's TRUNCATE checkpoint. */
+  /** The WAL is past its limit: the writers wait for the worker's RESTART checkpoint. */
   #pause(): void {
     this.#paused = this.#exclusive(
       () =>
