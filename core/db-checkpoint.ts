@@ -2,7 +2,7 @@
  * WAL checkpoints of a SQLite file off the event loop (issue 16, BENCHMARKS.md part 7). SQLite
  * runs a checkpoint inside the COMMIT that takes the WAL past 1000 pages: it copies the WAL's
  * pages into the database file and syncs both, on the thread that committed, which for Wharf is
- * the event loop (a profile of upload phase 1 showed it waiting there half of its time). Here a
+ * the event loop (upload phase 1 waited there about half of its time, BENCHMARKS.md part 6). Here a
  * worker thread with its own connection to the same file (the same SQLite library, so the two
  * see each other's locks) runs them instead, while the main connection's own are off
  * (`wal_autocheckpoint = 0`):
@@ -21,8 +21,8 @@
  *   start of the WAL file: overwritten, not extended (a TRUNCATE checkpoint, cutting it to zero,
  *   made every later append extend the file and cost the writers more than it saved).
  *   Each pause still waits for two fsyncs: the limit makes them 4 times rarer than SQLite's own
- *   checkpoints, and the worker's PASSIVE ones leave them little to copy. When that checkpoint could not finish (a reader of another process), the
- *   next pause waits a second.
+ *   checkpoints, and the worker's PASSIVE ones leave them little to copy. When that checkpoint
+ *   could not finish (a reader of another process), the next pause waits a second.
  *
  * A checkpoint only copies what the WAL holds: nothing committed depends on it, a kill -9 at any
  * point loses nothing (the next open reads the WAL). The worker costs about 15 MiB of memory (a
