@@ -310,7 +310,7 @@ export class SqliteDb implements DbHandle {
   /**
    * Runs `run` holding the connection, no transaction open or waiting for its COMMIT (a group
    * waiting commits now): transactions and queries wait; the event loop does not. The
-   * checkpoint worker's TRUNCATE checkpoint runs in such a pause.
+   * checkpoint worker's RESTART checkpoint runs in such a pause.
    */
   async #exclusive(run: () => Promise<void>): Promise<void> {
     const free = await this.#claim();
