@@ -175,9 +175,15 @@ describe('WAL checkpoints in a worker thread', () => {
     child.stderr!.on('data', (d) => (stderr += d));
     const exited = new Promise((resolve) => child.once('exit', resolve));
     let buffered = '';
+    let timer: NodeJS.Timeout | undefined;
     try {
       await new Promise<void>((resolve, reject) => {
         child.once('exit', () => reject(new Error(`the writer exited: ${stderr}`)));
+        // Settles before the test's own timeout, so that `finally` kills the writer.
+        timer = setTimeout(
+          () => reject(new Error(`no 2,000 acknowledged rows and two pauses in time (${acknowledged.length}, ${truncates}): ${stderr}`)),
+          100_000,
+        );
         child.stdout!.on('data', (d) => {
           buffered += d;
           const lines = buffered.split('\n');
@@ -194,6 +200,7 @@ describe('WAL checkpoints in a worker thread', () => {
         });
       });
     } finally {
+      clearTimeout(timer);
       child.kill('SIGKILL');
       await exited;
     }
