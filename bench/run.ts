@@ -26,6 +26,7 @@ const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   objects: () => import('./objects.ts'),
   whatsapp: () => import('./whatsapp.ts'),
   'db-layers': () => import('./db-layers.ts'),
+  'db-checkpoints': () => import('./db-checkpoints.ts'),
   'migrate-data': () => import('./migrate-data.ts'),
 };
 

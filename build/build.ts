@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { type BuildOptions, build, type Metafile, type Plugin } from 'esbuild';
 import { SDK_ASSET } from '../bin/plugin-template.ts';
 import { SQLITE_ASSET, SQLITE_SHA_ASSET } from '../core/native.ts';
+import { CHECKPOINT_ASSET } from '../core/db-checkpoint.ts';
 import { LAZY_ASSET, LAZY_PACKAGES } from '../core/lazy-packages.ts';
 import { WHATSAPP_ASSET } from '../plugins/sessions/networks/whatsapp/load.ts';
 import { bundledPackages, NOTICES_ASSET, noticesText } from './notices.ts';
@@ -34,6 +35,8 @@ const dist = path.join(root, 'dist');
 const bundleFile = path.join(dist, 'wharf.cjs');
 const whatsappFile = path.join(dist, WHATSAPP_ASSET);
 const lazyFile = path.join(dist, LAZY_ASSET);
+/** The WAL checkpoint worker (core/db-checkpoint.ts), run by the executable as a worker thread's code. */
+const checkpointFile = path.join(dist, CHECKPOINT_ASSET);
 const noticesFile = path.join(dist, NOTICES_ASSET);
 /** The dashboard's script and stylesheet, as one JSON asset (file name -> text). */
 const dashboardFile = path.join(dist, DASHBOARD_ASSET);
@@ -80,16 +83,21 @@ const lazyPackages: Plugin = {
 };
 
 /**
- * The four bundles: the program; the WhatsApp runtime (Baileys), which the program loads only
+ * The five bundles: the program; the WhatsApp runtime (Baileys), which the program loads only
  * when it needs it; the packages the program loads on first use (core/lazy-packages.ts); the
+ * WAL checkpoint worker (better-sqlite3's JavaScript with it; the addon is the program's); the
  * dashboard's browser code (its files, carried as an asset).
  */
-export async function bundles(
-  write = true,
-): Promise<{ main: Metafile; whatsapp: Metafile; lazy: Metafile; dashboard: Awaited<ReturnType<typeof dashboardBundle>> }> {
+export async function bundles(write = true): Promise<{
+  main: Metafile;
+  whatsapp: Metafile;
+  lazy: Metafile;
+  checkpoint: Metafile;
+  dashboard: Awaited<ReturnType<typeof dashboardBundle>>;
+}> {
   const done = write ? step('bundle') : () => {};
   if (write) fs.mkdirSync(dist, { recursive: true });
-  const [main, whatsapp, lazy, dashboard] = await Promise.all([
+  const [main, whatsapp, lazy, checkpoint, dashboard] = await Promise.all([
     // The source map (dist/wharf.cjs.map, not carried in the binary) names the sources in profiles
     // of the binary (bench/profile-top.ts).
     build({ ...COMMON, write, entryPoints: [path.join(root, 'build/entry.ts')], outfile: bundleFile, plugins: [lazyPackages], sourcemap: 'external' }),
@@ -113,27 +121,28 @@ export async function bundles(
       },
       outfile: lazyFile,
     }),
+    build({ ...COMMON, write, entryPoints: [path.join(root, 'core/db-checkpoint-worker.ts')], outfile: checkpointFile }),
     dashboardBundle(),
   ]);
   done();
-  return { main: main.metafile!, whatsapp: whatsapp.metafile!, lazy: lazy.metafile!, dashboard };
+  return { main: main.metafile!, whatsapp: whatsapp.metafile!, lazy: lazy.metafile!, checkpoint: checkpoint.metafile!, dashboard };
 }
 
 /** The third-party notices of what the bundles contain. */
 export async function notices(): Promise<string> {
-  const { main, whatsapp, lazy, dashboard } = await bundles(false);
-  return noticesText(bundledPackages([main, whatsapp, lazy, dashboard.metafile], root));
+  const { main, whatsapp, lazy, checkpoint, dashboard } = await bundles(false);
+  return noticesText(bundledPackages([main, whatsapp, lazy, checkpoint, dashboard.metafile], root));
 }
 
 /** Writes the program's bundle, the WhatsApp runtime, the notices and the dashboard asset to dist/. */
 export async function bundle(): Promise<void> {
-  const { main, whatsapp, lazy, dashboard } = await bundles();
+  const { main, whatsapp, lazy, checkpoint, dashboard } = await bundles();
   if (Object.keys(main.inputs).some((input) => input.includes('node_modules/baileys/'))) {
     throw new Error('the main bundle contains Baileys: it must load only through plugins/sessions/networks/whatsapp/load.ts');
   }
   const eager = LAZY_PACKAGES.find((name) => Object.keys(main.inputs).some((input) => input.includes(`node_modules/${name}/`)));
   if (eager) throw new Error(`the main bundle contains ${eager}: it must load only through core/lazy-packages.ts`);
-  fs.writeFileSync(noticesFile, noticesText(bundledPackages([main, whatsapp, lazy, dashboard.metafile], root)));
+  fs.writeFileSync(noticesFile, noticesText(bundledPackages([main, whatsapp, lazy, checkpoint, dashboard.metafile], root)));
   fs.writeFileSync(dashboardFile, JSON.stringify(dashboard.files));
 }
 
@@ -176,6 +185,7 @@ export async function buildBinary(): Promise<string> {
     [SDK_ASSET]: sdkAsset,
     [WHATSAPP_ASSET]: whatsappFile,
     [LAZY_ASSET]: lazyFile,
+    [CHECKPOINT_ASSET]: checkpointFile,
     [NOTICES_ASSET]: noticesFile,
     [DASHBOARD_ASSET]: dashboardFile,
     // The names build/sea-main.cjs reads.

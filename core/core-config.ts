@@ -77,6 +77,19 @@ export const coreSchema = z.strictObject({
         .min(0)
         .default(5000)
         .describe('How long a write waits for a lock held by another process (for example `wharf admin` while the server runs), in milliseconds.'),
+      checkpoints: z
+        .enum(['worker', 'main'])
+        .default('worker')
+        .describe(
+          'SQLite: where the write-ahead log is copied into the database file (a checkpoint, with two fsyncs): `worker`, a thread of its own, off the event loop, once writes are frequent (see `checkpoint_worker_commits`); `main`, inside the commit that takes the log past 1000 pages, as SQLite does by default, blocking requests meanwhile.',
+        ),
+      checkpoint_worker_commits: z
+        .int()
+        .min(0)
+        .default(20)
+        .describe(
+          'SQLite, `checkpoints = "worker"`: the worker thread starts at the first second with this many commits, and stays; 0 starts it with the server. It costs about 15 MiB of memory; until it starts, checkpoints run as with `main`.',
+        ),
       pool_size: z.int().min(1).max(1000).default(10).describe('PostgreSQL: connections each instance keeps open at most.'),
       connect_timeout_ms: z
         .int()

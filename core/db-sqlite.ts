@@ -11,12 +11,18 @@
  * inside it.
  */
 import type BetterSqlite3 from 'better-sqlite3';
+import { type CheckpointOptions, Checkpoints } from './db-checkpoint.ts';
 import { ConstraintError, type Database, type Db, type DbHandle, openDatabase, type OpenOptions, type Params, type TransactionOptions } from './db.ts';
 
 type Statement = BetterSqlite3.Statement<unknown[], unknown>;
 
-export function openSqlite(file: string, options: OpenOptions = {}): SqliteDb {
-  return new SqliteDb(openDatabase(file, options));
+export interface SqliteOptions extends OpenOptions {
+  /** Where WAL checkpoints run (core/db-checkpoint.ts): off the event loop by default. */
+  checkpoint?: CheckpointOptions;
+}
+
+export function openSqlite(file: string, options: SqliteOptions = {}): SqliteDb {
+  return new SqliteDb(openDatabase(file, options), options.checkpoint);
 }
 
 function translateError(err: unknown): unknown {
@@ -159,11 +165,14 @@ export class SqliteDb implements DbHandle {
   #busy: Promise<void> | null = null;
   /** The group whose BEGIN ran and whose COMMIT has not yet: its writes are not visible to anyone outside. */
   #open: Group | null = null;
+  /** The WAL checkpoints, off the event loop once writes are frequent. */
+  readonly checkpoints: Checkpoints;
 
-  constructor(raw: Database) {
+  constructor(raw: Database, checkpoint?: CheckpointOptions) {
     this.raw = raw;
     this.#q = new Queries(raw);
     this.#tx = new SqliteTx(this.#q);
+    this.checkpoints = new Checkpoints(raw, (run) => this.#exclusive(run), checkpoint);
   }
 
   /** Waits until no transaction uses the connection and no group is waiting for its COMMIT. */
@@ -294,7 +303,23 @@ export class SqliteDb implements DbHandle {
       group.reject(err);
       return;
     }
+    this.checkpoints.committed();
     group.resolve();
+  }
+
+  /**
+   * Runs `run` holding the connection, no transaction open or waiting for its COMMIT (a group
+   * waiting commits now): transactions and queries wait; the event loop does not. The
+   * checkpoint worker's RESTART checkpoint runs in such a pause.
+   */
+  async #exclusive(run: () => Promise<void>): Promise<void> {
+    const free = await this.#claim();
+    try {
+      if (this.#open) this.#commitOpen();
+      await run();
+    } finally {
+      free();
+    }
   }
 
   /**
@@ -314,6 +339,7 @@ export class SqliteDb implements DbHandle {
 
   async close(): Promise<void> {
     await this.#idle();
+    await this.checkpoints.stop();
     this.raw.close();
   }
 }

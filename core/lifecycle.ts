@@ -154,7 +154,15 @@ export async function openData(core: CoreConfig, log?: Logger): Promise<DbHandle
     }
   }
   try {
-    return openSqlite(database.path, { busyTimeoutMs: database.busy_timeout_ms });
+    return openSqlite(database.path, {
+      busyTimeoutMs: database.busy_timeout_ms,
+      checkpoint: {
+        mode: database.checkpoints,
+        startAt: database.checkpoint_worker_commits,
+        onReady: () => log?.info('the WAL checkpoints of the database run in a worker thread from now on'),
+        onFallback: (err) => log?.warn({ err }, 'the WAL checkpoints of the database run on the event loop again: their worker thread failed'),
+      },
+    });
   } catch (err) {
     throw new BootError(`cannot open database ${database.path}: ${(err as Error).message}`, { cause: err });
   }

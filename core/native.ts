@@ -22,6 +22,7 @@ export const SQLITE_ASSET = 'better_sqlite3.node';
 export const SQLITE_SHA_ASSET = 'better_sqlite3.node.sha256';
 
 let cached: object | undefined;
+let cachedFile: string | undefined;
 
 /** `node:sea` when running as the single executable, else undefined. */
 export function seaModule(): typeof import('node:sea') | undefined {
@@ -62,7 +63,14 @@ export function nativeSqliteBinding(): object | undefined {
   const mod = { exports: {} as object };
   process.dlopen(mod, file);
   cached = mod.exports;
+  cachedFile = file;
   return cached;
+}
+
+/** The file `nativeSqliteBinding` loaded the addon from (for a worker thread to load the same one); undefined outside the executable. */
+export function nativeSqliteFile(): string | undefined {
+  nativeSqliteBinding();
+  return cachedFile;
 }
 
 function cacheDirs(sha: string): string[] {

@@ -9,8 +9,9 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocketServer } from 'ws';
+import { openDatabase } from '../../core/db.ts';
 import { PLUGIN_CONTRACT } from '../../core/plugin.ts';
 import { tempDir } from '../helpers/app.ts';
 import { root, serve, wharf } from '../helpers/cli.ts';
@@ -103,6 +104,45 @@ describe('the single executable', () => {
     }
     expect(await server.stop('SIGTERM')).toBe(0);
     expect(fs.existsSync(path.join(cwd, 'wharf-data/wharf.db'))).toBe(true);
+  });
+
+  it('runs the WAL checkpoints in a worker thread from its embedded bundle: a login reaches the database file, the WAL is gone after SIGTERM', async () => {
+    const cwd = tempDir('wharf-ckpt-');
+    const env = { XDG_CACHE_HOME: cache, PATH: '/usr/bin:/bin' };
+    const made = wharf(['admin', 'create-user', '--email', 'ckpt@example.test', '--password', 'correct horse battery', '--org', 'Ckpt'], { bin, cwd, env });
+    expect(made.status, made.stderr).toBe(0);
+    // The worker at start instead of under load.
+    const server = await serve([], { bin, cwd, env: { ...env, WHARF_DATABASE__CHECKPOINT_WORKER_COMMITS: '0' } });
+    const db = path.join(cwd, 'wharf-data/wharf.db');
+    try {
+      await vi.waitFor(() => expect(server.output()).toContain('the WAL checkpoints of the database run in a worker thread from now on'), { timeout: 20_000 });
+      const login = await fetch(`${server.url}/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin: server.url },
+        body: JSON.stringify({ email: 'ckpt@example.test', password: 'correct horse battery' }),
+      });
+      expect(login.status).toBe(200);
+      // The server's connection checkpoints nothing itself (wal_autocheckpoint 0): the database
+      // file alone, without its WAL, holds the new login session once the worker has copied it.
+      await vi.waitFor(
+        () => {
+          const copy = path.join(tempDir('wharf-ckpt-copy-'), 'copy.db');
+          fs.copyFileSync(db, copy);
+          const alone = openDatabase(copy, { mustExist: true });
+          try {
+            expect(alone.prepare('SELECT count(*) FROM identity_login_sessions').pluck().get()).toBe(1);
+          } finally {
+            alone.close();
+          }
+        },
+        { timeout: 20_000, interval: 100 },
+      );
+      expect(server.output()).not.toContain('run on the event loop again');
+    } finally {
+      expect(await server.stop('SIGTERM')).toBe(0);
+    }
+    // The worker's last checkpoint, then the connection's close: no WAL left.
+    expect(fs.existsSync(`${db}-wal`)).toBe(false);
   });
 });
 
