@@ -49,7 +49,9 @@ export function routesUnder(groups: readonly Routed[], options: { direct?: boole
     const hit = direct.get(ctx.method)?.get(path);
     if (hit) {
       const { layer, owning, after } = hit;
-      // What koa-router sets on a match (the metrics read _matchedRoute, the declared route params).
+      // What koa-router sets on a match that a handler may read (the metrics read _matchedRoute,
+      // declared routes params); not `matched`, `router` and `routeMatched`, which only its
+      // allowedMethods reads (not used: core/http.ts answers 405).
       const context = ctx as Koa.Context & Record<string, unknown>;
       context.captures = [];
       const params = { ...(context.params as object) };
