@@ -10,9 +10,9 @@ import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
 import { groupFinder, jsonBodies, requestHandling } from './http.ts';
 import type { Logger } from './logger.ts';
-import { coveringSets } from './paths.ts';
 import type { RouteGroup } from './api.ts';
 import { MIDDLEWARE_PRIORITIES, type PluginMiddleware } from './plugin.ts';
+import { routesUnder } from './routing.ts';
 
 export interface HttpAppParts {
   log: Logger;
@@ -62,29 +62,6 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   for (const m of [...parts.middleware].sort((a, b) => rank(a) - rank(b))) app.use(m.fn);
   app.use(routesUnder(groups));
   return app;
-}
-
-/**
- * The routers, in order: a request reaches only those of the groups whose prefixes it is under
- * (every router otherwise tests each of its routes against every request, and the messaging API
- * alone has hundreds), and one that matches no route passes it to the next. One middleware for
- * all of them: a middleware per group cost each request a step of the Koa chain per group
- * (BENCHMARKS.md, issue 16); the owning groups are found with a few lookups of the path's own
- * prefixes, not by testing every group's.
- */
-function routesUnder(groups: readonly RouteGroup[]): Koa.Middleware {
-  const routes = groups.map((group) => group.router.routes());
-  const owners = coveringSets(groups.map((group) => group.prefixes));
-  return function routeGroups(ctx, next) {
-    const owning = owners(ctx.path.toLowerCase());
-    let i = 0;
-    const nextGroup = (): Promise<unknown> => {
-      if (i === owning.length) return next();
-      const group = routes[owning[i++]!]!;
-      return group(ctx as Parameters<typeof group>[0], nextGroup) as Promise<unknown>;
-    };
-    return nextGroup();
-  };
 }
 
 function healthRoutes(parts: HttpAppParts): RouteGroup {

@@ -61,11 +61,14 @@ export function requestHandling(options: {
   const recordRequest = httpMetrics(options.metrics);
 
   return async function handleRequest(ctx: Context, next: Next) {
-    const started = process.hrtime.bigint();
-    const incoming = ctx.get('x-request-id');
-    const requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const started = performance.now();
+    // Node's headers and response directly: Koa's ctx.get and ctx.set go through delegates and
+    // build arrays for one header (BENCHMARKS.md, issue 16 part 7). Koa's get answers '' for a
+    // missing header, and its set does nothing once headers are sent, which they are not yet.
+    const incoming = ctx.req.headers['x-request-id'];
+    const requestId = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     ctx.state.requestId = requestId;
-    ctx.set('X-Request-Id', requestId);
+    ctx.res.setHeader('X-Request-Id', requestId);
     try {
       attach(ctx);
       await next();
@@ -79,10 +82,12 @@ export function requestHandling(options: {
       else ctx.log.debug({ code: err.code, message: err.message }, 'request refused');
       writeError(ctx, err, groupFor(ctx.path).envelope);
     } finally {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const ms = performance.now() - started;
       const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
-      recordRequest(ctx.method, route, ctx.status, seconds);
-      access({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, durationMs: Math.round(seconds * 1e4) / 10 });
+      const method = ctx.req.method!;
+      const status = ctx.res.statusCode;
+      recordRequest(method, route, status, ms / 1000);
+      access({ requestId, method, path: ctx.path, status, durationMs: Math.round(ms * 10) / 10 });
     }
     jsonAsText(ctx);
   };
@@ -114,11 +119,16 @@ export function jsonBodies(app: Koa): void {
       }
       this._body = value;
       if (!this._explicitStatus) this.status = 200;
-      this.remove('Content-Length');
-      if (!this.type || !/\bjson\b/i.test(this.type)) this.type = 'json';
+      if (this.headerSent) return;
+      this.res.removeHeader('Content-Length');
+      // Koa's `this.type = 'json'` looks the type up in mime-types at every call: the same value.
+      if (!this.type || !/\bjson\b/i.test(this.type)) this.res.setHeader('Content-Type', JSON_TYPE);
     },
   });
 }
+
+/** What Koa's `type = 'json'` sets (test/core/json-bodies.test.ts compares the answers with Koa's). */
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 /**
  * At the end of the outermost middleware: a plain object or array body becomes its JSON text, as
@@ -126,9 +136,19 @@ export function jsonBodies(app: Koa): void {
  * takes its string branch. Left to Koa when the response is not Koa's to write or has no type.
  */
 export function jsonAsText(ctx: Context): void {
-  const body = ctx.body;
-  if (!isJsonValue(body) || ctx.respond === false || ctx.headerSent || !ctx.res.hasHeader('Content-Type')) return;
-  ctx.body = JSON.stringify(body);
+  const response = ctx.response as Koa.Response & { _body?: unknown };
+  const body = response._body;
+  const res = ctx.res;
+  if (!isJsonValue(body) || ctx.respond === false || res.headersSent || !res.hasHeader('Content-Type')) return;
+  const text = JSON.stringify(body);
+  // What Koa's setter does with a string when the type is set and the status explicit (the JSON
+  // setter made it so), without its delegates and body type tests.
+  if (typeof text !== 'string') {
+    ctx.body = text;
+    return;
+  }
+  response._body = text;
+  if (!res.hasHeader('Transfer-Encoding')) res.setHeader('Content-Length', Buffer.byteLength(text));
 }
 
 function isJsonValue(value: unknown): value is object {

@@ -78,6 +78,19 @@ export function accessLogger(log: Logger): (entry: AccessEntry) => void {
       stampMs = now;
       stamp = new Date(now).toISOString();
     }
-    pending += `{"level":"info","time":"${stamp}","service":"wharf","request_id":${JSON.stringify(e.requestId)},"method":${JSON.stringify(e.method)},"path":${JSON.stringify(e.path)},"status":${e.status},"duration_ms":${e.durationMs},"msg":"request"}\n`;
+    pending += `{"level":"info","time":"${stamp}","service":"wharf","request_id":${quoted(e.requestId)},"method":${quoted(e.method)},"path":${quoted(e.path)},"status":${e.status},"duration_ms":${e.durationMs},"msg":"request"}\n`;
   };
+}
+
+/** What JSON.stringify escapes in a string: quotes, backslashes, control characters, lone surrogates. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds.
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * A string as JSON: between quotes when nothing in it needs an escape (ids, methods and nearly
+ * every path), without JSON.stringify's call into the runtime (0.16 µs for a line's three), else
+ * JSON.stringify.
+ */
+export function quoted(text: string): string {
+  return ESCAPED.test(text) ? JSON.stringify(text) : `"${text}"`;
 }

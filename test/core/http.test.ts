@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import example from '../../plugins/example/index.ts';
+import { quoted } from '../../core/logger.ts';
 import { startApp, type TestApp } from '../helpers/app.ts';
 import { probePlugin } from '../helpers/plugins.ts';
 
@@ -109,6 +110,16 @@ describe('request log, health and metrics', () => {
     const line = app.logs.find((l) => l.request_id === id);
     expect(line).toMatchObject({ level: 'info', service: 'wharf', status: 404, msg: 'request' });
     expect(String(line!.path)).toContain('we');
+  });
+
+  it("quotes the line's strings exactly as JSON.stringify does, on any characters", () => {
+    const alphabet = ['a', 'Z', '/', '-', '.', '%', ' ', '"', '\\', '\u0000', '\u001f', '\u007f', 'é', '✓', '\u2028', '\ud834', '\udd1e', '𝄞'];
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+    for (let i = 0; i < 2000; i++) {
+      const text = Array.from({ length: next() % 12 }, () => alphabet[next() % alphabet.length]).join('');
+      expect(quoted(text)).toBe(JSON.stringify(text));
+    }
   });
 
   it('redacts credentials that code passes to the logger', () => {
