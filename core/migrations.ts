@@ -103,8 +103,9 @@ class BatchFailed extends Error {}
  * with nothing pending (every restart) is two queries, without the lock or a transaction (rows of
  * `_migrations` are committed ones, so what they say is applied stays applied). Otherwise, under
  * the lock and in the transaction, what is pending is read again (another instance may just have
- * applied it) and consecutive SQL migrations go to the server as one multi-statement query with
- * their records (a fresh database: a few queries instead of two per migration). When such a batch
+ * applied it) and consecutive SQL migrations go to the server as one multi-statement query, with
+ * the records of what was applied so far in one INSERT (a fresh database: a few queries instead
+ * of two per migration). When such a batch
  * fails, the transaction is rolled back and the migrations run again one at a time, so the error
  * names the one that failed.
  */
@@ -115,22 +116,30 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<Mi
     await tx.exec(CREATE_TABLE);
     const pending = status(sets, await readApplied(tx)).filter((m) => m.appliedAt === null);
     const now = new Date().toISOString();
+    const migrationOf = (row: MigrationRow) => sets.find((s) => s.plugin === row.plugin)!.migrations.find((m) => m.id === row.id)!;
+    // The records of what was applied, written with the next batch or at the end, in one INSERT.
+    let unrecorded: MigrationRow[] = [];
+    const records = () => {
+      const values = unrecorded.map((r) => `(${literal(r.plugin)}, ${literal(r.id)}, ${literal(now)})`).join(', ');
+      unrecorded = [];
+      return `INSERT INTO _migrations (plugin, id, applied_at) VALUES ${values}`;
+    };
     for (let i = 0; i < pending.length; ) {
       const row = pending[i]!;
-      const migration = sets.find((s) => s.plugin === row.plugin)!.migrations.find((m) => m.id === row.id)!;
-      // This migration and the SQL ones after it, with their records, in one query.
+      const migration = migrationOf(row);
+      // This migration and the SQL ones after it, in one query.
       const batch = [row];
       const sql = batched ? sqlOf(migration, tx.engine) : undefined;
       if (sql !== undefined) {
         const statements = [sql];
         for (let next = pending[i + 1]; next; next = pending[i + batch.length]) {
-          const more = sqlOf(sets.find((s) => s.plugin === next!.plugin)!.migrations.find((m) => m.id === next!.id)!, tx.engine);
+          const more = sqlOf(migrationOf(next), tx.engine);
           if (more === undefined) break;
           statements.push(more);
           batch.push(next);
         }
-        const records = batch.map((r) => `(${literal(r.plugin)}, ${literal(r.id)}, ${literal(now)})`).join(', ');
-        statements.push(`INSERT INTO _migrations (plugin, id, applied_at) VALUES ${records}`);
+        unrecorded.push(...batch);
+        statements.push(records());
         try {
           // A newline before each `;`: a migration may end in a line comment.
           await tx.exec(statements.join('\n;\n'));
@@ -144,11 +153,12 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<Mi
         } catch (err) {
           throw new Error(`migration ${row.plugin}/${row.id} failed: ${(err as Error).message}`, { cause: err });
         }
-        await tx.run('INSERT INTO _migrations (plugin, id, applied_at) VALUES (?, ?, ?)', [row.plugin, row.id, now]);
+        unrecorded.push(row);
       }
       for (const r of batch) r.appliedAt = now;
       i += batch.length;
     }
+    if (unrecorded.length) await tx.exec(records());
     return pending;
   };
   const inTransaction = (batched: boolean) => (db instanceof PostgresDb ? db.withAdvisoryLock(MIGRATION_LOCK_KEY, run(batched)) : db.transaction(run(batched)));
