@@ -105,9 +105,8 @@ class BatchFailed extends Error {}
  * the lock and in the transaction, what is pending is read again (another instance may just have
  * applied it) and consecutive SQL migrations go to the server as one multi-statement query, with
  * the records of what was applied so far in one INSERT (a fresh database: a few queries instead
- * of two per migration). When such a batch
- * fails, the transaction is rolled back and the migrations run again one at a time, so the error
- * names the one that failed.
+ * of two per migration). When such a batch fails, the transaction is rolled back and the
+ * migrations run again one at a time, so the error names the one that failed.
  */
 export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<MigrationRow[]> {
   const handle = db instanceof PostgresDb || db instanceof SqliteDb;
