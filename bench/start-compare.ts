@@ -17,7 +17,8 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { dropDatabase, freshDatabase, postgresPlugins } from '../test/helpers/postgres.ts';
+import pg from 'pg';
+import { dropDatabase, ensurePostgres, freshDatabase, postgresPlugins } from '../test/helpers/postgres.ts';
 import { baselines, cpuMicros, dropPageCache, ensureBinary, fmt, median, type ServerSpec, startServer, wrk } from './lib.ts';
 
 /** What a Wharf start needs on PostgreSQL besides its database (test/helpers/postgres.ts databaseEnv). */
@@ -63,15 +64,27 @@ export async function run(): Promise<string> {
     createDb.push(performance.now() - t);
     return url;
   };
+  /** PostgreSQL's CPU time to each Wharf's first 200, ms: its backends' (the connections to its database), which Wharf waits for. */
+  const serverCpu = new Map(specs.map((s) => [s.name, [] as number[]]));
+  const postgresCpu = async (spec: ServerSpec, databaseUrl: string) => {
+    const client = new pg.Client({ connectionString: await ensurePostgres() });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [new URL(databaseUrl).pathname.slice(1)]);
+      serverCpu.get(spec.name)!.push(rows.reduce((sum, r) => sum + cpuMicros(r.pid) / 1000, 0));
+    } finally {
+      await client.end();
+    }
+  };
   /** restart: each variant's database, kept from its set-up start to the end. */
   const kept = new Map<ServerSpec, string>();
   /** Starts a server; on PostgreSQL a Wharf gets a fresh database (made before the clock starts), dropped by `stop`, or its kept one (restart). */
   const start = async (spec: ServerSpec) => {
     if (!postgres || spec === baselines.koa) return startServer(spec);
-    if (restart) return startServer({ ...spec, env: { ...spec.env, WHARF_DATABASE__URL: kept.get(spec)! } });
-    const url = await newDatabase();
+    const url = restart ? kept.get(spec)! : await newDatabase();
     const server = await startServer({ ...spec, env: { ...spec.env, WHARF_DATABASE__URL: url } });
-    return { ...server, stop: () => server.stop().then(() => dropDatabase(url)) };
+    await postgresCpu(spec, url);
+    return restart ? server : { ...server, stop: () => server.stop().then(() => dropDatabase(url)) };
   };
   if (restart) {
     for (const spec of specs.slice(1)) {
@@ -115,15 +128,19 @@ export async function run(): Promise<string> {
   for (const url of kept.values()) await dropDatabase(url);
   const koa = median(ms.get(baselines.koa.name)!);
   const koaCpu = median(startCpu.get(baselines.koa.name)!);
+  const koaMs = ms.get(baselines.koa.name)!;
   const lines = [
-    '| server | start to first 200 (ms, median) | ratio to bare Koa | CPU ms to the first 200 (median) | CPU ratio to bare Koa | idle RSS, MiB (anonymous), first two starts | GET /healthz CPU µs per request (rounds) |',
-    '|---|---|---|---|---|---|---|',
+    `| server | start to first 200 (ms, median) | ratio to bare Koa | ratio, median of each start's | CPU ms to the first 200 (median) | CPU ratio to bare Koa |${postgres ? " PostgreSQL's CPU ms (its backends, median) |" : ''} idle RSS, MiB (anonymous), first two starts | GET /healthz CPU µs per request (rounds) |`,
+    `|---|---|---|---|---|---|${postgres ? '---|' : ''}---|---|`,
   ];
   for (const s of specs) {
     const t = median(ms.get(s.name)!);
     const c = median(startCpu.get(s.name)!);
+    // Each start against bare Koa's start just before it: less moved by the load changing during the run.
+    const paired = median(ms.get(s.name)!.map((m, i) => m / koaMs[i]!));
+    const server = serverCpu.get(s.name)!;
     lines.push(
-      `| ${s.name} | ${fmt(t, 0)} | ${fmt(t / koa)} | ${fmt(c, 0)} | ${fmt(c / koaCpu)} | ${memory.get(s.name)!.join(', ')} | ${
+      `| ${s.name} | ${fmt(t, 0)} | ${fmt(t / koa)} | ${fmt(paired)} | ${fmt(c, 0)} | ${fmt(c / koaCpu)} |${postgres ? ` ${server.length ? fmt(median(server), 0) : '-'} |` : ''} ${memory.get(s.name)!.join(', ')} | ${
         cpu
           .get(s.name)!
           .map((c) => fmt(c, 0))

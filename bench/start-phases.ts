@@ -8,7 +8,6 @@
  * started a second time (the usual restart). N starts, the last one printed in full, every one's
  * total and round trips summed up.
  */
-import fs from 'node:fs';
 import pg from 'pg';
 import { resolveConfig } from '../core/config.ts';
 import { start } from '../core/lifecycle.ts';
@@ -16,7 +15,7 @@ import { createLogger } from '../core/logger.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { tempDir } from '../test/helpers/app.ts';
 import { dropDatabase, freshDatabase, postgresPlugins } from '../test/helpers/postgres.ts';
-import { freePort } from './lib.ts';
+import { cpuMicros, freePort } from './lib.ts';
 
 interface Trip {
   at: number;
@@ -58,15 +57,13 @@ proto.connect = function (this: unknown, ...args: unknown[]) {
   backends.add(this as pg.Client);
   return record('connect', connect, this, args);
 };
-/** A backend's CPU time (user + system), ms, from /proc (the server runs on this machine). */
+/** A backend's CPU time (user + system), ms (the server runs on this machine). */
 function backendCpuMs(client: pg.Client): number {
   const pid = (client as unknown as { processID: number | null }).processID;
-  if (!pid) return 0;
   try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime, in clock ticks of 10 ms
+    return pid ? cpuMicros(pid) / 1000 : 0;
   } catch {
-    return 0;
+    return 0; // gone
   }
 }
 
