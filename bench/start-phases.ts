@@ -15,7 +15,7 @@ import { createLogger } from '../core/logger.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { tempDir } from '../test/helpers/app.ts';
 import { dropDatabase, freshDatabase, postgresPlugins } from '../test/helpers/postgres.ts';
-import { cpuMicros, freePort } from './lib.ts';
+import { cpuMicros, freePort, median } from './lib.ts';
 
 interface Trip {
   at: number;
@@ -72,6 +72,8 @@ const n = Number(process.argv[3] ?? 5);
 const plugins = postgresPlugins().runs;
 const quiet = createLogger('warn');
 const totals: number[] = [];
+const waits: number[] = [];
+const serverCpus: number[] = [];
 let migrated: string | undefined;
 const migratedDir = tempDir('wharf-bench-phases-');
 for (let i = 0; i < n; i++) {
@@ -101,7 +103,9 @@ for (let i = 0; i < n; i++) {
   totals.push(total);
   const serverCpu = [...backends].reduce((sum, client) => sum + backendCpuMs(client), 0);
   const ownCpu = process.cpuUsage(cpu0);
+  serverCpus.push(serverCpu);
   const waited = trips.reduce((s, t) => s + t.ms, 0);
+  waits.push(waited);
   console.log(
     `start ${i + 1}: ${total.toFixed(0)} ms to the first ${res.status} (start() ${started.toFixed(0)} ms); ${trips.length} round trips, ${waited.toFixed(0)} ms in them; CPU: this process ${((ownCpu.user + ownCpu.system) / 1000).toFixed(0)} ms, PostgreSQL's backends ${serverCpu.toFixed(0)} ms`,
   );
@@ -110,6 +114,7 @@ for (let i = 0; i < n; i++) {
   if (mode !== 'migrated') await dropDatabase(url);
 }
 if (migrated) await dropDatabase(migrated);
-totals.sort((a, b) => a - b);
-console.log(`median ${totals[Math.floor(totals.length / 2)]!.toFixed(0)} ms`);
+console.log(
+  `median of ${n}: ${median(totals).toFixed(0)} ms to the first 200, ${trips.length} round trips, ${median(waits).toFixed(0)} ms in them, PostgreSQL's CPU ${median(serverCpus).toFixed(0)} ms`,
+);
 process.exit(0);
