@@ -52,7 +52,7 @@ export function describePostgres(url: string): string {
 }
 
 /**
- * Opens a pool and checks that the server answers (a connection and `SELECT 1`). An unreachable
+ * Opens a pool and checks that the server answers (a connection). An unreachable
  * server, a refused password or a missing database is an Error with one line saying which.
  */
 export async function openPostgres(url: string, options: PostgresOptions): Promise<PostgresDb> {
@@ -67,7 +67,9 @@ export async function openPostgres(url: string, options: PostgresOptions): Promi
   pool.on('error', (err) => options.onIdleError?.(err));
   const db = new PostgresDb(pool);
   try {
-    await pool.query('SELECT 1');
+    // A connection is the check (the server answers, takes the password, has the database), and
+    // stays in the pool for the start's first query: no `SELECT 1` round trip.
+    (await pool.connect()).release();
   } catch (err) {
     await pool.end().catch(() => {});
     const reason = (err as Error).message || (err as { code?: string }).code || String(err);

@@ -45,11 +45,16 @@ function opens(keys: Keys, sealed: string): boolean {
  */
 export async function keysMismatch(data: Db, keys: Keys): Promise<string | null> {
   const signingKey = fingerprint(keys);
-  await data.run('INSERT INTO core_keys_check (id, sealed, signing_key) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING', [
-    keys.encrypt(KNOWN, CONTEXT),
-    signingKey,
-  ]);
-  const row = await data.one<{ sealed: string; signing_key: string }>('SELECT sealed, signing_key FROM core_keys_check WHERE id = 1');
+  const read = () => data.one<{ sealed: string; signing_key: string }>('SELECT sealed, signing_key FROM core_keys_check WHERE id = 1');
+  // Read first: every start but the first finds the row (one round trip on PostgreSQL, not two).
+  let row = await read();
+  if (!row) {
+    await data.run('INSERT INTO core_keys_check (id, sealed, signing_key) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING', [
+      keys.encrypt(KNOWN, CONTEXT),
+      signingKey,
+    ]);
+    row = await read();
+  }
   if (!row) return 'the database has no keys check row';
   const problems: string[] = [];
   if (!opens(keys, row.sealed)) problems.push('secret.key cannot decrypt the secrets stored in it');
