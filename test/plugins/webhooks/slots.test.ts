@@ -4,12 +4,14 @@
  * turn): still never more than the limit in flight, each delivery once, in commit order, and a
  * freed slot still goes to another session waiting for one of the overall limit. Real HTTP
  * receivers that hold their answers until the test lets them go, so the limits are read from
- * what the receivers see (a slot frees only once its answer is read), not from timing.
+ * what the receivers see (a slot frees only once its answer is read), not from timing. And the
+ * default limits (32 per session, 256 overall) still keep one hanging receiver to its share.
  */
 import type http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../helpers/app.ts';
 import {
+  answer,
   countStatements,
   dispatchesOf,
   eventually,
@@ -45,7 +47,8 @@ let restore: (() => void) | undefined;
 beforeAll(async () => {
   app = await startWebhooksApp(TOML);
   t = await tenant(app);
-  receiver = await Receiver.start((_req, res, received) => {
+  receiver = await Receiver.start((req, res, received) => {
+    if (received.path.startsWith('/free')) return answer(200)(req, res, received);
     const text = /"(slot [a-z] #\d+)"/.exec(received.body.toString('utf8'))?.[1] ?? '';
     held.push({ path: received.path, text, res });
     const open = held.filter((h) => h.path === received.path).length;
@@ -77,7 +80,7 @@ async function session(path: string): Promise<SessionInfo> {
 }
 
 describe('a session at its limit', () => {
-  it('starts the next delivery as a slot frees, from memory: at most 2 in flight, each once, in commit order', async () => {
+  it('starts the next delivery as a slot frees (on SQLite from memory): at most 2 in flight, each once, in commit order', async () => {
     const a = await session('/a');
     const start = executed.length;
     // Committed one after the other: two go out at once, eight wait for a slot.
@@ -127,5 +130,26 @@ describe('a session at its limit', () => {
     expect(arrived('/d').map(textOf)).toEqual(['slot d #0']);
     expect(Math.max(...['/b', '/c', '/d'].map((p) => most.get(p) ?? 0))).toBe(2);
     expect(mostOverall).toBe(4);
+  });
+});
+
+describe('the default limits', () => {
+  it('let one hanging receiver hold 32 deliveries of its session, no more, while another session is delivered', async () => {
+    const defaults = await startWebhooksApp(PATIENT_TOML);
+    try {
+      const owner = await tenant(defaults);
+      const stuck = await hookedSession(defaults, owner.pat, receiver.url('/h'), ['messages.received']);
+      const other = await hookedSession(defaults, owner.pat, receiver.url('/free-other'), ['messages.received']);
+      for (let i = 0; i < 40; i++) await receive(defaults, stuck, `slot h #${i}`);
+      await eventually(() => arrived('/h').length >= 32, 10_000, '32 deliveries at the hanging receiver');
+      // Committed after the 40: had the limit not held, the last 8 would have gone out at their commits.
+      await receive(defaults, other, 'slot o #0');
+      await eventually(() => arrived('/free-other').length >= 1, 10_000, "the other session's delivery");
+      expect(arrived('/h').map(textOf)).toEqual(Array.from({ length: 32 }, (_, i) => `slot h #${i}`));
+      expect(most.get('/h')).toBe(32);
+    } finally {
+      await defaults.close();
+      for (const h of held.splice(0)) h.res.end();
+    }
   });
 });
