@@ -147,9 +147,18 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       await target.api.close();
       target.api = new Pool(target.server.url, { connections: 32 });
     };
+    // Requests that failed (a reset connection, say), by server: counted and reported, not fatal.
+    const failures = new Map<string, { count: number; first: string }>();
     const viaWharf = (label: string) => async (n: number) => {
       const t0 = now();
-      await senders.get(label)!(n);
+      try {
+        await senders.get(label)!(n);
+      } catch (err) {
+        const failed = failures.get(label) ?? { count: 0, first: String(err) };
+        failed.count++;
+        failures.set(label, failed);
+        return;
+      }
       const t1 = now();
       answered.push(t1 - t0);
       answeredAt.set(n, t1);
@@ -222,6 +231,10 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
                 .join(', ')}).`,
           ),
           '',
+          ...[...failures].map(
+            ([label, f]) =>
+              `${label}: ${f.count} requests failed in all (first: ${f.first}); its server ${targets.find((t) => t.label === label)?.server.child.exitCode === null ? 'still running' : 'exited'}.`,
+          ),
           `Load average (1 min) at the end of each measurement: ${fmt(Math.min(...load))}–${fmt(Math.max(...load))}.`,
           '',
           `**p50 ratio Wharf / bare: ${fmt(median(results.get('wharf')!.map((x) => x.p50)) / median(results.get('bare')!.map((x) => x.p50)))}** (aim: Wharf p50 at most 20 ms)`,

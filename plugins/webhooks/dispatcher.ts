@@ -13,8 +13,12 @@
  * then their deliveries stay held in memory, so the queue never hands one out twice.
  *
  * On SQLite (one process) a new delivery starts in the turn its event's transaction commits,
- * from the row just written, when its session has nothing due before it and a slot is free;
- * otherwise, and after a restart, it is taken from the outbox in its turn. On PostgreSQL every
+ * from the row just written, when its session has nothing due before it and a slot is free; when
+ * every slot of its session is taken, it waits in memory (in commit order) and starts the moment
+ * one frees, in the turn the answer that freed it is read. Otherwise (a retry due first, every
+ * slot overall taken, too many waiting), and after a restart, it is taken from the outbox in its
+ * turn. A slot is held from the request until its answer is read; the outcome is written after,
+ * in a batch that joins the group commit, and is not waited for. On PostgreSQL every
  * delivery is taken from the outbox: the recording transaction NOTIFYs, and every instance's
  * dispatcher (this one included) wakes at the commit and tries to claim it.
  */
@@ -173,17 +177,19 @@ export class WebhookDispatcher {
     const queued = this.#due.get(sessionId);
     if (this.#d.direct && (queued === undefined || queued > now)) {
       const ready = this.#ready.get(sessionId);
-      if (!ready && this.#active < config.concurrency && (this.#running.get(sessionId) ?? 0) < config.concurrency_per_session) {
+      if ((this.#running.get(sessionId) ?? 0) >= config.concurrency_per_session) {
+        // Every slot of the session taken: the row waits in memory for the first one to free.
+        if (this.#readyCount < READY_MAX) {
+          if (ready) ready.push(row);
+          else this.#ready.set(sessionId, [row]);
+          this.#readyCount++;
+          return;
+        }
+      } else if (!ready && this.#active < config.concurrency) {
         this.#start(row, this.#sessionNow(sessionId));
         return;
       }
-      // Every slot of the session taken: the row waits in memory for the first one to free.
-      if (this.#readyCount < READY_MAX && (ready || (this.#running.get(sessionId) ?? 0) >= config.concurrency_per_session)) {
-        if (ready) ready.push(row);
-        else this.#ready.set(sessionId, [row]);
-        this.#readyCount++;
-        return;
-      }
+      // Otherwise the queue serves the session (round-robin when every slot overall is taken).
       this.#dropReady(sessionId);
     }
     this.markDue(sessionId, now);
