@@ -6,13 +6,17 @@
  * interleave the two; the server is pinned to one core (see `pinned` in lib.ts).
  * Usage: node bench/run.ts webhooks-rate (BENCH_RATE, BENCH_RATE_SECONDS to change the load;
  * BENCH_RATES=200,400,600 measures each rate in turn on the same server, to find the capacity:
- * the highest rate whose answers keep up; BENCH_WEBHOOK_PER_SESSION sets concurrency_per_session).
+ * the highest rate whose answers keep up; BENCH_WEBHOOK_PER_SESSION sets concurrency_per_session,
+ * and a list (8,32) runs one server per limit, measured in the same rounds).
  * BENCH_ENGINE=postgres puts the server's database on PostgreSQL (a fresh database on the test
  * server, test/pg/postgres.sh); BENCH_BASE=DIR runs a second Wharf from the sources in DIR (say an
  * export of main with this tree's node_modules linked in), measured in the same rounds, so that
- * before and after are compared interleaved.
+ * before and after are compared interleaved. Besides send -> arrival, each server's lag is
+ * reported: an event's arrival at the receiver minus the moment its answer came back, which
+ * shows how far deliveries fall behind the answers and depends less on the load of the machine.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import { Agent, Pool } from 'undici';
 import { benchCookie, cpuMicros, fmt, median } from './lib.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
@@ -39,13 +43,24 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
   const rates = options.rate ? [options.rate] : (process.env.BENCH_RATES ?? process.env.BENCH_RATE ?? '1000').split(',').map(Number);
   const seconds = options.seconds ?? Number(process.env.BENCH_RATE_SECONDS ?? 5);
   const engine = process.env.BENCH_ENGINE === 'postgres' ? 'postgres' : 'sqlite';
+  const limits = (process.env.BENCH_WEBHOOK_PER_SESSION ?? '').split(',').filter(Boolean).map(Number);
   const trees = [
     { label: 'wharf', root: undefined as string | undefined },
     ...(process.env.BENCH_BASE ? [{ label: 'base', root: process.env.BENCH_BASE }] : []),
-  ];
+  ].flatMap((tree) =>
+    limits.length > 1
+      ? limits.map((perSession, i) => ({ ...tree, label: i === 0 ? tree.label : `${tree.label}-${perSession}`, perSession }))
+      : [{ ...tree, perSession: limits[0] }],
+  );
   const receiver = await localReceiver();
   const bare = new Agent({ keepAliveTimeout: 10_000 });
-  const targets: { label: string; dir: string; server: Awaited<ReturnType<ReturnType<typeof webhooksServer>['start']>>; api: Pool }[] = [];
+  const targets: {
+    label: string;
+    perSession: number | undefined;
+    dir: string;
+    server: Awaited<ReturnType<ReturnType<typeof webhooksServer>['start']>>;
+    api: Pool;
+  }[] = [];
   // Arrival times by sequence number, read from the text of each delivered message.
   const arrivals = new Map<number, number>();
   const seqOf = (body: Buffer) => Number(/bench #(\d+)#/.exec(body.toString('utf8'))?.[1] ?? -1);
@@ -74,10 +89,10 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
     const senders = new Map<string, (n: number) => Promise<unknown>>();
     for (const tree of trees) {
       const env: Record<string, string> = engine === 'postgres' ? { WHARF_DATABASE__URL: await freshDatabase() } : {};
-      const wharfServer = webhooksServer(`webhooks-rate-${tree.label}`, { root: tree.root, env });
+      const wharfServer = webhooksServer(`webhooks-rate-${tree.label}`, { root: tree.root, env, perSession: tree.perSession });
       const server = await wharfServer.start();
       const api = new Pool(server.url, { connections: 32 });
-      const target = { label: tree.label, dir: wharfServer.dir, server, api };
+      const target = { label: tree.label, perSession: tree.perSession, dir: wharfServer.dir, server, api };
       targets.push(target);
       const cookie = await benchCookie(server.url);
       const pat = (await call(api, '/api/personal-access-tokens', '', { name: 'bench' }, { cookie, origin: server.url })).data.token as string;
@@ -92,9 +107,12 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
     for (let i = 0; i < 100 && arrivals.size === 0; i++) await sleep(20);
     const sample = receiver.lastBody().toString('utf8');
 
+    // Answer times by sequence number (Wharf's rounds), for the lag of deliveries behind answers.
+    const answeredAt = new Map<number, number>();
     /** One round: `total` sends at `rate`; latencies (ms) of the sends, and how many arrived. */
     const measure = async (rate: number, total: number, send: (n: number) => Promise<void>) => {
       arrivals.clear();
+      answeredAt.clear();
       const sentAt = new Map<number, number>();
       const first = seq;
       await openLoop(rate, total, async () => {
@@ -111,6 +129,15 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       return ms;
     };
     const answered: number[] = [];
+    /** Each arrived event's arrival minus its answer, ms, of the last round. */
+    const lagOf = () => {
+      const lag: number[] = [];
+      for (const [n, at] of answeredAt) {
+        const arrived = arrivals.get(n);
+        if (arrived !== undefined) lag.push(arrived - at);
+      }
+      return lag;
+    };
     // Each round of a server on connections of its own: a keep-alive connection left idle while
     // the other server's round ran may be closed by the server just as a request goes out on it
     // (ECONNRESET, and a POST is not retried).
@@ -120,10 +147,21 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       await target.api.close();
       target.api = new Pool(target.server.url, { connections: 32 });
     };
+    // Requests that failed (a reset connection, say), by server: counted and reported, not fatal.
+    const failures = new Map<string, { count: number; first: string }>();
     const viaWharf = (label: string) => async (n: number) => {
       const t0 = now();
-      await senders.get(label)!(n);
-      answered.push(now() - t0);
+      try {
+        await senders.get(label)!(n);
+      } catch (err) {
+        const failed = failures.get(label) ?? { count: 0, first: String(err) };
+        failed.count++;
+        failures.set(label, failed);
+        return;
+      }
+      const t1 = now();
+      answered.push(t1 - t0);
+      answeredAt.set(n, t1);
     };
     const viaBare = async (n: number) => {
       const res = await bare.request({
@@ -146,6 +184,8 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       const total = rate * seconds;
       const cpuPerEvent = new Map<string, number[]>(targets.map((t) => [t.label, []]));
       const answers = new Map<string, Stats[]>(targets.map((t) => [t.label, []]));
+      const lags = new Map<string, Stats[]>(targets.map((t) => [t.label, []]));
+      const load: number[] = [];
       const results = new Map<string, Stats[]>([['bare', []], ...targets.map((t) => [t.label, []] as [string, Stats[]])]);
       for (let round = 0; round < rounds; round++) {
         for (const [name, send] of [['bare', viaBare], ...targets.map((t) => [t.label, viaWharf(t.label)] as const)] as const) {
@@ -154,16 +194,22 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
           await fresh(name);
           const cpu = target ? cpuMicros(target.server.child.pid!) : 0;
           const ms = await measure(rate, total, send);
+          load.push(os.loadavg()[0]!);
           results.get(name)!.push(stats(ms, total - ms.length));
           if (target) {
             cpuPerEvent.get(name)!.push((cpuMicros(target.server.child.pid!) - cpu) / total);
             answers.get(name)!.push(stats(answered, 0));
+            lags.get(name)!.push(stats(lagOf(), 0));
           }
         }
       }
       const row = (label: string, r: Stats[]) =>
         `| ${label} | ${fmt(median(r.map((x) => x.p50)))} | ${fmt(median(r.map((x) => x.p95)))} | ${fmt(median(r.map((x) => x.p99)))} | ${r.map((x) => `${fmt(x.p50)}/${fmt(x.p95)}`).join(', ')} | ${r.reduce((a, x) => a + x.lost, 0)} |`;
-      const name = (label: string) => (label === 'wharf' ? 'POST /api/sandbox/receive' : `${label}: POST /api/sandbox/receive`);
+      const name = (label: string) => {
+        const limit = targets.find((t) => t.label === label)?.perSession;
+        const tree = label === 'wharf' || label.startsWith('wharf-') ? '' : `${label.replace(/-\d+$/, '')}: `;
+        return `${tree}POST /api/sandbox/receive${limits.length > 1 ? ` (per session ${limit})` : ''}`;
+      };
       sections.push(
         [
           `Latency at ${rate} events/s for ${seconds} s per round (${rounds} rounds, interleaved), send -> arrival at a receiver in the benchmark's process, ms:`,
@@ -174,6 +220,7 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
           ...targets.flatMap(({ label }) => [
             row(`${name(label)} -> its answer`, answers.get(label)!),
             row(`${name(label)} -> webhook at the receiver`, results.get(label)!),
+            row(`${name(label)}: its answer -> webhook (lag)`, lags.get(label)!),
           ]),
           '',
           ...targets.map(
@@ -184,6 +231,12 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
                 .join(', ')}).`,
           ),
           '',
+          ...[...failures].map(
+            ([label, f]) =>
+              `${label}: ${f.count} requests failed in all (first: ${f.first}); its server ${targets.find((t) => t.label === label)?.server.child.exitCode === null ? 'still running' : 'exited'}.`,
+          ),
+          `Load average (1 min) at the end of each measurement: ${fmt(Math.min(...load))}–${fmt(Math.max(...load))}.`,
+          '',
           `**p50 ratio Wharf / bare: ${fmt(median(results.get('wharf')!.map((x) => x.p50)) / median(results.get('bare')!.map((x) => x.p50)))}** (aim: Wharf p50 at most 20 ms)`,
           '',
         ].join('\n'),
@@ -191,7 +244,7 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
     }
     return [
       ...sections,
-      `(open loop, requests over 32 keep-alive connections; the server from source${process.env.BENCH_BASE ? ` (base: ${process.env.BENCH_BASE})` : ''}, database on ${engine}, pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}; rate_limit, storage and tokens off; one session subscribed to messages.received; concurrency_per_session ${process.env.BENCH_WEBHOOK_PER_SESSION ?? 8})`,
+      `(open loop, requests over 32 keep-alive connections; the server from source${process.env.BENCH_BASE ? ` (base: ${process.env.BENCH_BASE})` : ''}, database on ${engine}, pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}; rate_limit, storage and tokens off; one session subscribed to messages.received; concurrency_per_session ${limits.length ? limits.join(', ') : 'default'})`,
     ].join('\n\n');
   } finally {
     for (const target of targets) {

@@ -73,15 +73,18 @@ export async function localReceiver(hang = false) {
  * A data dir with the benchmark owner and a config for webhooks alone (storage, tokens and rate
  * limiting off, receivers on private addresses allowed); `start` runs `wharf serve` on it from source.
  */
-export function webhooksServer(tag: string, options: { root?: string; env?: Record<string, string> } = {}): { dir: string; start(): Promise<Server> } {
+export function webhooksServer(
+  tag: string,
+  options: { root?: string; env?: Record<string, string>; perSession?: number } = {},
+): { dir: string; start(): Promise<Server> } {
   const wharf = path.join(options.root ?? root, 'bin/wharf.ts');
   const env = options.env ?? {};
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `wharf-bench-${tag}-`));
   const dataDir = path.join(dir, 'data');
   const configFile = path.join(dir, 'wharf.toml');
   const config = ['[plugins.storage]', 'enabled = false', '[plugins.tokens]', 'enabled = false', '[plugins.rate_limit]', 'enabled = false'];
-  // BENCH_WEBHOOK_PER_SESSION: concurrency_per_session (default 8), to see what that limit does.
-  const perSession = process.env.BENCH_WEBHOOK_PER_SESSION ? [`concurrency_per_session = ${Number(process.env.BENCH_WEBHOOK_PER_SESSION)}`] : [];
+  // concurrency_per_session (the product default when not given), to see what that limit does.
+  const perSession = options.perSession ? [`concurrency_per_session = ${options.perSession}`] : [];
   fs.writeFileSync(configFile, [...config, '[plugins.webhooks]', 'allow_private_networks = true', ...perSession, ''].join('\n'));
   createBenchUser([node, [wharf]], dataDir, ['--config', configFile], env);
   return {
@@ -100,7 +103,7 @@ export async function run(options: { rounds?: number; perSession?: number; sampl
   const perSession = options.perSession ?? 500;
   const samples = options.samples ?? 300;
   const stuckEvents = options.stuck ?? 10_000;
-  const wharfServer = webhooksServer('webhooks');
+  const wharfServer = webhooksServer('webhooks', { perSession: Number(process.env.BENCH_WEBHOOK_PER_SESSION) || undefined });
 
   const receiver = await startServer(
     { name: 'receiver', argsFor: (port) => [node, [path.join(root, 'bench/baselines/webhook-receiver.mjs'), String(port)]] },
@@ -259,7 +262,7 @@ export async function run(options: { rounds?: number; perSession?: number; sampl
       '| sender | deliveries/s (median) | rounds |',
       '|---|---|---|',
       `| bare undici POST loop, ${CONCURRENCY} concurrent, keep-alive | ${fmt(median(bareRates), 0)} | ${bareRates.map((r) => fmt(r, 0)).join(', ')} |`,
-      `| wharf dispatcher (concurrency ${CONCURRENCY}, ${SESSIONS} per session) | ${fmt(median(wharfRates), 0)} | ${wharfRates.map((r) => fmt(r, 0)).join(', ')} |`,
+      `| wharf dispatcher (${SESSIONS} sessions, concurrency limits ${process.env.BENCH_WEBHOOK_PER_SESSION ? `${process.env.BENCH_WEBHOOK_PER_SESSION} per session` : 'at their defaults'}) | ${fmt(median(wharfRates), 0)} | ${wharfRates.map((r) => fmt(r, 0)).join(', ')} |`,
       '',
       `**Ratio: ${fmt(ratio)}** (aim at least 0.5). Queuing the backlog through POST /api/sandbox/receive ran at ${fmt(median(fills), 0)} events/s.`,
       '',

@@ -60,14 +60,19 @@ export const webhooksConfig = z.strictObject({
     .describe(
       'Random spread of each retry delay, as a fraction: 0.2 waits between 0.8 and 1.2 times the scheduled delay, so receivers that fail together are not retried together.',
     ),
-  concurrency: z.int().min(1).max(4096).default(64).describe('Deliveries in flight at once, over all sessions, in requests.'),
+  concurrency: z
+    .int()
+    .min(1)
+    .max(4096)
+    .default(256)
+    .describe('Deliveries in flight at once, over all sessions, in requests (8 times concurrency_per_session by default: one slow receiver holds an eighth).'),
   concurrency_per_session: z
     .int()
     .min(1)
     .max(1024)
-    .default(8)
+    .default(32)
     .describe(
-      "Deliveries of one session in flight at once, in requests (capped by concurrency). One slow receiver holds at most this many of the overall slots, so other sessions' deliveries keep flowing. Deliveries of one session may arrive out of order when this is above 1.",
+      "Deliveries of one session in flight at once, in requests (capped by concurrency). One slow receiver holds at most this many of the overall slots, so other sessions' deliveries keep flowing. It also caps one session's delivery rate at this many per round trip to its receiver (32 keeps up with 1,000 events a second at 30 ms a round trip). Deliveries of one session may arrive out of order when this is above 1.",
     ),
   response_read_limit_bytes: z
     .int()

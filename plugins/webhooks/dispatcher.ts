@@ -13,8 +13,12 @@
  * then their deliveries stay held in memory, so the queue never hands one out twice.
  *
  * On SQLite (one process) a new delivery starts in the turn its event's transaction commits,
- * from the row just written, when its session has nothing due before it and a slot is free;
- * otherwise, and after a restart, it is taken from the outbox in its turn. On PostgreSQL every
+ * from the row just written, when its session has nothing due before it and a slot is free; when
+ * every slot of its session is taken, it waits in memory (in commit order) and starts the moment
+ * one frees, in the turn the answer that freed it is read. Otherwise (a retry due first, every
+ * slot overall taken, too many waiting), and after a restart, it is taken from the outbox in its
+ * turn. A slot is held from the request until its answer is read; the outcome is written after,
+ * in a batch that joins the group commit, and is not waited for. On PostgreSQL every
  * delivery is taken from the outbox: the recording transaction NOTIFYs, and every instance's
  * dispatcher (this one included) wakes at the commit and tries to claim it.
  */
@@ -33,6 +37,11 @@ const USER_AGENT = 'Wharf-Webhooks/1';
 const FLUSH_BATCH = 256;
 /** ...for at most this long, in milliseconds (a crash meanwhile only means those are sent again). */
 const FLUSH_DELAY_MS = 5;
+/**
+ * Deliveries waiting in memory for a slot of their session, over all sessions, at most (their
+ * bodies are in memory): past this a session's waiting deliveries are left to the outbox's queue.
+ */
+const READY_MAX = 4096;
 
 interface CachedSecrets {
   /** The session's updated_at when these were read. */
@@ -88,6 +97,18 @@ export class WebhookDispatcher {
   readonly #enqueued = new WeakMap<object, DueRow>();
   /** Session id -> its decrypted secrets, valid while the session's updated_at is `stamp`. */
   readonly #secrets = new Map<number, CachedSecrets>();
+  /**
+   * Session id -> deliveries committed in this process (SQLite) while the session had all its
+   * slots taken, in commit order: when one of its slots frees, the next starts from here at once,
+   * without a read of the outbox or a wait for the next turn. Only while the session has nothing
+   * due in the outbox before them (`#due`): once it has, the queue takes over and this list is
+   * dropped (its rows are committed, so the queue's read finds them).
+   */
+  readonly #ready = new Map<number, DueRow[]>();
+  /** The rows in #ready, over all sessions. */
+  #readyCount = 0;
+  /** Sessions marked due while a round of #fill was under way: their due time is not dropped by that round. */
+  readonly #remarked = new Set<number>();
   /** Session id -> the session as read after the commit being announced now (kept until the next microtask). */
   readonly #fresh = new Map<number, Promise<SessionRecord | undefined>>();
   #completions: Completion[] = [];
@@ -154,24 +175,72 @@ export class WebhookDispatcher {
     const now = Date.now();
     const { config } = this.#d;
     const queued = this.#due.get(sessionId);
-    if (
-      this.#d.direct &&
-      (queued === undefined || queued > now) &&
-      this.#active < config.concurrency &&
-      (this.#running.get(sessionId) ?? 0) < config.concurrency_per_session
-    ) {
-      // The session as it is now, after the commit (the read the queue makes once per round),
-      // read once for every event the transaction recorded: they are announced together.
-      let session = this.#fresh.get(sessionId);
-      if (session === undefined) {
-        session = this.#d.sessions.get(sessionId);
-        if (this.#fresh.size === 0) queueMicrotask(() => this.#fresh.clear());
-        this.#fresh.set(sessionId, session);
+    if (this.#d.direct && (queued === undefined || queued > now)) {
+      const ready = this.#ready.get(sessionId);
+      if ((this.#running.get(sessionId) ?? 0) >= config.concurrency_per_session) {
+        // Every slot of the session taken: the row waits in memory for the first one to free.
+        if (this.#readyCount < READY_MAX) {
+          if (ready) ready.push(row);
+          else this.#ready.set(sessionId, [row]);
+          this.#readyCount++;
+          return;
+        }
+      } else if (!ready && this.#active < config.concurrency) {
+        this.#start(row, this.#sessionNow(sessionId));
+        return;
       }
-      this.#start(row, session);
-      return;
+      // Otherwise the queue serves the session (round-robin when every slot overall is taken).
+      this.#dropReady(sessionId);
     }
     this.markDue(sessionId, now);
+  }
+
+  /**
+   * The session as it is now (after the commit being announced, or the attempt just finished),
+   * read once for every delivery of it started before the next microtask: its current URL,
+   * subscription and signing apply to what is still to be sent.
+   */
+  #sessionNow(sessionId: number): Promise<SessionRecord | undefined> {
+    let session = this.#fresh.get(sessionId);
+    if (session === undefined) {
+      session = this.#d.sessions.get(sessionId);
+      if (this.#fresh.size === 0) queueMicrotask(() => this.#fresh.clear());
+      this.#fresh.set(sessionId, session);
+    }
+    return session;
+  }
+
+  /**
+   * A slot of the session just freed (SQLite): its next delivery waiting in memory starts now,
+   * in the same turn, unless the outbox has something of the session due before it, or other
+   * sessions wait for a slot of the overall limit (then the round-robin of the queue decides,
+   * and the rows are left to the queue's read).
+   */
+  #startNext(sessionId: number): void {
+    const ready = this.#ready.get(sessionId);
+    if (!ready) return;
+    const { config } = this.#d;
+    const now = Date.now();
+    const queued = this.#due.get(sessionId);
+    if ((queued === undefined || queued > now) && (this.#running.get(sessionId) ?? 0) < config.concurrency_per_session && this.#active < config.concurrency) {
+      // Other sessions can only be waiting for the slot freed now when every slot was taken.
+      const contended = this.#active === config.concurrency - 1 && [...this.#due].some(([id, due]) => id !== sessionId && due <= now);
+      if (!contended) {
+        const row = ready.shift()!;
+        this.#readyCount--;
+        if (ready.length === 0) this.#ready.delete(sessionId);
+        this.#start(row, this.#sessionNow(sessionId));
+        return;
+      }
+    }
+    this.#dropReady(sessionId);
+    this.markDue(sessionId, now);
+  }
+
+  /** The queue of the outbox serves the session from now on: what waited in memory is committed, so its reads find it. */
+  #dropReady(sessionId: number): void {
+    this.#readyCount -= this.#ready.get(sessionId)?.length ?? 0;
+    this.#ready.delete(sessionId);
   }
 
   /** The session's webhook secret changed: forget the cached one. */
@@ -182,6 +251,7 @@ export class WebhookDispatcher {
   /** The session has a delivery due at `at` (Unix ms). */
   markDue(sessionId: number, at: number): void {
     if (this.#closing) return;
+    if (this.#filling) this.#remarked.add(sessionId);
     const current = this.#due.get(sessionId);
     if (current === undefined || at < current) this.#due.set(sessionId, at);
     this.#wakeAt(at);
@@ -253,6 +323,7 @@ export class WebhookDispatcher {
       // The session as it is now, read once for every delivery of it started in this round: its
       // current URL, subscription and signing apply to what is still to be sent.
       let session: Promise<SessionRecord | undefined> | undefined;
+      this.#remarked.delete(sessionId);
       const { rows: claimed, atLimit } = await store.claim(sessionId, now, {
         limit: room,
         owner,
@@ -261,6 +332,9 @@ export class WebhookDispatcher {
         held: [...(held ?? [])],
       });
       if (this.#closing) return;
+      // The queue serves this session now: what waited in memory is committed, so this read (or
+      // the next, while the session stays due) finds it.
+      this.#dropReady(sessionId);
       for (const row of claimed) {
         // On SQLite the read waits for a pending group commit, whose announcement may have
         // started some of these rows directly meanwhile (`committed`): in flight already, or
@@ -281,7 +355,10 @@ export class WebhookDispatcher {
         // Nothing else can be taken now: wait for the next retry time (or lease end) of this
         // session, if any. Retry times not yet written are marked again when they are.
         const later = await store.nextDue(sessionId, now);
-        if (later === null) this.#due.delete(sessionId);
+        // Marked due again meanwhile (a row committed after the read, perhaps due at `now` itself,
+        // which nextDue does not count): it stays due, for the next round.
+        if (this.#remarked.has(sessionId)) next = Math.min(next, Date.now());
+        else if (later === null) this.#due.delete(sessionId);
         else {
           this.#due.set(sessionId, later);
           next = Math.min(next, later);
@@ -343,8 +420,8 @@ export class WebhookDispatcher {
         });
       }, FLUSH_DELAY_MS);
     }
-    // The slot is free now: start the next delivery without waiting for the write.
-    this.#wakeAt(0);
+    // The slot is free now: what the queue holds starts without waiting for the write.
+    if (this.#due.size) this.#wakeAt(0);
   }
 
   #start(row: DueRow, session: Promise<SessionRecord | undefined>): void {
@@ -389,6 +466,8 @@ export class WebhookDispatcher {
       if (held?.size === 0) this.#held.delete(row.session_id);
       return;
     }
+    // The slot is free: the session's next delivery waiting in memory takes it now.
+    if (this.#d.direct && !this.#closing) this.#startNext(row.session_id);
     const now = Date.now();
     const durationMs = now - startedAt;
     if (result.kind === 'dropped') {

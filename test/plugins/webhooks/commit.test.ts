@@ -11,7 +11,7 @@ import type { Db, DbHandle } from '../../../core/db.ts';
 import { openPostgres } from '../../../core/db-postgres.ts';
 import { openSqlite } from '../../../core/db-sqlite.ts';
 import type { TestApp } from '../../helpers/app.ts';
-import { call, eventually, hookedSession, Receiver, type SessionInfo, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+import { call, eventually, hookedSession, Receiver, type SessionInfo, PATIENT_TOML, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
 
 let app: TestApp;
 let t: Tenant;
@@ -23,7 +23,7 @@ let outside: DbHandle;
 
 beforeAll(async () => {
   receiver = await Receiver.start();
-  app = await startWebhooksApp();
+  app = await startWebhooksApp(PATIENT_TOML);
   t = await tenant(app);
   hooked = await hookedSession(app, t.pat, receiver.url('/hooked'), ['messages.received']);
   // A webhook, but not for messages.
@@ -73,14 +73,14 @@ describe('receives committed together', () => {
     const texts = together().map((r) => /together #(\d+)#/.exec(JSON.stringify(r.json))?.[1]);
     expect(new Set(texts).size).toBe(N);
     // Deliveries of one session start in the order of its events (their ids: the commit order),
-    // at most 8 at once: the first to arrive is one of the first 8 events.
+    // at most 32 at once (concurrency_per_session): the first to arrive is one of the first 32 events.
     const eventOrder = (
       await outside.all<{ body: string }>("SELECT body FROM webhooks_dispatches WHERE session_id = ? AND body LIKE '%together #%' ORDER BY event_id", [
         hooked.id,
       ])
     ).map((r) => /together #(\d+)#/.exec(r.body)?.[1]);
     expect(eventOrder).toHaveLength(N);
-    expect(eventOrder.slice(0, 8)).toContain(texts[0]);
+    expect(eventOrder.slice(0, 32)).toContain(texts[0]);
   });
 
   it('a receive whose transaction fails leaves no row and is never delivered; the receives beside it commit and are delivered', async () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { textOf } from '../../../plugins/sessions/networks/nodes.ts';
 import type { TestApp } from '../../helpers/app.ts';
 import { eventsOf, type Res } from '../sessions/helpers.ts';
-import { call, hookedSession, Receiver, type SessionInfo, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+import { call, hookedSession, Receiver, type SessionInfo, PATIENT_TOML, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
 
 const SENDS = 60;
 const RECEIVES = 20;
@@ -24,7 +24,7 @@ let b: SessionInfo;
 
 beforeAll(async () => {
   receiver = await Receiver.start();
-  app = await startWebhooksApp();
+  app = await startWebhooksApp(PATIENT_TOML);
   t = await tenant(app);
   a = await hookedSession(app, t.pat, receiver.url('/a'), [], { account_protection: false, log_messages: true });
   b = await hookedSession(app, t.pat, receiver.url('/b'), [], { account_protection: false, log_messages: true });

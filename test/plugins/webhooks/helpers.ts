@@ -22,6 +22,13 @@ retry_jitter = 0
 shutdown_wait_ms = 0
 `;
 
+/**
+ * FAST_TOML without its short attempt timeout: on a loaded machine a receiver in the test's own
+ * process may take over a second to answer, and the retry after a timed-out attempt delivers
+ * again (at least once). With this, a second arrival of one delivery is the dispatcher's fault.
+ */
+export const PATIENT_TOML = FAST_TOML.replace('timeout_ms = 1000', 'timeout_ms = 60000');
+
 export function startWebhooksApp(webhooksToml = FAST_TOML, options: StartOptions = {}): Promise<TestApp> {
   // Quick reconnects for whatsapp sessions (the tests that run on them too).
   return startApp(`${BASE_TOML}${webhooksToml}${WHATSAPP_TEST_TOML}`, { plugins: [identity, sessions, webhooks], ...options });
@@ -164,3 +171,51 @@ export async function dispatchesOf(app: TestApp, pat: string, sessionId: number,
   if (res.status !== 200) throw new Error(`GET /api/dispatches: ${res.status} ${res.text}`);
   return (res.body.data.data as any[]).reverse();
 }
+
+/** A statement the app executed: its SQL and the plugin code that ran it. */
+export interface Executed {
+  sql: string;
+  caller: string;
+}
+
+/**
+ * Records every statement the app executes on SQLite (wrapping better-sqlite3's Statement
+ * methods, so statements prepared at start-up count too) into `executed`, until `restore`.
+ */
+export function countStatements(app: TestApp): { executed: Executed[]; restore(): void } {
+  const executed: Executed[] = [];
+  const proto = Object.getPrototypeOf(app.running.db.prepare('SELECT 1')) as Record<string, (...args: unknown[]) => unknown>;
+  const originals = new Map<string, (...args: unknown[]) => unknown>();
+  for (const name of ['get', 'all', 'run', 'iterate']) {
+    const original = proto[name]!;
+    originals.set(name, original);
+    proto[name] = function counted(this: { source: string }, ...args: unknown[]) {
+      const limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 40;
+      const stack = new Error().stack ?? '';
+      Error.stackTraceLimit = limit;
+      executed.push({ sql: this.source, caller: callerOf(stack) });
+      return original.apply(this, args);
+    };
+  }
+  return {
+    executed,
+    restore() {
+      for (const [name, original] of originals) proto[name] = original;
+    },
+  };
+}
+
+/**
+ * Who asked for a statement: `webhooks/<file:line>` when webhooks code is on the stack (it called
+ * into the sessions service), else the first frame under plugins/ outside a store.
+ */
+function callerOf(stack: string): string {
+  const frames = stack.split('\n').filter((l) => l.includes('/plugins/') && !l.includes('/test/'));
+  const frame = frames.find((l) => l.includes('/plugins/webhooks/')) ?? frames.find((l) => !/store\.ts/.test(l)) ?? frames[0] ?? '';
+  return /\/plugins\/([\w/.-]+:\d+)/.exec(frame)?.[1] ?? 'core';
+}
+
+/** The dispatcher's reads of the outbox queue (a session's due deliveries, its next due time) among `executed`. */
+export const queueReads = (executed: readonly Executed[]) =>
+  executed.filter((e) => /FROM webhooks_dispatches\s+WHERE session_id = \? AND status = 'pending'/.test(e.sql));

@@ -5,52 +5,38 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../helpers/app.ts';
-import { dispatchesOf, eventually, hookedSession, receive, Receiver, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+import {
+  countStatements,
+  dispatchesOf,
+  eventually,
+  type Executed,
+  hookedSession,
+  queueReads,
+  receive,
+  Receiver,
+  startWebhooksApp,
+  type Tenant,
+  tenant,
+} from './helpers.ts';
 
 let app: TestApp;
 let t: Tenant;
 let receiver: Receiver;
 /** Every statement executed: its SQL and the plugin code that ran it. */
-const executed: { sql: string; caller: string }[] = [];
+let executed: Executed[] = [];
 let restore: (() => void) | undefined;
 
 beforeAll(async () => {
   app = await startWebhooksApp();
   t = await tenant(app);
   receiver = await Receiver.start();
-  const proto = Object.getPrototypeOf(app.running.db.prepare('SELECT 1')) as Record<string, (...args: unknown[]) => unknown>;
-  const originals = new Map<string, (...args: unknown[]) => unknown>();
-  for (const name of ['get', 'all', 'run', 'iterate']) {
-    const original = proto[name]!;
-    originals.set(name, original);
-    proto[name] = function counted(this: { source: string }, ...args: unknown[]) {
-      const limit = Error.stackTraceLimit;
-      Error.stackTraceLimit = 40;
-      const stack = new Error().stack ?? '';
-      Error.stackTraceLimit = limit;
-      executed.push({ sql: this.source, caller: callerOf(stack) });
-      return original.apply(this, args);
-    };
-  }
-  restore = () => {
-    for (const [name, original] of originals) proto[name] = original;
-  };
+  ({ executed, restore } = countStatements(app));
 });
 afterAll(async () => {
   restore?.();
   await app?.close();
   await receiver?.close();
 });
-
-/**
- * Who asked for a statement: `webhooks/<file:line>` when webhooks code is on the stack (it called
- * into the sessions service), else the first frame under plugins/ outside a store.
- */
-function callerOf(stack: string): string {
-  const frames = stack.split('\n').filter((l) => l.includes('/plugins/') && !l.includes('/test/'));
-  const frame = frames.find((l) => l.includes('/plugins/webhooks/')) ?? frames.find((l) => !/store\.ts/.test(l)) ?? frames[0] ?? '';
-  return /\/plugins\/([\w/.-]+:\d+)/.exec(frame)?.[1] ?? 'core';
-}
 
 /** Statements that read a session row, by caller. */
 const sessionReads = (from: number) => executed.slice(from).filter((s) => /^\s*SELECT\b[\s\S]*\bFROM sessions_sessions\b/i.test(s.sql));
@@ -91,7 +77,6 @@ describe('one inbound sandbox text', () => {
     await eventually(() => receiver.requests.some((r) => r.path === path), 5000, 'the delivery');
     await eventually(async () => (await dispatchesOf(app, t.pat, s.id)).every((d) => d.status === 'delivered'), 5000, 'its record delivered');
     // The dispatcher's queue reads: due deliveries of a session, and its next due time.
-    const queueReads = executed.slice(start).filter((e) => /FROM webhooks_dispatches\s+WHERE session_id = \? AND status = 'pending'/.test(e.sql));
-    expect(queueReads.map((e) => e.caller)).toEqual([]);
+    expect(queueReads(executed.slice(start)).map((e) => e.caller)).toEqual([]);
   });
 });
