@@ -6,9 +6,9 @@
  * deadlock (40001, 40P01), a bounded number of times with a short random backoff. A transaction
  * with `lock` keys first takes them: in this process (a queue per key, so waiters hold no
  * connection), then on the server (session-level advisory locks on its connection, before BEGIN).
- * Transactions naming the same keys that arrive while a holder of those keys runs share its
- * connection, locks and BEGIN ... COMMIT, each in a savepoint (group commit, see
- * `PostgresDb.transaction`).
+ * Transactions naming the same keys that arrive while others of those keys run wait together and
+ * then share one connection, its locks and one BEGIN ... COMMIT, each in a savepoint (group
+ * commit, see `PostgresDb.transaction`).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
@@ -356,10 +356,10 @@ export class PostgresDb extends PgQueries implements DbHandle {
 
   /**
    * One BEGIN ... COMMIT of a group: its waiting members, each in the savepoint, then COMMIT.
-   * Settles every member it took: resolved
-   * after the COMMIT, rejected alone when it threw, put back at the front of the queue when the
-   * attempt was doomed (returns the serialization failure or deadlock then). Throws when the
-   * connection can no longer be trusted, after rejecting what it took.
+   * Settles every member it took: resolved after the COMMIT, rejected alone when it threw, put
+   * back at the front of the queue when the attempt was doomed (returns the serialization failure
+   * or deadlock then). Throws when the connection can no longer be trusted, after rejecting what
+   * it took.
    */
   async #attempt(client: pg.PoolClient, group: Group): Promise<unknown> {
     /** Members whose work is in the transaction, with their results. */
