@@ -6,7 +6,11 @@
  * deadlock (40001, 40P01), a bounded number of times with a short random backoff. A transaction
  * with `lock` keys first takes them: in this process (a queue per key, so waiters hold no
  * connection), then on the server (session-level advisory locks on its connection, before BEGIN).
+ * Transactions naming the same keys that arrive while others of those keys run wait together and
+ * then share one connection, its locks and one BEGIN ... COMMIT, each in a savepoint (group
+ * commit, see `PostgresDb.transaction`).
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { ConstraintError, ContentionError, type Db, type DbHandle, numberPlaceholders, type Params, type TransactionOptions } from './db.ts';
@@ -21,6 +25,16 @@ export interface PostgresOptions {
 /** How many times a transaction runs at most when it keeps meeting serialization failures. */
 export const MAX_TRANSACTION_ATTEMPTS = 8;
 const RETRYABLE = new Set(['40001', '40P01']);
+/**
+ * How many transactions one group runs at most under one BEGIN ... COMMIT. Each writing member's
+ * savepoint is a subtransaction, and a backend caches the ids of 64 (beyond that, every other
+ * backend's snapshots look them up on disk); it also bounds how long a group holds its locks.
+ */
+export const MAX_GROUP = 32;
+/** The savepoint each member of a group runs in. */
+const SAVEPOINT = 'wharf_tx';
+
+const retryable = (err: unknown) => RETRYABLE.has((err as { code?: string })?.code ?? '');
 const INT8_OID = 20;
 
 /**
@@ -194,24 +208,243 @@ class KeyedQueue {
   }
 }
 
+/** A transaction waiting in, or run by, a group (see {@link PostgresDb.transaction}). */
+interface Member {
+  fn: (tx: Db) => Promise<unknown>;
+  /** Runs a function in the caller's async context (its request's, say), not the group leader's. */
+  context: <R>(fn: () => R) => R;
+  /** Doomed attempts it was part of. */
+  attempts: number;
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+}
+
+/** Transactions naming the same lock keys, run on one connection under one BEGIN ... COMMIT. */
+interface Group {
+  readonly keys: readonly string[];
+  /** Members not run yet (or to run again), in order. */
+  readonly waiting: Member[];
+  /** Members taken in, for MAX_GROUP. */
+  size: number;
+}
+
+/**
+ * A group member's queries: refused once its turn is over (the connection then runs another
+ * member's); a serialization failure or a deadlock met by any of them dooms the whole attempt,
+ * even when the member catches it.
+ */
+class MemberQueries extends PgQueries {
+  ended = false;
+  doomed: unknown;
+
+  #watch(err: unknown): never {
+    if (retryable(err)) this.doomed ??= err;
+    throw err;
+  }
+
+  #check(): void {
+    if (this.ended) throw new Error('this transaction has ended: use its tx inside its function only');
+  }
+
+  protected override query(sql: string, params: Params | undefined): Promise<pg.QueryResult> {
+    this.#check();
+    return super.query(sql, params).catch((err: unknown) => this.#watch(err));
+  }
+
+  override exec(sql: string): Promise<void> {
+    this.#check();
+    return super.exec(sql).catch((err: unknown) => this.#watch(err));
+  }
+}
+
 export class PostgresDb extends PgQueries implements DbHandle {
   readonly pool: pg.Pool;
   readonly #local = new KeyedQueue();
+  /** The group taking members now, by its keys. */
+  readonly #groups = new Map<string, Group>();
 
   constructor(pool: pg.Pool) {
     super(pool);
     this.pool = pool;
   }
 
-  override async transaction<T>(fn: (tx: Db) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+  /**
+   * A transaction. Without `lock` keys: on a pooled connection, retried after a serialization
+   * failure or a deadlock. With keys: group commit. Transactions naming the same keys join the
+   * group of those keys that is waiting for its turn (behind the one running), or start one: the
+   * group takes the keys in this process and on the server (advisory locks on one connection,
+   * before BEGIN), closes to newcomers, and runs its members one after another in arrival order,
+   * each in a savepoint of its own, under one BEGIN ... COMMIT; each promise settles only after
+   * that COMMIT. Each member's snapshot is taken after it was asked for (it sees what its caller
+   * committed before), and after the previous group's COMMIT. A member that throws rolls
+   * back its savepoint alone. A serialization failure or a deadlock (in any member, or at the
+   * COMMIT) dooms the whole attempt: it is rolled back and every member of it runs again (each at
+   * most MAX_TRANSACTION_ATTEMPTS times, then a ContentionError), which the contract allows (no
+   * effects outside the database). A group takes at most MAX_GROUP members; arrivals once it is
+   * full or running start the next group, which runs after it.
+   */
+  override transaction<T>(fn: (tx: Db) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     const keys = [...new Set(options.lock ?? [])].sort();
     if (keys.length === 0) return this.#retried(() => this.#withClient('BEGIN ISOLATION LEVEL SERIALIZABLE', fn));
-    const unlock = await this.#local.acquire(keys);
+    return new Promise<T>((resolve, reject) => {
+      const id = keys.join('\n');
+      let group = this.#groups.get(id);
+      if (!group || group.size >= MAX_GROUP) {
+        group = { keys, waiting: [], size: 0 };
+        this.#groups.set(id, group);
+        void this.#lead(id, group);
+      }
+      group.size++;
+      group.waiting.push({ fn, context: AsyncLocalStorage.snapshot(), attempts: 0, resolve: resolve as (value: unknown) => void, reject });
+    });
+  }
+
+  /**
+   * Runs a group: its keys taken in this process (after the groups before it that share one),
+   * then on a connection of its own on the server, held until every member has settled.
+   */
+  async #lead(id: string, group: Group): Promise<void> {
+    const close = () => {
+      if (this.#groups.get(id) === group) this.#groups.delete(id);
+    };
+    let unlock: (() => void) | undefined;
     try {
-      return await this.#locked(keys, fn);
+      unlock = await this.#local.acquire(group.keys);
+      await this.#onConnection(group, close);
+    } catch (err) {
+      close();
+      for (const member of group.waiting.splice(0)) member.reject(err);
     } finally {
-      unlock();
+      unlock?.();
     }
+  }
+
+  /**
+   * The group's attempts on one connection that holds the advisory locks of its keys (sorted) from
+   * before the first BEGIN until after the last COMMIT or ROLLBACK. A connection left in an unknown
+   * state is closed (the server releases its locks with the session), never reused.
+   */
+  async #onConnection(group: Group, close: () => void): Promise<void> {
+    const client = await this.pool.connect();
+    const ids = group.keys.map(advisoryKey);
+    let held = 0;
+    let broken = false;
+    try {
+      for (const id of ids) {
+        await client.query('SELECT pg_advisory_lock($1::bigint)', [id]);
+        held++;
+      }
+      // Closed to newcomers before its snapshot is taken (at its first statement after BEGIN): each
+      // member's snapshot is then taken after its caller asked, so it sees what the caller committed
+      // before, as a transaction of its own would. Those arriving from now on form the next group.
+      close();
+      for (let n = 1; group.waiting.length > 0; n++) {
+        const doomed = await this.#attempt(client, group);
+        if (doomed !== undefined && group.waiting.length > 0) await sleep(Math.random() * 5 * 2 ** Math.min(n, MAX_TRANSACTION_ATTEMPTS));
+      }
+    } catch (err) {
+      broken = true;
+      throw err;
+    } finally {
+      for (const id of ids.slice(0, held).reverse()) {
+        if (broken) break;
+        await client.query('SELECT pg_advisory_unlock($1::bigint)', [id]).catch(() => {
+          broken = true;
+        });
+      }
+      client.release(broken);
+    }
+  }
+
+  /**
+   * One BEGIN ... COMMIT of a group: its waiting members, each in the savepoint, then COMMIT.
+   * Settles every member it took: resolved after the COMMIT, rejected alone when it threw, put
+   * back at the front of the queue when the attempt was doomed (returns the serialization failure
+   * or deadlock then). Throws when the connection can no longer be trusted, after rejecting what
+   * it took.
+   */
+  async #attempt(client: pg.PoolClient, group: Group): Promise<unknown> {
+    /** Members whose work is in the transaction, with their results. */
+    const taken: { member: Member; result: unknown }[] = [];
+    /** The member running now. */
+    let current: Member | undefined;
+    try {
+      await client.query(`BEGIN ISOLATION LEVEL SERIALIZABLE; SAVEPOINT ${SAVEPOINT}`);
+      /** The last member taken ran in the savepoint open now, which is not released yet. */
+      let unreleased = false;
+      for (;;) {
+        const next = group.waiting.shift();
+        if (unreleased || !next) {
+          // Releasing checks that the last member left the transaction usable (it may have caught
+          // an error and gone on: the transaction is then aborted); RELEASE and the next step share
+          // a round trip.
+          try {
+            await client.query(next ? `RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}` : `RELEASE SAVEPOINT ${SAVEPOINT}; COMMIT`);
+          } catch (err) {
+            if (next) group.waiting.unshift(next);
+            if (!unreleased || (err as { code?: string }).code !== '25P02') throw err;
+            // The last member aborted the transaction: its savepoint is undone, it fails alone.
+            await client.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
+            taken.pop()!.member.reject(err);
+            unreleased = false;
+            continue;
+          }
+          unreleased = false;
+          if (!next) break;
+        }
+        current = next;
+        const tx = new MemberQueries(client);
+        let result: unknown;
+        let failure: { err: unknown } | undefined;
+        try {
+          result = await next.context(() => next.fn(tx));
+        } catch (err) {
+          failure = { err };
+        } finally {
+          tx.ended = true;
+        }
+        if (tx.doomed !== undefined || (failure && retryable(failure.err))) {
+          // This member met the conflict: it counts an attempt; the others run again uncounted.
+          next.attempts++;
+          throw tx.doomed ?? failure!.err;
+        }
+        if (failure) {
+          await client.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
+          current = undefined;
+          next.reject(failure.err);
+          continue;
+        }
+        current = undefined;
+        taken.push({ member: next, result });
+        unreleased = true;
+      }
+    } catch (err) {
+      const members = [...taken.map((t) => t.member), ...(current ? [current] : [])];
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        // The connection is gone: the server rolled back.
+        for (const member of members) member.reject(err);
+        throw err;
+      }
+      if (!retryable(err)) {
+        for (const member of members) member.reject(err);
+        return undefined;
+      }
+      // A conflict met at the COMMIT counts an attempt for every member; one met by a member, for
+      // that member alone (the others are bounded by its attempts: a member that keeps meeting
+      // conflicts gives up after MAX_TRANSACTION_ATTEMPTS, and takes nobody with it).
+      const again: Member[] = [];
+      for (const member of members) {
+        if (current === undefined) member.attempts++;
+        if (member.attempts >= MAX_TRANSACTION_ATTEMPTS) member.reject(new ContentionError(member.attempts, { cause: err }));
+        else again.push(member);
+      }
+      group.waiting.unshift(...again);
+      return err;
+    }
+    for (const { member, result } of taken) member.resolve(result);
+    return undefined;
   }
 
   /** Runs `attempt` again after a serialization failure or a deadlock, at most MAX_TRANSACTION_ATTEMPTS times in all. */
@@ -225,38 +458,6 @@ export class PostgresDb extends PgQueries implements DbHandle {
         if (n >= MAX_TRANSACTION_ATTEMPTS) throw new ContentionError(n, { cause: err });
         await sleep(Math.random() * 5 * 2 ** n);
       }
-    }
-  }
-
-  /**
-   * The transaction on one connection that holds the advisory locks of `keys` (sorted) from before
-   * BEGIN until after COMMIT or ROLLBACK, every attempt included. A connection whose locks could
-   * not be released is closed (the server releases them with the session), never reused.
-   */
-  async #locked<T>(keys: readonly string[], fn: (tx: Db) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    const ids = keys.map(advisoryKey);
-    let held = 0;
-    let broken = false;
-    try {
-      for (const id of ids) {
-        await client.query('SELECT pg_advisory_lock($1::bigint)', [id]);
-        held++;
-      }
-      return await this.#retried(() =>
-        this.#inTransaction(client, 'BEGIN ISOLATION LEVEL SERIALIZABLE', fn).catch((err: unknown) => {
-          broken = (err as { rollbackFailed?: boolean }).rollbackFailed === true;
-          throw err;
-        }),
-      );
-    } finally {
-      for (const id of ids.slice(0, held).reverse()) {
-        if (broken) break;
-        await client.query('SELECT pg_advisory_unlock($1::bigint)', [id]).catch(() => {
-          broken = true;
-        });
-      }
-      client.release(broken);
     }
   }
 

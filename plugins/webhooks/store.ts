@@ -81,6 +81,10 @@ const LOCK_SPACE = 0x77686b64;
 
 export const WAKE_CHANNEL = 'wharf_webhooks';
 
+const ENQUEUE = `INSERT INTO webhooks_dispatches (org_id, session_id, event_id, webhook_id, event, url, body, status, next_attempt_at, redelivery_of, created_at, updated_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`;
+const ENQUEUE_NOTIFY = `WITH written AS (${ENQUEUE} RETURNING id) SELECT id, pg_notify(?, ?) FROM written`;
+
 /** When a pending delivery can next be taken: its due time, or its lease's end if that is later. */
 const TAKEABLE_AT = 'CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at THEN lease_until ELSE next_attempt_at END';
 
@@ -108,14 +112,23 @@ export class WebhooksStore {
     now: number,
     db: Db = this.db,
   ): Promise<number> {
-    const id = (await db.value<number>(
-      `INSERT INTO webhooks_dispatches (org_id, session_id, event_id, webhook_id, event, url, body, status, next_attempt_at, redelivery_of, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id`,
-      [input.orgId, input.sessionId, input.eventId, input.webhookId, input.event, input.url, input.body, now, input.redeliveryOf ?? null, now, now],
-    ))!;
-    // Other instances' dispatchers wake at the commit (a notification is delivered then, or never).
-    if (db.engine === 'postgres') await db.run('SELECT pg_notify(?, ?)', [WAKE_CHANNEL, String(input.sessionId)]);
-    return id;
+    const values = [
+      input.orgId,
+      input.sessionId,
+      input.eventId,
+      input.webhookId,
+      input.event,
+      input.url,
+      input.body,
+      now,
+      input.redeliveryOf ?? null,
+      now,
+      now,
+    ];
+    // PostgreSQL: every instance's dispatcher wakes at the commit (a notification is delivered
+    // then, or never), NOTIFYed by the same statement (one round trip in the recording transaction).
+    if (db.engine === 'postgres') return (await db.value<number>(ENQUEUE_NOTIFY, [...values, WAKE_CHANNEL, String(input.sessionId)]))!;
+    return (await db.value<number>(`${ENQUEUE} RETURNING id`, values))!;
   }
 
   /**

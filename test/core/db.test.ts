@@ -1,10 +1,11 @@
 // The data layer on both engines: the same calls, the same answers. SQLite in a temporary file,
 // PostgreSQL a fresh database on the test server (test/pg/postgres.sh).
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConstraintError, ContentionError, type Database, type DbHandle, numberPlaceholders, openDatabase } from '../../core/db.ts';
+import { ConstraintError, ContentionError, type Database, type Db, type DbHandle, numberPlaceholders, openDatabase } from '../../core/db.ts';
 import { MAX_TRANSACTION_ATTEMPTS, openPostgres, PostgresDb } from '../../core/db-postgres.ts';
 import { openSqlite, type SqliteDb } from '../../core/db-sqlite.ts';
 import { syncConnection } from '../../core/lifecycle.ts';
@@ -421,6 +422,182 @@ describe('PostgreSQL only', () => {
     expect(only).toMatchObject({ code: 1 });
     expect(only.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^wharf: cannot connect to PostgreSQL at 127\.0\.0\.1:1\/wharf: .*ECONNREFUSED/)]);
     expect(only.stderr).not.toContain('hunter2');
+  });
+});
+
+describe('PostgreSQL: transactions naming the same keys share one BEGIN ... COMMIT (group commit)', () => {
+  let db: PostgresDb;
+  /** Another pool: it sees only what is committed. */
+  let outside: PostgresDb;
+  const LOCK = { lock: ['test:group'] };
+
+  beforeAll(async () => {
+    const url = await freshDatabase();
+    db = await openPostgres(url, { poolSize: 4, connectTimeoutMs: 5000 });
+    outside = await openPostgres(url, { poolSize: 2, connectTimeoutMs: 5000 });
+    await db.exec(`
+      CREATE TABLE items (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, xid BIGINT);
+      CREATE TABLE counters (id TEXT PRIMARY KEY, n INTEGER NOT NULL);
+      INSERT INTO counters VALUES ('c', 0);
+    `);
+  });
+  afterAll(async () => {
+    await db?.close();
+    await outside?.close();
+  });
+
+  const committed = async (name: string) => (await outside.value<number>('SELECT count(*) FROM items WHERE name = ?', [name])) === 1;
+  /** Inserts a row named `name` with the id of the top-level transaction it ran in (a savepoint's rows carry their parent's). */
+  const insert = (tx: Db, name: string) => tx.run('INSERT INTO items (name, xid) VALUES (?, txid_current())', [name]);
+  /** A transaction holding the key until `open` is called: those naming the key meanwhile wait together. */
+  function holder() {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const done = db.transaction(async (tx) => {
+      // Its group's snapshot is taken here.
+      await tx.value('SELECT count(*) FROM items');
+      started();
+      await gate;
+      await insert(tx, `holder-${Math.random()}`);
+    }, LOCK);
+    return { open, running, done };
+  }
+
+  it('runs those that wait together in one transaction, each in a savepoint, and settles each only after the COMMIT', async () => {
+    const hold = holder();
+    await hold.running;
+    const names = Array.from({ length: 10 }, (_, i) => `group-${i}`);
+    const seenAtSettle: boolean[] = [];
+    const all = names.map((name) =>
+      db
+        .transaction(async (tx) => {
+          await insert(tx, name);
+          // Each member sees the work of those before it in the group.
+          return tx.value<number>("SELECT count(*) FROM items WHERE name LIKE 'group-%'");
+        }, LOCK)
+        .then(async (seen) => {
+          seenAtSettle.push(await committed(name));
+          return seen;
+        }),
+    );
+    hold.open();
+    await hold.done;
+    expect(await Promise.all(all)).toEqual(names.map((_, i) => i + 1));
+    expect(seenAtSettle).toEqual(names.map(() => true));
+    // One top-level transaction for the ten.
+    expect(await outside.value<number>("SELECT count(DISTINCT xid) FROM items WHERE name LIKE 'group-%'")).toBe(1);
+  });
+
+  it('rolls back a member that throws alone, and one that caught an error and went on, while the others commit', async () => {
+    const hold = holder();
+    await hold.running;
+    const ok1 = db.transaction((tx) => insert(tx, 'kept-1'), LOCK);
+    const bad = db.transaction(async (tx) => {
+      await insert(tx, 'lost-1');
+      await insert(tx, 'kept-1'); // unique name: throws
+    }, LOCK);
+    // Catches its error and returns: the transaction it was in is aborted, so it fails at its release.
+    const swallowed = db.transaction(async (tx) => {
+      await insert(tx, 'lost-2');
+      await insert(tx, 'kept-1').catch(() => undefined);
+      return 'returned';
+    }, LOCK);
+    const ok2 = db.transaction((tx) => insert(tx, 'kept-2'), LOCK);
+    hold.open();
+    await expect(bad).rejects.toBeInstanceOf(ConstraintError);
+    await expect(swallowed).rejects.toMatchObject({ code: '25P02' });
+    await expect(ok1).resolves.toEqual({ changes: 1 });
+    await expect(ok2).resolves.toEqual({ changes: 1 });
+    expect([await committed('kept-1'), await committed('lost-1'), await committed('lost-2'), await committed('kept-2')]).toEqual([true, false, false, true]);
+    expect(await outside.value<number>("SELECT count(DISTINCT xid) FROM items WHERE name IN ('kept-1', 'kept-2')")).toBe(1);
+  });
+
+  it('runs the members of an attempt doomed by a serialization failure again, even when the member that met it caught it; each commits once', async () => {
+    await db.run("UPDATE counters SET n = 0 WHERE id = 'c'");
+    const hold = holder();
+    await hold.running;
+    const runs = new Map<string, number>();
+    const count = (name: string) => runs.set(name, (runs.get(name) ?? 0) + 1);
+    let conflicted = false;
+    const before = db.transaction(async (tx) => {
+      count('before');
+      await insert(tx, 'doomed-before');
+    }, LOCK);
+    const culprit = db.transaction(async (tx) => {
+      count('culprit');
+      const n = (await tx.value<number>("SELECT n FROM counters WHERE id = 'c'"))!;
+      if (!conflicted) {
+        conflicted = true;
+        // A writer that names no key changes the row after this snapshot read it.
+        await outside.transaction((o) => o.run("UPDATE counters SET n = n + 100 WHERE id = 'c'"));
+      }
+      await tx.run("UPDATE counters SET n = ? WHERE id = 'c'", [n + 1]).catch(() => undefined);
+      await insert(tx, `doomed-culprit-${runs.get('culprit')}`).catch(() => undefined);
+    }, LOCK);
+    const after = db.transaction(async (tx) => {
+      count('after');
+      await insert(tx, 'doomed-after');
+    }, LOCK);
+    hold.open();
+    await Promise.all([hold.done, before, culprit, after]);
+    // The attempt ended at the culprit: the member before it ran twice, the one after it once.
+    expect(Object.fromEntries(runs)).toEqual({ before: 2, culprit: 2, after: 1 });
+    expect(await outside.value("SELECT n FROM counters WHERE id = 'c'")).toBe(101); // no lost update
+    expect(await outside.all("SELECT name FROM items WHERE name LIKE 'doomed-%' ORDER BY id")).toEqual([
+      { name: 'doomed-before' },
+      { name: 'doomed-culprit-2' },
+      { name: 'doomed-after' },
+    ]);
+  });
+
+  it('gives up on a member that meets a conflict every time with a ContentionError, and takes none of its group with it', async () => {
+    const hold = holder();
+    await hold.running;
+    let attempts = 0;
+    let others = 0;
+    const first = db.transaction((tx) => insert(tx, 'survivor-1').then(() => others++), LOCK);
+    const poison = db.transaction(async (tx) => {
+      attempts++;
+      await insert(tx, `poison-${attempts}`);
+      throw Object.assign(new Error('could not serialize access due to read/write dependencies among transactions'), { code: '40001' });
+    }, LOCK);
+    const last = db.transaction((tx) => insert(tx, 'survivor-2').then(() => others++), LOCK);
+    hold.open();
+    const err = await poison.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ContentionError);
+    expect(attempts).toBe(MAX_TRANSACTION_ATTEMPTS);
+    await Promise.all([first, last]);
+    expect([await committed('survivor-1'), await committed('survivor-2')]).toEqual([true, true]);
+    // The member before it ran in each of its attempts and once more, the one after it once: both committed.
+    expect(others).toBe(MAX_TRANSACTION_ATTEMPTS + 2);
+    expect(await outside.value<number>("SELECT count(*) FROM items WHERE name LIKE 'poison-%'")).toBe(0);
+  });
+
+  it("runs each member in its caller's async context, and on a snapshot that sees what its caller committed before asking", async () => {
+    const als = new AsyncLocalStorage<string>();
+    const hold = holder();
+    await hold.running;
+    const contexts = ['a', 'b', 'c'].map((name) => als.run(name, () => db.transaction(async () => als.getStore(), LOCK)));
+    hold.open();
+    await hold.done;
+    expect(await Promise.all(contexts)).toEqual(['a', 'b', 'c']);
+    // A group is running (its first member waits inside it): a caller commits a row, then asks for
+    // a transaction naming the same key. It runs in the next group, whose snapshot has the row.
+    const again = holder();
+    await again.running;
+    await outside.run("INSERT INTO items (name) VALUES ('committed-before-asking')");
+    const seen = db.transaction((tx) => tx.value<number>("SELECT count(*) FROM items WHERE name = 'committed-before-asking'"), LOCK);
+    again.open();
+    expect(await seen).toBe(1);
+    await again.done;
+    // The locks are released: nothing of these tests holds an advisory lock now.
+    expect(
+      await db.value(
+        "SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+      ),
+    ).toBe(0);
   });
 });
 
