@@ -50,8 +50,12 @@ export interface Db {
    * BEFORE `BEGIN` (so the snapshot is taken once the previous holder committed, and the two never
    * conflict) and released after COMMIT or ROLLBACK; several keys are taken in sorted order, so
    * two transactions naming the same keys cannot deadlock. Waiters in one process queue in memory,
-   * one connection per key waits on the server. The retries stay as the safety net for writers
-   * that name no key. On SQLite it changes nothing (writers already run one at a time).
+   * one connection per key waits on the server. Transactions of one process naming the same keys
+   * that wait together run as a group (group commit, as on SQLite): on the group's connection,
+   * under its locks and one BEGIN ... COMMIT, each in its own savepoint, settling after the
+   * COMMIT; a serialization failure reruns the whole attempt's members. The retries stay as the
+   * safety net for writers that name no key. On SQLite it changes nothing (writers already run
+   * one at a time).
    */
   transaction<T>(fn: (tx: Db) => Promise<T>, options?: TransactionOptions): Promise<T>;
 }
