@@ -18,6 +18,8 @@ import type {
   Actor,
   EmittedEvent,
   EventListener,
+  EventRowSubscriber,
+  EventRowTable,
   EventSubscriber,
   SessionEvent,
   SessionRecord,
@@ -87,6 +89,10 @@ export class Sessions implements SessionsService {
 
   onEvent(fn: EventSubscriber): () => void {
     return this.#recorder.onEvent(fn);
+  }
+
+  onEventRow(table: EventRowTable, fn: EventRowSubscriber): () => void {
+    return this.#recorder.onEventRow(table, fn);
   }
 
   afterEvent(fn: EventListener): () => void {
