@@ -11,6 +11,7 @@
  * Every query goes through the plugin's {@link ScopedDb}: inside a transaction, it joins it.
  */
 import type { Db } from '../../core/db.ts';
+import { groupState } from '../../core/db-postgres.ts';
 import type { ScopedDb } from './scoped-db.ts';
 import type { Keys } from '../../core/keys.ts';
 import type { EventName } from './events.ts';
@@ -290,18 +291,23 @@ export class SessionsStore {
     return this.db.transaction(() => fn(), sessions.length ? { lock: sessions.map(sessionLock) } : undefined);
   }
 
-  /** Session rows read in the current transaction, by id (undefined: no such row); undefined outside one. */
+  /**
+   * Session rows read in the current transaction, by id (undefined: no such row); undefined
+   * outside one. On PostgreSQL the transactions of a group share theirs (they share a snapshot, see `groupState`).
+   */
   #snapshot(): Map<number, SessionRecord | undefined> | undefined {
     const scope = this.db.scope;
     if (!scope) return undefined;
-    let snapshot = scope.state.get(this) as Map<number, SessionRecord | undefined> | undefined;
-    if (!snapshot) scope.state.set(this, (snapshot = new Map()));
+    const state = groupState(scope.tx) ?? scope.state;
+    let snapshot = state.get(this) as Map<number, SessionRecord | undefined> | undefined;
+    if (!snapshot) state.set(this, (snapshot = new Map()));
     return snapshot;
   }
 
   /** A session row changed: the snapshot forgets it. */
   #wrote(id: number): void {
-    (this.db.scope?.state.get(this) as Map<number, unknown> | undefined)?.delete(id);
+    const scope = this.db.scope;
+    if (scope) ((groupState(scope.tx) ?? scope.state).get(this) as Map<number, unknown> | undefined)?.delete(id);
   }
 
   async #session(where: string, params: unknown[]): Promise<SessionRecord | undefined> {

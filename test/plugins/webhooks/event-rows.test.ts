@@ -11,6 +11,7 @@ import type { DbHandle } from '../../../core/db.ts';
 import { openPostgres, type PostgresDb } from '../../../core/db-postgres.ts';
 import { openSqlite } from '../../../core/db-sqlite.ts';
 import type { TestApp } from '../../helpers/app.ts';
+import type { SessionsStore } from '../../../plugins/sessions/store.ts';
 import type { SessionsService } from '../../../plugins/sessions/types.ts';
 import { WAKE_CHANNEL } from '../../../plugins/webhooks/store.ts';
 import { call, eventually, hookedSession, PATIENT_TOML, Receiver, type SessionInfo, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
@@ -57,17 +58,19 @@ async function committed(sessionId: number, afterId: number) {
 const lastEventId = async (sessionId: number) =>
   (await outside.value<number>('SELECT COALESCE(MAX(id), 0) FROM sessions_events WHERE session_id = ?', [sessionId])) ?? 0;
 
-/** Every statement sent by pg clients (PostgreSQL only), until `restore`. */
-function pgStatements(): { texts: string[]; restore(): void } {
+/** Every statement sent by pg clients (PostgreSQL only), with the client that sent it, until `restore`. */
+function pgStatements(): { texts: string[]; clients: unknown[]; restore(): void } {
   const texts: string[] = [];
+  const clients: unknown[] = [];
   const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
   const original = proto.query;
   proto.query = function counted(this: unknown, ...args: unknown[]) {
     const first = args[0] as string | { text?: string };
     texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
+    clients.push(this);
     return original.apply(this, args);
   };
-  return { texts, restore: () => (proto.query = original) };
+  return { texts, clients, restore: () => (proto.query = original) };
 }
 
 describe('events written in batches with their outbox rows', () => {
@@ -214,6 +217,57 @@ describe('events written in batches with their outbox rows', () => {
       expect(outbox.map((d) => d.event_id)).toEqual([...new Set(outbox.map((d) => d.event_id))]);
       expect(outbox.filter((d) => d.body.includes('"rerun"')).map((d) => d.event)).toEqual(['messages.received', 'contacts.update']);
       expect([...announced].sort((a, b) => a - b)).toEqual(events.map((e) => e.id));
+    },
+  );
+
+  it.runIf(process.env.WHARF_TEST_DATABASE === 'postgres')(
+    'transactions of one group share the session row they read, see what an earlier one wrote, and not what a rolled-back one did',
+    async () => {
+      const store = (svc as unknown as { store: SessionsStore }).store;
+      const id = hooked.id;
+      const now = () => new Date().toISOString();
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => (started = resolve));
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      // The group running now: those asked for meanwhile wait together, as the next group.
+      const first = svc.transaction(async () => {
+        await store.session(id);
+        started();
+        await gate;
+      }, [id]);
+      await running;
+      const counting = pgStatements();
+      const seen: string[] = [];
+      const group = Promise.allSettled([
+        svc.transaction(async () => {
+          await store.updateSession(id, { name: 'written by the first' }, now());
+          seen.push(`1:${(await store.session(id))!.name}`);
+        }, [id]),
+        svc.transaction(async () => {
+          seen.push(`2:${(await store.session(id))!.name}`);
+          await store.updateSession(id, { name: 'rolled back' }, now());
+          seen.push(`2:${(await store.session(id))!.name}`);
+          throw new Error('rolls back its savepoint');
+        }, [id]),
+        svc.transaction(async () => {
+          seen.push(`3:${(await store.session(id))!.name}`);
+        }, [id]),
+      ]);
+      release();
+      await first;
+      const settled = await group;
+      counting.restore();
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect(seen).toEqual(['1:written by the first', '2:written by the first', '2:rolled back', '3:written by the first']);
+      // Read after each write and after the rollback; the second's first read is the first's. (On the
+      // group's connection: the dispatcher reads session rows too.)
+      const connection = counting.clients[counting.texts.findIndex((sql) => sql.startsWith('UPDATE sessions_sessions SET name'))];
+      const reads = counting.texts.filter(
+        (sql, i) => counting.clients[i] === connection && /^SELECT id, org_id[\s\S]*FROM sessions_sessions WHERE id = /.test(sql),
+      );
+      expect(reads).toHaveLength(3);
+      expect((await svc.get(id))!.name).toBe('written by the first');
     },
   );
 });
