@@ -21,7 +21,8 @@ import type { EmittedEvent, EventListener, EventRow, EventRowSubscriber, EventRo
 /** Events emitted in a transaction and not written yet, with their rows. */
 interface Batch {
   events: EmittedEvent[];
-  rows: { table: EventRowTable; event: number; row: EventRow }[];
+  /** `event`: the index of the event a row takes the id of (none for a table without `eventId`). */
+  rows: { table: EventRowTable; event?: number; row: EventRow }[];
 }
 
 /** The scope state key of a transaction's batch not written yet. */
@@ -89,12 +90,7 @@ export class EventRecorder {
         createdAt: now.toISOString(),
         session,
       };
-      let batch = scope.state.get(BATCH) as Batch | undefined;
-      if (!batch) {
-        const fresh: Batch = (batch = { events: [], rows: [] });
-        scope.state.set(BATCH, fresh);
-        scope.deferred = () => this.#write(scope, fresh);
-      }
+      const batch = this.#batch(scope);
       batch.events.push(recorded);
       for (const { table, fn } of this.#rowSubscribers) {
         const row = fn(recorded);
@@ -102,6 +98,29 @@ export class EventRecorder {
       }
       return recorded;
     }, [sessionId]);
+  }
+
+  /** The transaction's batch not written yet (a new one, to be written before its next statement or its end). */
+  #batch(scope: Scope): Batch {
+    let batch = scope.state.get(BATCH) as Batch | undefined;
+    if (!batch) {
+      const fresh: Batch = (batch = { events: [], rows: [] });
+      scope.state.set(BATCH, fresh);
+      scope.deferred = () => this.#write(scope, fresh);
+    }
+    return batch;
+  }
+
+  /**
+   * A row of a table that takes no event's id (an audit row), written with the current
+   * transaction's events (on PostgreSQL in their statement); outside a transaction, false: the
+   * caller writes it itself.
+   */
+  defer(table: EventRowTable, values: readonly unknown[]): boolean {
+    const scope = this.#store.db.scope;
+    if (!scope) return false;
+    this.#batch(scope).rows.push({ table, row: { values, written: () => {} } });
+    return true;
   }
 
   /** Writes a transaction's batch of events with their rows, then runs the subscribers on each. */

@@ -199,6 +199,38 @@ export interface NewEvent {
   createdAt: string;
 }
 
+/** A row written with a batch of events: of a table that takes an event's id (`event`: its index in the batch), or of one that takes none (an audit row). */
+export interface BatchRow {
+  table: EventRowTable;
+  event?: number;
+  values: readonly unknown[];
+}
+
+/**
+ * The audit log, as a transaction's audit rows are written: with its events (see
+ * `Sessions.audit`); a row's values are session_id, org_id, action, actor_kind, actor_id,
+ * user_id, details, address, created_at.
+ */
+export const AUDIT_LOG: EventRowTable = {
+  name: 'sessions_audit_logs',
+  columns: [
+    ['session_id', 'bigint'],
+    ['org_id', 'text'],
+    ['action', 'text'],
+    ['actor_kind', 'text'],
+    ['actor_id', 'text'],
+    ['user_id', 'text'],
+    ['details', 'text'],
+    ['address', 'text'],
+    ['created_at', 'text'],
+  ],
+};
+
+/** An audit row's values, in the order of {@link AUDIT_LOG}'s columns. */
+export function auditRow(sessionId: number, orgId: string, action: string, actor: Actor, details: Record<string, unknown> | null, now: string): unknown[] {
+  return [sessionId, orgId, action, actor.kind, actor.id, actor.userId, details ? JSON.stringify(details) : null, actor.address, now];
+}
+
 /** The text of PostgreSQL's statement writing events with the rows of `tables`, by their names. */
 const eventStatements = new Map<string, string>();
 
@@ -217,11 +249,16 @@ function eventStatement(tables: readonly EventRowTable[]): string {
     const names = table.columns.map(([name]) => name);
     const arrays = table.columns.map(([, type]) => `?::${type}[]`).join(', ');
     const returning = table.notify ? `id, ${table.notify.column}` : 'id';
+    const selected = names.map((name) => `r.${name}`).join(', ');
     parts.push(
-      `d${t} AS (INSERT INTO ${table.name} (${names.join(', ')}, ${table.eventId})
-         SELECT ${names.map((name) => `r.${name}`).join(', ')}, n.id FROM unnest(?::bigint[], ${arrays}) WITH ORDINALITY AS r(k, ${names.join(', ')}, m)
-         JOIN n ON n.n = r.k ORDER BY r.m
-         RETURNING ${returning})`,
+      table.eventId
+        ? `d${t} AS (INSERT INTO ${table.name} (${names.join(', ')}, ${table.eventId})
+             SELECT ${selected}, n.id FROM unnest(?::bigint[], ${arrays}) WITH ORDINALITY AS r(k, ${names.join(', ')}, m)
+             JOIN n ON n.n = r.k ORDER BY r.m
+             RETURNING ${returning})`
+        : `d${t} AS (INSERT INTO ${table.name} (${names.join(', ')})
+             SELECT ${selected} FROM unnest(${arrays}) WITH ORDINALITY AS r(${names.join(', ')}, m) ORDER BY r.m
+             RETURNING ${returning})`,
     );
     results.push(`(SELECT array_agg(id ORDER BY id) FROM d${t}) AS d${t}`);
     if (table.notify) results.push(`(SELECT count(pg_notify(?, ${table.notify.column}::text)) FROM d${t}) AS notified${t}`);
@@ -232,11 +269,7 @@ function eventStatement(tables: readonly EventRowTable[]): string {
 }
 
 /** {@link SessionsStore.insertEvents} on PostgreSQL: one statement. */
-async function insertEventsPostgres(
-  tx: Db,
-  events: readonly NewEvent[],
-  rows: readonly { table: EventRowTable; event: number; values: readonly unknown[] }[],
-): Promise<{ events: number[]; rows: number[] }> {
+async function insertEventsPostgres(tx: Db, events: readonly NewEvent[], rows: readonly BatchRow[]): Promise<{ events: number[]; rows: number[] }> {
   const tables = [...new Set(rows.map((r) => r.table))];
   const params: unknown[] = [
     events.map((e) => e.sessionId),
@@ -248,10 +281,11 @@ async function insertEventsPostgres(
   for (const table of tables) {
     const mine = rows.filter((r) => r.table === table);
     // Events are numbered from 1 in the statement (row_number).
-    params.push(mine.map((r) => r.event + 1));
+    if (table.eventId) params.push(mine.map((r) => r.event! + 1));
     for (let c = 0; c < table.columns.length; c++) params.push(mine.map((r) => r.values[c] ?? null));
-    if (table.notify) params.push(table.notify.channel);
   }
+  // The NOTIFYs' channels, in the SELECT after every table's INSERT.
+  for (const table of tables) if (table.notify) params.push(table.notify.channel);
   const result = (await tx.one<Record<string, (string | number)[] | null>>(eventStatement(tables), params))!;
   const ids = (result.events ?? []).map(Number);
   if (ids.length !== events.length) throw new Error(`wrote ${ids.length} of ${events.length} events`);
@@ -590,12 +624,8 @@ export class SessionsStore {
    * INSERT are drawn in the order of its rows (`ORDER BY` of its source), so sorted they are the
    * rows' in order. On SQLite, where a statement costs no round trip, one INSERT per row.
    */
-  async insertEvents(
-    tx: Db,
-    events: readonly NewEvent[],
-    rows: readonly { table: EventRowTable; event: number; values: readonly unknown[] }[],
-  ): Promise<{ events: number[]; rows: number[] }> {
-    if (events.length === 0) return { events: [], rows: [] };
+  async insertEvents(tx: Db, events: readonly NewEvent[], rows: readonly BatchRow[]): Promise<{ events: number[]; rows: number[] }> {
+    if (events.length === 0 && rows.length === 0) return { events: [], rows: [] };
     if (tx.engine === 'postgres') return insertEventsPostgres(tx, events, rows);
     const ids: number[] = [];
     for (const e of events) {
@@ -611,11 +641,11 @@ export class SessionsStore {
     }
     const rowIds: number[] = [];
     for (const { table, event, values } of rows) {
-      const columns = [...table.columns.map(([name]) => name), table.eventId];
+      const columns = [...table.columns.map(([name]) => name), ...(table.eventId ? [table.eventId] : [])];
       rowIds.push(
         (await tx.value<number>(`INSERT INTO ${table.name} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')}) RETURNING id`, [
           ...values,
-          ids[event],
+          ...(table.eventId ? [ids[event!]] : []),
         ]))!,
       );
     }
@@ -648,9 +678,10 @@ export class SessionsStore {
   }
 
   async audit(sessionId: number, orgId: string, action: string, actor: Actor, details: Record<string, unknown> | null, now: string): Promise<void> {
+    const columns = AUDIT_LOG.columns.map(([name]) => name);
     await this.db.run(
-      'INSERT INTO sessions_audit_logs (session_id, org_id, action, actor_kind, actor_id, user_id, details, address, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [sessionId, orgId, action, actor.kind, actor.id, actor.userId, details ? JSON.stringify(details) : null, actor.address, now],
+      `INSERT INTO ${AUDIT_LOG.name} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
+      auditRow(sessionId, orgId, action, actor, details, now),
     );
   }
 

@@ -112,8 +112,8 @@ export interface EventRowTable {
   name: string;
   /** Its columns (the event's id apart) with their PostgreSQL types, in the order of a row's values. */
   columns: readonly (readonly [name: string, type: 'bigint' | 'text'])[];
-  /** The column that takes the event's id. */
-  eventId: string;
+  /** The column that takes the event's id (none: rows written with a transaction's events, of no event, like its audit rows). */
+  eventId?: string;
   /** PostgreSQL: the channel NOTIFYed, at the commit, with each row's value of `column` (as text). */
   notify?: { channel: string; column: string };
 }

@@ -127,6 +127,29 @@ describe('events written in batches with their outbox rows', () => {
     expect(delivered.sort()).toEqual([1, 3, 4]);
   });
 
+  it('a receive writes its message, events, outbox row and audit row, all committed; on PostgreSQL events, outbox and audit by one statement', async () => {
+    const from = await lastEventId(hooked.id);
+    const audits = async () =>
+      (await outside.value<number>("SELECT COUNT(*) FROM sessions_audit_logs WHERE session_id = ? AND action = 'sandbox.receive'", [hooked.id])) ?? 0;
+    const auditsBefore = await audits();
+    const counting = postgres ? pgStatements() : undefined;
+    try {
+      const res = await call(app, hooked.apiKey, 'POST', '/api/sandbox/receive', { from: '+14155557100', text: 'one statement' });
+      expect(res.status).toBe(200);
+    } finally {
+      counting?.restore();
+    }
+    const { events, outbox } = await committed(hooked.id, from);
+    expect(events.map((e) => e.event)).toEqual(['contacts.upsert', 'messages.upsert', 'messages.received', 'messages-personal']);
+    expect(outbox.map((d) => [d.event_id, d.event])).toEqual([[events[2]!.id, 'messages.received']]);
+    expect(await audits()).toBe(auditsBefore + 1);
+    if (postgres) {
+      const writes = counting!.texts.filter((sql) => /INSERT INTO (sessions_events|webhooks_dispatches|sessions_audit_logs)/.test(sql));
+      expect(writes).toHaveLength(1);
+      expect(writes[0]).toMatch(/INSERT INTO sessions_events[\s\S]*INSERT INTO webhooks_dispatches[\s\S]*INSERT INTO sessions_audit_logs/);
+    }
+  });
+
   it('events are written before the transaction reads: a read after emit sees them with their ids', async () => {
     const from = await lastEventId(hooked.id);
     const seen = await svc.transaction(async () => {
