@@ -20,8 +20,9 @@ export interface Scope {
   /** Per-transaction state of whoever asks (a store's snapshot, a recorder's pending events), by owner. */
   readonly state: Map<object, unknown>;
   /**
-   * Writes held back to be sent as one statement (a recorder's events): run before the
-   * transaction's next statement through this `ScopedDb` (which may read them) and before it ends.
+   * Writes held back to be sent as one statement (the recorder's batch of events: its one user):
+   * run before the transaction's next statement through this `ScopedDb` (which may read them) and
+   * before it ends. A statement sent with `tx` itself does not wait for them.
    */
   deferred?: () => Promise<void>;
   /** The deferred writes being sent now. */
