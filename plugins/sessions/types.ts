@@ -183,7 +183,7 @@ export interface SessionsService {
    * serialization failures (ignored when nested: the outermost call's sessions hold).
    */
   transaction<T>(fn: () => Promise<T>, sessions?: readonly number[]): Promise<T>;
-  /** Subscribes inside the recording transaction (the webhooks outbox). Returns an unsubscribe function. */
+  /** Subscribes inside the recording transaction, once the event is written (its id known). Returns an unsubscribe function. */
   onEvent(fn: EventSubscriber): () => void;
   /** Writes a row of `table` with each event `fn` answers one for, in the statement recording the event (the webhooks outbox). Returns an unsubscribe function. */
   onEventRow(table: EventRowTable, fn: EventRowSubscriber): () => void;
