@@ -33,6 +33,8 @@ const RETRYABLE = new Set(['40001', '40P01']);
 export const MAX_GROUP = 32;
 /** The savepoint each member of a group runs in. */
 const SAVEPOINT = 'wharf_tx';
+/** How a group's transaction starts. */
+const BEGIN = `BEGIN ISOLATION LEVEL SERIALIZABLE; SAVEPOINT ${SAVEPOINT}`;
 
 const retryable = (err: unknown) => RETRYABLE.has((err as { code?: string })?.code ?? '');
 const INT8_OID = 20;
@@ -236,6 +238,13 @@ interface Group {
 class MemberQueries extends PgQueries {
   ended = false;
   doomed: unknown;
+  /** See {@link groupState}. */
+  readonly shared: Map<object, unknown>;
+
+  constructor(client: pg.PoolClient, shared: Map<object, unknown>) {
+    super(client);
+    this.shared = shared;
+  }
 
   #watch(err: unknown): never {
     if (retryable(err)) this.doomed ??= err;
@@ -255,6 +264,17 @@ class MemberQueries extends PgQueries {
     this.#check();
     return super.exec(sql).catch((err: unknown) => this.#watch(err));
   }
+}
+
+/**
+ * What the members of one group's attempt share, by owner, for a transaction's `tx` (undefined
+ * outside a group): they run one after another under one snapshot, so what one of them read is
+ * what the next would read, unless one of them wrote it (the owner forgets what it writes). It
+ * is emptied when a member is rolled back (what it read after its own writes is undone), and
+ * each attempt starts with an empty one.
+ */
+export function groupState(tx: Db): Map<object, unknown> | undefined {
+  return tx instanceof MemberQueries ? tx.shared : undefined;
 }
 
 export class PostgresDb extends PgQueries implements DbHandle {
@@ -326,29 +346,32 @@ export class PostgresDb extends PgQueries implements DbHandle {
    */
   async #onConnection(group: Group, close: () => void): Promise<void> {
     const client = await this.pool.connect();
-    const ids = group.keys.map(advisoryKey);
-    let held = 0;
+    // Numbers (signed 64-bit, from advisoryKey): written into the statements, which then need no
+    // parameters and can share a round trip with BEGIN and with COMMIT.
+    const locks = group.keys.map(advisoryKey);
+    const session = { locked: false, unlocked: false };
     let broken = false;
     try {
-      for (const id of ids) {
-        await client.query('SELECT pg_advisory_lock($1::bigint)', [id]);
-        held++;
-      }
+      // The locks, then BEGIN, in one round trip: the BEGIN waits on the server for the locks. The
+      // locks' statements run in an implicit transaction of their own (a query string's), ended by
+      // the COMMIT, so the group's transaction and its snapshot start after the locks are granted.
+      await client.query(`${locks.map((id) => `SELECT pg_advisory_lock(${id});`).join(' ')} COMMIT; ${BEGIN}`);
+      session.locked = true;
       // Closed to newcomers before its snapshot is taken (at its first statement after BEGIN): each
       // member's snapshot is then taken after its caller asked, so it sees what the caller committed
       // before, as a transaction of its own would. Those arriving from now on form the next group.
       close();
       for (let n = 1; group.waiting.length > 0; n++) {
-        const doomed = await this.#attempt(client, group);
+        const doomed = await this.#attempt(client, group, n > 1, locks, session);
         if (doomed !== undefined && group.waiting.length > 0) await sleep(Math.random() * 5 * 2 ** Math.min(n, MAX_TRANSACTION_ATTEMPTS));
       }
     } catch (err) {
       broken = true;
       throw err;
     } finally {
-      for (const id of ids.slice(0, held).reverse()) {
-        if (broken) break;
-        await client.query('SELECT pg_advisory_unlock($1::bigint)', [id]).catch(() => {
+      if (session.locked && !session.unlocked && !broken) {
+        // A last attempt that did not commit (it was rolled back): the locks go now.
+        await client.query(locks.map((id) => `SELECT pg_advisory_unlock(${id});`).join(' ')).catch(() => {
           broken = true;
         });
       }
@@ -361,15 +384,17 @@ export class PostgresDb extends PgQueries implements DbHandle {
    * Settles every member it took: resolved after the COMMIT, rejected alone when it threw, put
    * back at the front of the queue when the attempt was doomed (returns the serialization failure
    * or deadlock then). Throws when the connection can no longer be trusted, after rejecting what
-   * it took.
+   * it took. `begin`: BEGIN is still to be sent (the first attempt's came with the locks). The
+   * COMMIT that ends the group (nobody waits) carries the unlocks: run only when it succeeds.
    */
-  async #attempt(client: pg.PoolClient, group: Group): Promise<unknown> {
+  async #attempt(client: pg.PoolClient, group: Group, begin: boolean, locks: readonly string[], session: { unlocked: boolean }): Promise<unknown> {
     /** Members whose work is in the transaction, with their results. */
     const taken: { member: Member; result: unknown }[] = [];
     /** The member running now. */
     let current: Member | undefined;
+    const shared = new Map<object, unknown>();
     try {
-      await client.query(`BEGIN ISOLATION LEVEL SERIALIZABLE; SAVEPOINT ${SAVEPOINT}`);
+      if (begin) await client.query(BEGIN);
       /** The last member taken ran in the savepoint open now, which is not released yet. */
       let unreleased = false;
       for (;;) {
@@ -377,23 +402,29 @@ export class PostgresDb extends PgQueries implements DbHandle {
         if (unreleased || !next) {
           // Releasing checks that the last member left the transaction usable (it may have caught
           // an error and gone on: the transaction is then aborted); RELEASE and the next step share
-          // a round trip.
+          // a round trip. After a failed statement of a query string the rest are not run: the
+          // unlocks only after a COMMIT that succeeded.
+          const end = `RELEASE SAVEPOINT ${SAVEPOINT}; COMMIT; ${locks.map((id) => `SELECT pg_advisory_unlock(${id});`).join(' ')}`;
           try {
-            await client.query(next ? `RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}` : `RELEASE SAVEPOINT ${SAVEPOINT}; COMMIT`);
+            await client.query(next ? `RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}` : end);
           } catch (err) {
             if (next) group.waiting.unshift(next);
             if (!unreleased || (err as { code?: string }).code !== '25P02') throw err;
             // The last member aborted the transaction: its savepoint is undone, it fails alone.
             await client.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
+            shared.clear();
             taken.pop()!.member.reject(err);
             unreleased = false;
             continue;
           }
           unreleased = false;
-          if (!next) break;
+          if (!next) {
+            session.unlocked = true;
+            break;
+          }
         }
         current = next;
-        const tx = new MemberQueries(client);
+        const tx = new MemberQueries(client, shared);
         let result: unknown;
         let failure: { err: unknown } | undefined;
         try {
@@ -410,6 +441,7 @@ export class PostgresDb extends PgQueries implements DbHandle {
         }
         if (failure) {
           await client.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
+          shared.clear();
           current = undefined;
           next.reject(failure.err);
           continue;

@@ -19,11 +19,23 @@ export interface Scope {
   open: boolean;
   /** Per-transaction state of whoever asks (a store's snapshot, a recorder's pending events), by owner. */
   readonly state: Map<object, unknown>;
+  /**
+   * Writes held back to be sent as one statement (the recorder's batch of events: its one user):
+   * run before the transaction's next statement through this `ScopedDb` (which may read them) and
+   * before it ends. A statement sent with `tx` itself does not wait for them.
+   */
+  deferred?: () => Promise<void>;
+  /** The deferred writes being sent now. */
+  flushing?: Promise<void>;
+  /** Deferred writes that failed: the transaction fails with this, even when the statement that sent them was caught. */
+  failed?: { err: unknown };
 }
 
 export class ScopedDb implements Db {
   readonly #root: Db;
   readonly #als = new AsyncLocalStorage<Scope>();
+  /** Set while deferred writes are sent: their own statements (a subscriber's) do not wait for them. */
+  readonly #flushing = new AsyncLocalStorage<boolean>();
 
   constructor(root: Db) {
     this.#root = root;
@@ -39,28 +51,51 @@ export class ScopedDb implements Db {
     return scope?.open ? scope : undefined;
   }
 
-  #db(): Db {
-    return this.scope?.tx ?? this.#root;
+  /** Runs a statement in the transaction in progress (after its deferred writes), or on the pool. */
+  #on<R>(statement: (db: Db) => Promise<R>): Promise<R> {
+    const scope = this.scope;
+    if (!scope) return statement(this.#root);
+    const flushing = this.#flushing.getStore() ? undefined : this.#flush(scope);
+    return flushing ? flushing.then(() => statement(scope.tx)) : statement(scope.tx);
+  }
+
+  /** Sends the scope's deferred writes (see {@link Scope.deferred}); resolves once they are written. */
+  #flush(scope: Scope): Promise<void> | undefined {
+    const deferred = scope.deferred;
+    if (deferred) {
+      scope.deferred = undefined;
+      const flushing = this.#flushing
+        .run(true, deferred)
+        .catch((err: unknown) => {
+          scope.failed ??= { err };
+          throw err;
+        })
+        .finally(() => {
+          if (scope.flushing === flushing) scope.flushing = undefined;
+        });
+      scope.flushing = flushing;
+    }
+    return scope.flushing;
   }
 
   one<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T | undefined> {
-    return this.#db().one<T>(sql, params);
+    return this.#on((db) => db.one<T>(sql, params));
   }
 
   all<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T[]> {
-    return this.#db().all<T>(sql, params);
+    return this.#on((db) => db.all<T>(sql, params));
   }
 
   value<T = unknown>(sql: string, params?: Params): Promise<T | undefined> {
-    return this.#db().value<T>(sql, params);
+    return this.#on((db) => db.value<T>(sql, params));
   }
 
   run(sql: string, params?: Params): Promise<{ changes: number }> {
-    return this.#db().run(sql, params);
+    return this.#on((db) => db.run(sql, params));
   }
 
   exec(sql: string): Promise<void> {
-    return this.#db().exec(sql);
+    return this.#on((db) => db.exec(sql));
   }
 
   /**
@@ -75,7 +110,13 @@ export class ScopedDb implements Db {
     return this.#root.transaction(async (tx) => {
       const scope: Scope = { tx, state: new Map(), open: true };
       try {
-        return await this.#als.run(scope, () => fn(tx));
+        return await this.#als.run(scope, async () => {
+          const result = await fn(tx);
+          // Deferred writes are part of the transaction: written before it ends (a failure rolls it back).
+          while (scope.deferred || scope.flushing) await this.#flush(scope);
+          if (scope.failed) throw scope.failed.err;
+          return result;
+        });
       } finally {
         scope.open = false;
       }

@@ -11,13 +11,15 @@ import { networkHost } from './network-host.ts';
 import { notConnectedMessage } from './networks/not-connected.ts';
 import type { NetworkAdapter, NetworkHost } from './networks/types.ts';
 import { type EventRecorder, remove } from './recorder.ts';
-import type { SessionsStore } from './store.ts';
+import { AUDIT_LOG, auditRow, type SessionsStore } from './store.ts';
 import type {
   Account,
   ActingSession,
   Actor,
   EmittedEvent,
   EventListener,
+  EventRowSubscriber,
+  EventRowTable,
   EventSubscriber,
   SessionEvent,
   SessionRecord,
@@ -89,6 +91,10 @@ export class Sessions implements SessionsService {
     return this.#recorder.onEvent(fn);
   }
 
+  onEventRow(table: EventRowTable, fn: EventRowSubscriber): () => void {
+    return this.#recorder.onEventRow(table, fn);
+  }
+
   afterEvent(fn: EventListener): () => void {
     return this.#recorder.afterEvent(fn);
   }
@@ -150,8 +156,11 @@ export class Sessions implements SessionsService {
     return { session, network, actor };
   }
 
-  audit(session: { id: number; orgId: string }, actor: Actor, action: string, details: Record<string, unknown> | null = null): Promise<void> {
-    return this.store.audit(session.id, session.orgId, action, actor, details, new Date().toISOString());
+  /** Writes an audit row: inside a transaction, with its events (on PostgreSQL in their statement, see EventRecorder.defer). */
+  async audit(session: { id: number; orgId: string }, actor: Actor, action: string, details: Record<string, unknown> | null = null): Promise<void> {
+    const now = new Date().toISOString();
+    if (this.#recorder.defer(AUDIT_LOG, auditRow(session.id, session.orgId, action, actor, details, now))) return;
+    await this.store.audit(session.id, session.orgId, action, actor, details, now);
   }
 
   /** A session log row without a status change (restarts, say). */

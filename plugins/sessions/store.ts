@@ -10,10 +10,12 @@
  *
  * Every query goes through the plugin's {@link ScopedDb}: inside a transaction, it joins it.
  */
+import type { Db } from '../../core/db.ts';
+import { groupState } from '../../core/db-postgres.ts';
 import type { ScopedDb } from './scoped-db.ts';
 import type { Keys } from '../../core/keys.ts';
 import type { EventName } from './events.ts';
-import type { Actor, SessionEvent, SessionRecord, SessionStatus, SessionType, SigningMode } from './types.ts';
+import type { Actor, EventRowTable, SessionEvent, SessionRecord, SessionStatus, SessionType, SigningMode } from './types.ts';
 
 /**
  * The lock key of a session's writers (`Db.transaction`'s `lock`): its events, message log and
@@ -187,6 +189,121 @@ const apiKeyContext = (id: number) => `sessions:api_key:${id}`;
 const secretContext = (id: number) => `sessions:webhook_secret:${id}`;
 const proxyContext = (id: number) => `sessions:proxy_url:${id}`;
 
+/** An event to write (see {@link SessionsStore.insertEvents}). */
+export interface NewEvent {
+  sessionId: number;
+  orgId: string;
+  event: EventName;
+  /** The payload as JSON. */
+  raw: string;
+  createdAt: string;
+}
+
+/** A row written with a batch of events: of a table that takes an event's id (`event`: its index in the batch), or of one that takes none (an audit row). */
+export interface BatchRow {
+  table: EventRowTable;
+  event?: number;
+  values: readonly unknown[];
+}
+
+/**
+ * The audit log, as a transaction's audit rows are written: with its events (see
+ * `Sessions.audit`); a row's values are session_id, org_id, action, actor_kind, actor_id,
+ * user_id, details, address, created_at.
+ */
+export const AUDIT_LOG: EventRowTable = {
+  name: 'sessions_audit_logs',
+  columns: [
+    ['session_id', 'bigint'],
+    ['org_id', 'text'],
+    ['action', 'text'],
+    ['actor_kind', 'text'],
+    ['actor_id', 'text'],
+    ['user_id', 'text'],
+    ['details', 'text'],
+    ['address', 'text'],
+    ['created_at', 'text'],
+  ],
+};
+
+/** An audit row's values, in the order of {@link AUDIT_LOG}'s columns. */
+export function auditRow(sessionId: number, orgId: string, action: string, actor: Actor, details: Record<string, unknown> | null, now: string): unknown[] {
+  return [sessionId, orgId, action, actor.kind, actor.id, actor.userId, details ? JSON.stringify(details) : null, actor.address, now];
+}
+
+/** The text of PostgreSQL's statement writing events with the rows of `tables`, by their names. */
+const eventStatements = new Map<string, string>();
+
+function eventStatement(tables: readonly EventRowTable[]): string {
+  const key = tables.map((t) => t.name).join(',');
+  let sql = eventStatements.get(key);
+  if (sql) return sql;
+  const parts = [
+    `e AS (INSERT INTO sessions_events (session_id, org_id, event, payload, created_at)
+       SELECT s, o, ev, p, c FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS u(s, o, ev, p, c, n) ORDER BY n
+       RETURNING id)`,
+    'n AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM e)',
+  ];
+  const results = ['(SELECT array_agg(id ORDER BY id) FROM e) AS events'];
+  tables.forEach((table, t) => {
+    const names = table.columns.map(([name]) => name);
+    const arrays = table.columns.map(([, type]) => `?::${type}[]`).join(', ');
+    const returning = table.notify ? `id, ${table.notify.column}` : 'id';
+    const selected = names.map((name) => `r.${name}`).join(', ');
+    parts.push(
+      table.eventId
+        ? `d${t} AS (INSERT INTO ${table.name} (${names.join(', ')}, ${table.eventId})
+             SELECT ${selected}, n.id FROM unnest(?::bigint[], ${arrays}) WITH ORDINALITY AS r(k, ${names.join(', ')}, m)
+             JOIN n ON n.n = r.k ORDER BY r.m
+             RETURNING ${returning})`
+        : `d${t} AS (INSERT INTO ${table.name} (${names.join(', ')})
+             SELECT ${selected} FROM unnest(${arrays}) WITH ORDINALITY AS r(${names.join(', ')}, m) ORDER BY r.m
+             RETURNING ${returning})`,
+    );
+    results.push(`(SELECT array_agg(id ORDER BY id) FROM d${t}) AS d${t}`);
+    if (table.notify) results.push(`(SELECT count(pg_notify(?, ${table.notify.column}::text)) FROM d${t}) AS notified${t}`);
+  });
+  sql = `WITH ${parts.join(',\n')}\nSELECT ${results.join(', ')}`;
+  eventStatements.set(key, sql);
+  return sql;
+}
+
+/** {@link SessionsStore.insertEvents} on PostgreSQL: one statement. */
+async function insertEventsPostgres(tx: Db, events: readonly NewEvent[], rows: readonly BatchRow[]): Promise<{ events: number[]; rows: number[] }> {
+  const tables = [...new Set(rows.map((r) => r.table))];
+  const params: unknown[] = [
+    events.map((e) => e.sessionId),
+    events.map((e) => e.orgId),
+    events.map((e) => e.event),
+    events.map((e) => e.raw),
+    events.map((e) => e.createdAt),
+  ];
+  for (const table of tables) {
+    const mine = rows.filter((r) => r.table === table);
+    // Events are numbered from 1 in the statement (row_number).
+    if (table.eventId) params.push(mine.map((r) => r.event! + 1));
+    for (let c = 0; c < table.columns.length; c++) params.push(mine.map((r) => r.values[c] ?? null));
+  }
+  // The NOTIFYs' channels, in the SELECT after every table's INSERT.
+  for (const table of tables) if (table.notify) params.push(table.notify.channel);
+  const result = (await tx.one<Record<string, (string | number)[] | null>>(eventStatement(tables), params))!;
+  const ids = (result.events ?? []).map(Number);
+  if (ids.length !== events.length) throw new Error(`wrote ${ids.length} of ${events.length} events`);
+  // Each table's ids, in the order of its rows; then in the order of every row.
+  const byTable = new Map(tables.map((table, t) => [table, (result[`d${t}`] ?? []).map(Number)]));
+  for (const table of tables) {
+    const wanted = rows.filter((r) => r.table === table).length;
+    if (byTable.get(table)!.length !== wanted) throw new Error(`wrote ${byTable.get(table)!.length} of ${wanted} rows of ${table.name}`);
+  }
+  const next = new Map(tables.map((table) => [table, 0]));
+  const rowIds = rows.map((r) => {
+    const i = next.get(r.table)!;
+    next.set(r.table, i + 1);
+    return byTable.get(r.table)![i]!;
+  });
+  return { events: ids, rows: rowIds };
+}
+
 /** What the hourly prune deletes by age. */
 export type PrunedTable = 'events' | 'messages' | 'statusLogs' | 'auditLogs';
 
@@ -208,18 +325,23 @@ export class SessionsStore {
     return this.db.transaction(() => fn(), sessions.length ? { lock: sessions.map(sessionLock) } : undefined);
   }
 
-  /** Session rows read in the current transaction, by id (undefined: no such row); undefined outside one. */
+  /**
+   * Session rows read in the current transaction, by id (undefined: no such row); undefined
+   * outside one. On PostgreSQL the transactions of a group share theirs (they share a snapshot, see `groupState`).
+   */
   #snapshot(): Map<number, SessionRecord | undefined> | undefined {
     const scope = this.db.scope;
     if (!scope) return undefined;
-    let snapshot = scope.state.get(this) as Map<number, SessionRecord | undefined> | undefined;
-    if (!snapshot) scope.state.set(this, (snapshot = new Map()));
+    const state = groupState(scope.tx) ?? scope.state;
+    let snapshot = state.get(this) as Map<number, SessionRecord | undefined> | undefined;
+    if (!snapshot) state.set(this, (snapshot = new Map()));
     return snapshot;
   }
 
   /** A session row changed: the snapshot forgets it. */
   #wrote(id: number): void {
-    (this.db.scope?.state.get(this) as Map<number, unknown> | undefined)?.delete(id);
+    const scope = this.db.scope;
+    if (scope) ((groupState(scope.tx) ?? scope.state).get(this) as Map<number, unknown> | undefined)?.delete(id);
   }
 
   async #session(where: string, params: unknown[]): Promise<SessionRecord | undefined> {
@@ -494,14 +616,40 @@ export class SessionsStore {
 
   // Events
 
-  async insertEvent(sessionId: number, orgId: string, event: EventName, payload: string, now: string): Promise<number> {
-    return (await this.db.value<number>('INSERT INTO sessions_events (session_id, org_id, event, payload, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id', [
-      sessionId,
-      orgId,
-      event,
-      payload,
-      now,
-    ]))!;
+  /**
+   * Writes events, in order, and with them rows of other tables that take an event's id (the
+   * webhooks outbox), with `tx` (the recording transaction's). Answers the events' ids and the
+   * rows' (in the order given). On PostgreSQL this is one statement: the events by one INSERT,
+   * each table's rows by one INSERT taking the ids from it, and their NOTIFYs; the ids of one
+   * INSERT are drawn in the order of its rows (`ORDER BY` of its source), so sorted they are the
+   * rows' in order. On SQLite, where a statement costs no round trip, one INSERT per row.
+   */
+  async insertEvents(tx: Db, events: readonly NewEvent[], rows: readonly BatchRow[]): Promise<{ events: number[]; rows: number[] }> {
+    if (events.length === 0 && rows.length === 0) return { events: [], rows: [] };
+    if (tx.engine === 'postgres') return insertEventsPostgres(tx, events, rows);
+    const ids: number[] = [];
+    for (const e of events) {
+      ids.push(
+        (await tx.value<number>('INSERT INTO sessions_events (session_id, org_id, event, payload, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id', [
+          e.sessionId,
+          e.orgId,
+          e.event,
+          e.raw,
+          e.createdAt,
+        ]))!,
+      );
+    }
+    const rowIds: number[] = [];
+    for (const { table, event, values } of rows) {
+      const columns = [...table.columns.map(([name]) => name), ...(table.eventId ? [table.eventId] : [])];
+      rowIds.push(
+        (await tx.value<number>(`INSERT INTO ${table.name} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')}) RETURNING id`, [
+          ...values,
+          ...(table.eventId ? [ids[event!]] : []),
+        ]))!,
+      );
+    }
+    return { events: ids, rows: rowIds };
   }
 
   async events(sessionId: number, options: { afterId?: number; limit?: number; event?: EventName } = {}): Promise<SessionEvent[]> {
@@ -530,9 +678,10 @@ export class SessionsStore {
   }
 
   async audit(sessionId: number, orgId: string, action: string, actor: Actor, details: Record<string, unknown> | null, now: string): Promise<void> {
+    const columns = AUDIT_LOG.columns.map(([name]) => name);
     await this.db.run(
-      'INSERT INTO sessions_audit_logs (session_id, org_id, action, actor_kind, actor_id, user_id, details, address, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [sessionId, orgId, action, actor.kind, actor.id, actor.userId, details ? JSON.stringify(details) : null, actor.address, now],
+      `INSERT INTO ${AUDIT_LOG.name} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
+      auditRow(sessionId, orgId, action, actor, details, now),
     );
   }
 

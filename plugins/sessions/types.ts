@@ -103,6 +103,32 @@ export interface EmittedEvent extends SessionEvent {
  * after a serialization failure (and the subscriber with it): no effects outside the database.
  */
 export type EventSubscriber = (event: EmittedEvent, tx: Db) => Promise<void> | void;
+
+/**
+ * A table whose rows another plugin writes with events (the webhooks outbox), in the statement
+ * that records them: on PostgreSQL the events of a transaction and their rows are one statement.
+ */
+export interface EventRowTable {
+  name: string;
+  /** Its columns (the event's id apart) with their PostgreSQL types, in the order of a row's values. */
+  columns: readonly (readonly [name: string, type: 'bigint' | 'text'])[];
+  /** The column that takes the event's id (none: rows written with a transaction's events, of no event, like its audit rows). */
+  eventId?: string;
+  /** PostgreSQL: the channel NOTIFYed, at the commit, with each row's value of `column` (as text). */
+  notify?: { channel: string; column: string };
+}
+
+/** A row of an {@link EventRowTable} for one event: its values, and what to call with its id once written (in the transaction). */
+export interface EventRow {
+  values: readonly unknown[];
+  written(id: number): void;
+}
+
+/**
+ * Called when an event is emitted, before it is written (its `id` is not known yet): the row to
+ * write with it, or undefined. Runs again with the transaction after a serialization failure.
+ */
+export type EventRowSubscriber = (event: EmittedEvent) => EventRow | undefined;
 /** Called after the transaction that recorded the event has committed. */
 export type EventListener = (event: EmittedEvent) => void;
 /** Checks a webhook URL being saved: a message (answered as a 422 on `webhook_url`) or null when fine. */
@@ -157,8 +183,10 @@ export interface SessionsService {
    * serialization failures (ignored when nested: the outermost call's sessions hold).
    */
   transaction<T>(fn: () => Promise<T>, sessions?: readonly number[]): Promise<T>;
-  /** Subscribes inside the recording transaction (the webhooks outbox). Returns an unsubscribe function. */
+  /** Subscribes inside the recording transaction, once the event is written (its id known). Returns an unsubscribe function. */
   onEvent(fn: EventSubscriber): () => void;
+  /** Writes a row of `table` with each event `fn` answers one for, in the statement recording the event (the webhooks outbox). Returns an unsubscribe function. */
+  onEventRow(table: EventRowTable, fn: EventRowSubscriber): () => void;
   /** Subscribes after commit (wake a dispatcher, say). Returns an unsubscribe function. */
   afterEvent(fn: EventListener): () => void;
   /** Recorded events of a session after `afterId`, oldest first. */

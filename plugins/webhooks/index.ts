@@ -18,7 +18,7 @@ import { migrations } from './migrations.ts';
 import { systemResolver } from '../../core/net.ts';
 import { addressPolicy, checkWebhookUrl, lazyGuardedAgent } from './network.ts';
 import { dispatchRoutes } from './routes/dispatches.ts';
-import { WAKE_CHANNEL, WebhooksStore } from './store.ts';
+import { OUTBOX, outboxRow, WAKE_CHANNEL, WebhooksStore } from './store.ts';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -81,13 +81,13 @@ export default definePlugin({
 
     sessions.addWebhookUrlCheck((url) => checkWebhookUrl(url, { policy, resolve: systemResolver, timeoutMs: config.dns_timeout_ms }));
 
-    // Inside the transaction that records the event: the outbox row, written with its `tx`,
-    // commits with it, or neither does. The event carries the session as that transaction read
-    // it: its subscription is not read again. On PostgreSQL the transaction may run again: the
-    // dispatcher only remembers the row (by the event object) until the commit is announced.
-    const unsubscribe = sessions.onEvent(async (event, tx) => {
+    // With the event, in the statement that records it: the outbox row commits with the event,
+    // or neither does. The event carries the session as that transaction read it: its
+    // subscription is not read again. On PostgreSQL the transaction may run again: the dispatcher
+    // only remembers the row (by the event object) until the commit is announced.
+    const unsubscribe = sessions.onEventRow(OUTBOX, (event) => {
       const { session } = event;
-      if (!subscribed(session, event.event)) return;
+      if (!subscribed(session, event.event)) return undefined;
       const row = {
         session_id: event.sessionId,
         webhook_id: `msg_${randomUUID().replaceAll('-', '')}`,
@@ -95,12 +95,13 @@ export default definePlugin({
         body: event.raw,
         attempt_count: 0,
       };
-      const id = await store.enqueue(
-        { orgId: event.orgId, sessionId: row.session_id, eventId: event.id, webhookId: row.webhook_id, event: event.event, url: row.url, body: row.body },
-        Date.now(),
-        tx,
-      );
-      dispatcher.enqueued(event, { id, ...row });
+      return {
+        values: outboxRow(
+          { orgId: event.orgId, sessionId: row.session_id, webhookId: row.webhook_id, event: event.event, url: row.url, body: row.body },
+          Date.now(),
+        ),
+        written: (id) => dispatcher.enqueued(event, { id, ...row }),
+      };
     });
     const unlisten = sessions.afterEvent((event) => dispatcher.committed(event, event.sessionId));
     const unrotate = sessions.onWebhookSecretRotated(async (rotation, tx) => {

@@ -1,6 +1,7 @@
 /** The webhooks plugin's SQL: the outbox (dispatch records), their attempts, previous secrets. */
 import type { Db } from '../../core/db.ts';
 import { PostgresDb } from '../../core/db-postgres.ts';
+import type { EventRowTable } from '../sessions/types.ts';
 
 export type DispatchStatus = 'pending' | 'delivered' | 'abandoned';
 
@@ -75,14 +76,54 @@ export interface ListFilter {
   to?: number;
 }
 
-/** The channel an instance announces new deliveries on (PostgreSQL NOTIFY, payload: the session id). */
 /** The high bits of the advisory lock a claim takes per session ("whkd"; the session id in the low 21 bits). */
 const LOCK_SPACE = 0x77686b64;
 
+/** The channel an instance announces new deliveries on (PostgreSQL NOTIFY, payload: the session id). */
 export const WAKE_CHANNEL = 'wharf_webhooks';
 
-const ENQUEUE = `INSERT INTO webhooks_dispatches (org_id, session_id, event_id, webhook_id, event, url, body, status, next_attempt_at, redelivery_of, created_at, updated_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`;
+/** A delivery to write into the outbox (beside the event's id). */
+export interface NewDispatch {
+  orgId: string;
+  sessionId: number;
+  webhookId: string;
+  event: string;
+  url: string;
+  body: string;
+  redeliveryOf?: number;
+}
+
+/**
+ * The outbox as the sessions plugin writes it with each event (`onEventRow`), in the statement
+ * recording the events; a row's values are {@link outboxRow}'s. On PostgreSQL every instance's
+ * dispatcher wakes at the commit (the NOTIFY is delivered then, or never).
+ */
+export const OUTBOX: EventRowTable = {
+  name: 'webhooks_dispatches',
+  columns: [
+    ['org_id', 'text'],
+    ['session_id', 'bigint'],
+    ['webhook_id', 'text'],
+    ['event', 'text'],
+    ['url', 'text'],
+    ['body', 'text'],
+    ['status', 'text'],
+    ['next_attempt_at', 'bigint'],
+    ['redelivery_of', 'bigint'],
+    ['created_at', 'bigint'],
+    ['updated_at', 'bigint'],
+  ],
+  eventId: 'event_id',
+  notify: { channel: WAKE_CHANNEL, column: 'session_id' },
+};
+
+/** The values of a pending delivery, in the order of {@link OUTBOX}'s columns, due at `now`. */
+export function outboxRow(input: NewDispatch, now: number): unknown[] {
+  return [input.orgId, input.sessionId, input.webhookId, input.event, input.url, input.body, 'pending', now, input.redeliveryOf ?? null, now, now];
+}
+
+const ENQUEUE = `INSERT INTO ${OUTBOX.name} (${OUTBOX.columns.map(([name]) => name).join(', ')}, ${OUTBOX.eventId})
+  VALUES (${OUTBOX.columns.map(() => '?').join(', ')}, ?)`;
 const ENQUEUE_NOTIFY = `WITH written AS (${ENQUEUE} RETURNING id) SELECT id, pg_notify(?, ?) FROM written`;
 
 /** When a pending delivery can next be taken: its due time, or its lease's end if that is later. */
@@ -106,27 +147,10 @@ export class WebhooksStore {
     this.db = db;
   }
 
-  /** Writes a delivery into the outbox with `db`: the recording transaction's, for an event. */
-  async enqueue(
-    input: { orgId: string; sessionId: number; eventId: number; webhookId: string; event: string; url: string; body: string; redeliveryOf?: number },
-    now: number,
-    db: Db = this.db,
-  ): Promise<number> {
-    const values = [
-      input.orgId,
-      input.sessionId,
-      input.eventId,
-      input.webhookId,
-      input.event,
-      input.url,
-      input.body,
-      now,
-      input.redeliveryOf ?? null,
-      now,
-      now,
-    ];
-    // PostgreSQL: every instance's dispatcher wakes at the commit (a notification is delivered
-    // then, or never), NOTIFYed by the same statement (one round trip in the recording transaction).
+  /** Writes a delivery into the outbox with `db` (a redelivery; an event's is written with it, see {@link OUTBOX}). */
+  async enqueue(input: NewDispatch & { eventId: number }, now: number, db: Db = this.db): Promise<number> {
+    const values = [...outboxRow(input, now), input.eventId];
+    // PostgreSQL: every instance's dispatcher wakes at the commit, NOTIFYed by the same statement.
     if (db.engine === 'postgres') return (await db.value<number>(ENQUEUE_NOTIFY, [...values, WAKE_CHANNEL, String(input.sessionId)]))!;
     return (await db.value<number>(`${ENQUEUE} RETURNING id`, values))!;
   }

@@ -30,7 +30,7 @@ describe('SessionsStore.prune', () => {
         args,
       );
     for (const at of ['2026-01-01T00:00:00.000Z', '2026-03-01T00:00:00.000Z', '2026-06-01T00:00:00.000Z']) {
-      await store.insertEvent(id, 'org-1', 'session.status', '{}', at);
+      await store.insertEvents(data, [{ sessionId: id, orgId: 'org-1', event: 'session.status', raw: '{}', createdAt: at }], []);
       await store.statusLog(id, 'connection', 'connecting', 'attempt', at);
       await store.audit(id, 'org-1', 'session.connect', actor, null, at);
       await message(id, `key-${at}`, at, at);
