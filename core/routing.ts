@@ -6,7 +6,7 @@
  * expression test per route, the chain of closures it composes for every match: about 3 µs of a
  * /healthz request, BENCHMARKS.md issue 16 part 7). A direct entry is worked out on the first
  * request for a route's literal path and method, not when the app is composed (asking every
- * router for every literal route was 4.6 ms of a start, issue 16 part 8), by asking the routers
+ * router for every literal route was 3.5–4.6 ms of a start, issue 16 part 8), by asking the routers
  * themselves what they would run for that exact path and method; the answer is kept, "not direct"
  * included. A request takes the entry only where the answer is that one route alone, so it gets
  * what the routers would have given it. Every other request (another case, a trailing slash,
