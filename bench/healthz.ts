@@ -34,32 +34,42 @@ export async function run(options: { rounds?: number; starts?: number; seconds?:
   // other work shares the machine, since it does not count the time the server waited for a core.
   const cpu = new Map<string, number[]>(specs.map((s) => [s.name, []]));
 
-  for (let i = 0; i < starts; i++) {
-    for (const spec of specs) {
-      const server = await startServer(spec);
-      startMs.get(spec.name)!.push(server.startMs);
-      if (i === 0) {
-        for (let k = 0; k < 20; k++) await (await fetch(`${server.url}/healthz`)).arrayBuffer();
-        await new Promise((r) => setTimeout(r, 1000));
-        rss.set(spec.name, server.rssMiB());
+  // A server that throws (errors under load, a start that fails) is stopped and the data dirs removed all the same.
+  try {
+    for (let i = 0; i < starts; i++) {
+      for (const spec of specs) {
+        const server = await startServer(spec);
+        try {
+          startMs.get(spec.name)!.push(server.startMs);
+          if (i === 0) {
+            for (let k = 0; k < 20; k++) await (await fetch(`${server.url}/healthz`)).arrayBuffer();
+            await new Promise((r) => setTimeout(r, 1000));
+            rss.set(spec.name, server.rssMiB());
+          }
+        } finally {
+          await server.stop();
+        }
       }
-      await server.stop();
     }
-  }
-  for (let round = 0; round < rounds; round++) {
-    for (const spec of specs) {
-      const server = await startServer(spec);
-      wrk(`${server.url}/healthz`, { seconds: 1 }); // warm-up
-      const cpuBefore = cpuMicros(server.child.pid!);
-      const r = wrk(`${server.url}/healthz`, { seconds });
-      cpu.get(spec.name)!.push((cpuMicros(server.child.pid!) - cpuBefore) / (r.rps * seconds));
-      if (r.errors) throw new Error(`${spec.name}: ${r.errors} errors under load`);
-      rps.get(spec.name)!.push(r.rps);
-      p99.get(spec.name)!.push(r.p99ms);
-      await server.stop();
+    for (let round = 0; round < rounds; round++) {
+      for (const spec of specs) {
+        const server = await startServer(spec);
+        try {
+          wrk(`${server.url}/healthz`, { seconds: 1 }); // warm-up
+          const cpuBefore = cpuMicros(server.child.pid!);
+          const r = wrk(`${server.url}/healthz`, { seconds });
+          cpu.get(spec.name)!.push((cpuMicros(server.child.pid!) - cpuBefore) / (r.rps * seconds));
+          if (r.errors) throw new Error(`${spec.name}: ${r.errors} errors under load`);
+          rps.get(spec.name)!.push(r.rps);
+          p99.get(spec.name)!.push(r.p99ms);
+        } finally {
+          await server.stop();
+        }
+      }
     }
+  } finally {
+    fs.rmSync(dataRoot, { recursive: true, force: true });
   }
-  fs.rmSync(dataRoot, { recursive: true, force: true });
 
   const koa = baselines.koa.name;
   const lines = [

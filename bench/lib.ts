@@ -70,7 +70,10 @@ export async function startServer(spec: ServerSpec, probe = '/healthz'): Promise
     } catch {
       // not yet
     }
-    if (performance.now() - t0 > 30_000) throw new Error(`${spec.name} did not start: ${stderr}`);
+    if (performance.now() - t0 > 30_000) {
+      child.kill('SIGKILL');
+      throw new Error(`${spec.name} did not start: ${stderr}`);
+    }
     await new Promise((r) => setTimeout(r, 2));
   }
   const startMs = performance.now() - t0;
@@ -86,6 +89,8 @@ export async function startServer(spec: ServerSpec, probe = '/healthz'): Promise
     },
     stop() {
       return new Promise((resolve) => {
+        // Already gone (it crashed): no 'exit' is coming.
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.once('exit', () => resolve());
         child.kill('SIGTERM');
       });

@@ -51,6 +51,19 @@ async function hasTable(db: Db): Promise<boolean> {
   return Boolean(await db.value(sql));
 }
 
+/**
+ * The first statement of the migration transaction on PostgreSQL when it is the runner's own
+ * (not a caller's): its commit does not wait for the WAL to reach the disk (on a fresh database
+ * the WAL of the whole schema, some 220 relations and their catalog rows). Durability is kept:
+ * PostgreSQL writes the WAL in order and a later commit that waits (every other transaction of
+ * Wharf's, the first start's keys check included) flushes it up to its own commit record, so past
+ * the migration's; nothing written after the migrations can then be on the disk without them. A
+ * crash before that flush loses the migration transaction whole (it is one transaction, its
+ * `_migrations` rows included), and the next start finds it pending and runs it again.
+ * `SET LOCAL`: the setting ends with the transaction, the pool's connection is as before.
+ */
+const ASYNC_COMMIT = 'SET LOCAL synchronous_commit = off';
+
 type Applied = Map<string, string>;
 const key = (plugin: string, id: string) => `${plugin}\0${id}`;
 
@@ -112,7 +125,7 @@ export async function migrate(db: Db, sets: readonly MigrationSet[]): Promise<Mi
   const handle = db instanceof PostgresDb || db instanceof SqliteDb;
   if (handle && !(await migrationStatus(db, sets)).some((m) => m.appliedAt === null)) return [];
   const run = (batched: boolean) => async (tx: Db) => {
-    await tx.exec(CREATE_TABLE);
+    await tx.exec(handle && tx.engine === 'postgres' ? `${ASYNC_COMMIT};\n${CREATE_TABLE}` : CREATE_TABLE);
     const pending = status(sets, await readApplied(tx)).filter((m) => m.appliedAt === null);
     const now = new Date().toISOString();
     const migrationOf = (row: MigrationRow) => sets.find((s) => s.plugin === row.plugin)!.migrations.find((m) => m.id === row.id)!;

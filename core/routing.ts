@@ -4,11 +4,14 @@
  * the next. A request whose exact path and method name a route without parameters goes straight
  * to that route's handler, without koa-router's per-request work (its host test, a regular
  * expression test per route, the chain of closures it composes for every match: about 3 µs of a
- * /healthz request, BENCHMARKS.md issue 16 part 7). Those direct entries are worked out when the
- * app is composed, by asking the routers themselves what they would run for that exact path and
- * method: an entry exists only where the answer is that one route alone, so a request that takes
- * it gets what the routers would have given it. Every other request (another case, a trailing
- * slash, parameters, group middleware, 404 and 405) goes through the routers as before.
+ * /healthz request, BENCHMARKS.md issue 16 part 7). A direct entry is worked out on the first
+ * request for a route's literal path and method, not when the app is composed (asking every
+ * router for every literal route was 3.5–4.6 ms of a start, issue 16 part 8), by asking the routers
+ * themselves what they would run for that exact path and method; the answer is kept, "not direct"
+ * included. A request takes the entry only where the answer is that one route alone, so it gets
+ * what the routers would have given it. Every other request (another case, a trailing slash,
+ * parameters, group middleware, 404 and 405) goes through the routers as before. Only the routes'
+ * own literal paths are ever worked out and kept: what a request names cannot grow the cache.
  */
 import type Router from '@koa/router';
 import type Koa from 'koa';
@@ -43,10 +46,11 @@ export function routesUnder(groups: readonly Routed[], options: { direct?: boole
     };
     return nextGroup();
   };
-  const direct = options.direct === false ? new Map<string, Map<string, Direct>>() : directRoutes(groups, owners);
+  const direct = options.direct === false ? new Map<string, Map<string, Literal>>() : literalRoutes(groups);
   return function routeGroups(ctx, next) {
     const path = ctx.path;
-    const hit = direct.get(ctx.method)?.get(path);
+    const literal = direct.get(ctx.method)?.get(path);
+    const hit = literal && (literal.direct === undefined ? workOut(literal, groups, owners, ctx.method, path) : literal.direct);
     if (hit) {
       const { layer, owning, after } = hit;
       // What koa-router sets on a match that a handler may read (the metrics read _matchedRoute,
@@ -74,29 +78,48 @@ interface Direct {
   after: number;
 }
 
+/** A route's literal path under one method: the routes declaring it, and once worked out, its direct entry or null (not direct). */
+interface Literal {
+  layers: Set<RouteLayer>;
+  direct?: Direct | null;
+}
+
 /** A route's path with no parameter, wildcard, optional part or escape: a literal path. */
 const LITERAL = /^\/[A-Za-z0-9._~!$&'+,;=@%/-]*$/;
 
-/**
- * Method -> exact path -> the route the routers would run for it, for every route whose path is
- * literal; left out wherever the routers would run anything else or more (middleware of the
- * group, another route first, a host test).
- */
-function directRoutes(groups: readonly Routed[], owners: (lowercasePath: string) => readonly number[]): Map<string, Map<string, Direct>> {
-  const byMethod = new Map<string, Map<string, Direct>>();
+/** Method -> exact path -> the routes with that literal path (nothing asked of the routers yet: see workOut). */
+function literalRoutes(groups: readonly Routed[]): Map<string, Map<string, Literal>> {
+  const byMethod = new Map<string, Map<string, Literal>>();
   for (const group of groups) {
     for (const layer of group.router.stack as unknown as RouteLayer[]) {
       if (typeof layer.path !== 'string' || layer.paramNames.length > 0 || !LITERAL.test(layer.path)) continue;
       for (const method of layer.methods) {
-        const paths = byMethod.get(method) ?? new Map<string, Direct>();
-        if (paths.has(layer.path)) continue;
-        const found = whatRoutersRun(groups, owners, method, layer.path);
-        if (found && found.layer === layer && layer.stack.length === 1) paths.set(layer.path, found);
+        const paths = byMethod.get(method) ?? new Map<string, Literal>();
         byMethod.set(method, paths);
+        const literal = paths.get(layer.path) ?? { layers: new Set() };
+        paths.set(layer.path, literal);
+        literal.layers.add(layer);
       }
     }
   }
   return byMethod;
+}
+
+/**
+ * A literal path's direct entry, worked out on its first request and kept: the route the routers
+ * would run for `method path` when that is one of the routes declaring this literal path, alone
+ * (no middleware of the group, no other route first, no host test); otherwise null.
+ */
+function workOut(
+  literal: Literal,
+  groups: readonly Routed[],
+  owners: (lowercasePath: string) => readonly number[],
+  method: string,
+  path: string,
+): Direct | null {
+  const found = whatRoutersRun(groups, owners, method, path);
+  literal.direct = found && literal.layers.has(found.layer) && found.layer.stack.length === 1 ? found : null;
+  return literal.direct;
 }
 
 /** What routeGroups would hand `method path` to: the one route layer the first matching router runs, or undefined. */

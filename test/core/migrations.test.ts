@@ -137,6 +137,39 @@ describe('migrations on PostgreSQL: the advisory lock', () => {
   });
 });
 
+describe('migrations on PostgreSQL: the commit', () => {
+  it("commits the runner's own transaction without waiting for the WAL flush, and leaves the connection as it was", async () => {
+    const url = await freshDatabase();
+    // The test server runs with synchronous_commit off; a production server with it on.
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    await admin.query(`ALTER DATABASE ${admin.escapeIdentifier(new URL(url).pathname.slice(1))} SET synchronous_commit = on`);
+    await admin.end();
+    // One connection: the migration's and every query after it.
+    const db = await openPostgres(url, { poolSize: 1, connectTimeoutMs: 5000 });
+    try {
+      expect(await db.value('SHOW synchronous_commit')).toBe('on');
+      const inside: unknown[] = [];
+      const migrations: Migration[] = [
+        { id: '001', sql: 'CREATE TABLE c_one (id TEXT)' },
+        {
+          id: '002',
+          async apply(tx) {
+            inside.push(await tx.value('SHOW synchronous_commit'));
+          },
+        },
+      ];
+      expect((await migrate(db, [{ plugin: 'c', migrations }])).map((r) => r.id)).toEqual(['001', '002']);
+      expect(inside).toEqual(['off']);
+      expect(await db.value('SHOW synchronous_commit')).toBe('on');
+      expect(await db.transaction((tx) => tx.value('SHOW synchronous_commit'))).toBe('on');
+      expect(await db.value('SELECT COUNT(*) FROM _migrations')).toBe(2);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
 describe('starts on PostgreSQL', () => {
   const ported = new Set(postgresPlugins().runs);
   const plugins = builtinPlugins.filter((p) => ported.has(p.name));

@@ -13,7 +13,9 @@ import { routesUnder } from '../../core/routing.ts';
 /**
  * The same route groups served twice: with the direct entries for literal paths (as the server
  * runs) and with every request through koa-router. Each request must get the same answer from
- * both, and the literal paths must not have asked a router.
+ * both, the first time (when a literal path's entry is worked out) and the next (when it is
+ * kept); a literal path's entry must not ask a router once worked out, and must not be worked
+ * out before its first request.
  */
 function groups(): RouteGroup[] {
   const api = new ApiRegistry({ bodyLimit: 1024 });
@@ -35,6 +37,8 @@ function groups(): RouteGroup[] {
   const everywhere = api.group({ prefixes: ['/'], envelope: 'plain' });
   route(everywhere, 'GET', '/a/static/list', 'everywhere list (second)');
   route(everywhere, 'GET', '/root/only', 'root only');
+  // A literal path of a later group that an earlier owning group's parameter route matches alone.
+  route(everywhere, 'GET', '/a/other', 'everywhere other (shadowed by a by id)');
   // A group with its own middleware: its routes stay with the router.
   const m = api.group({ prefixes: ['/m'], envelope: 'messaging' });
   m.use(async (ctx, next) => {
@@ -62,6 +66,7 @@ const requests: [method: string, path: string][] = [
   ['GET', '/a/static'],
   ['GET', '/a/search'],
   ['POST', '/a/search'],
+  ['GET', '/a/other'],
   ['GET', '/a/some-id'],
   ['GET', '/a/some%20id'],
   ['GET', '/a/Mixed.Case'],
@@ -133,32 +138,76 @@ async function answer(served: Served, method: string, path: string) {
 }
 
 describe('literal routes answered without the routers answer as the routers do', () => {
-  it.each(requests)('%s %s', async (method, path) => {
+  it('asks no router before the first request (the entries are worked out on demand)', () => {
+    expect(direct.matches).toBe(0);
+  });
+
+  it.each(requests)('%s %s, first and second time', async (method, path) => {
     const expected = await answer(routers, method, path);
+    expect(await answer(direct, method, path)).toStrictEqual(expected);
     expect(await answer(direct, method, path)).toStrictEqual(expected);
   });
 
-  it('answers the exact literal paths without asking a router, and everything else through them', async () => {
-    const asked = async (method: string, path: string) => {
-      const before = direct.matches;
-      await answer(direct, method, path);
-      return direct.matches - before;
+  it('answers the exact literal paths without asking a router once worked out, and everything else through them', async () => {
+    /** The routers' `match` calls for a request on `served`. */
+    const asked = async (served: Served, method: string, path: string) => {
+      const before = served.matches;
+      await answer(served, method, path);
+      return served.matches - before;
     };
-    // Taken directly: a literal route that its group's router runs alone, under any method it has.
-    expect(await asked('GET', '/a/static/list')).toBe(0);
-    expect(await asked('HEAD', '/a/static/list')).toBe(0);
-    expect(await asked('DELETE', '/a/static/list')).toBe(0);
-    expect(await asked('GET', '/a/static/list?x=1')).toBe(0);
-    expect(await asked('POST', '/a/search')).toBe(0);
-    expect(await asked('GET', '/root/only')).toBe(0);
-    // Through the routers: another case or a trailing slash, a parameter route first, group
-    // middleware, a handler that passes on, a method the route lacks (405 asks them all).
-    expect(await asked('GET', '/A/static/list')).toBeGreaterThan(0);
-    expect(await asked('GET', '/a/static/list/')).toBeGreaterThan(0);
-    expect(await asked('GET', '/a/search')).toBeGreaterThan(0);
-    expect(await asked('GET', '/m/x')).toBeGreaterThan(0);
-    expect(await asked('GET', '/p/pass')).toBeGreaterThan(0);
-    expect(await asked('PUT', '/a/static/list')).toBeGreaterThan(0);
+    // The requests above worked every literal path's entry out. Taken directly: a literal route
+    // that its group's router runs alone, under any method it has.
+    for (const [method, path] of [
+      ['GET', '/a/static/list'],
+      ['HEAD', '/a/static/list'],
+      ['DELETE', '/a/static/list'],
+      ['GET', '/a/static/list?x=1'],
+      ['POST', '/a/search'],
+      ['GET', '/root/only'],
+      ['HEAD', '/root/only'],
+    ] as const) {
+      expect(await asked(routers, method, path), `${method} ${path} through the routers`).toBeGreaterThan(0);
+      expect(await asked(direct, method, path), `${method} ${path}`).toBe(0);
+    }
+    // Through the routers, exactly as often as without the entries (so "not direct" is kept, not
+    // worked out again): another case or a trailing slash, a parameter route first, group
+    // middleware, a method the route lacks (405 asks them all), no route.
+    for (const [method, path] of [
+      ['GET', '/A/static/list'],
+      ['GET', '/a/static/list/'],
+      ['GET', '/a/search'],
+      ['GET', '/a/other'],
+      ['GET', '/m/x'],
+      ['PUT', '/a/static/list'],
+      ['GET', '/nowhere'],
+    ] as const) {
+      const expected = await asked(routers, method, path);
+      expect(expected, `${method} ${path} through the routers`).toBeGreaterThan(0);
+      expect(await asked(direct, method, path), `${method} ${path}`).toBe(expected);
+    }
+    // A direct route whose handler passes the request on: only the next owning group's router is asked.
+    expect(await asked(direct, 'GET', '/p/pass')).toBe(1);
+  });
+
+  it("works a literal path's entry out on its first request, once", async () => {
+    const fresh = await serve(true);
+    try {
+      expect(fresh.matches).toBe(0);
+      /** The routers' `match` calls for a request on `fresh`, whose answer must be the routers'. */
+      const asked = async (method: string, path: string) => {
+        const before = fresh.matches;
+        expect(await answer(fresh, method, path)).toStrictEqual(await answer(routers, method, path));
+        return fresh.matches - before;
+      };
+      // Direct: the first request asks the routers (working the entry out), the next ones do not.
+      expect(await asked('GET', '/root/only')).toBeGreaterThan(0);
+      expect(await asked('GET', '/root/only')).toBe(0);
+      // Not direct (a parameter route declared first): worked out once, then only the routing asks.
+      const firstTime = await asked('GET', '/a/search');
+      expect(await asked('GET', '/a/search')).toBeLessThan(firstTime);
+    } finally {
+      fresh.server.close();
+    }
   });
 
   it('gives the route label and parameters the metrics and handlers read', async () => {
