@@ -324,7 +324,11 @@ export class WebhookDispatcher {
       // current URL, subscription and signing apply to what is still to be sent.
       let session: Promise<SessionRecord | undefined> | undefined;
       this.#remarked.delete(sessionId);
-      const { rows: claimed, atLimit } = await store.claim(sessionId, now, {
+      const {
+        rows: claimed,
+        atLimit,
+        later: claimedLater,
+      } = await store.claim(sessionId, now, {
         limit: room,
         owner,
         leaseMs,
@@ -345,16 +349,19 @@ export class WebhookDispatcher {
         this.#start(row, session);
         started++;
       }
+      // When nothing more of the session can be taken now: when it next can be. PostgreSQL's
+      // claim answers that in its own round trip; SQLite reads it.
+      const nextOf = async () => (claimedLater !== undefined ? claimedLater : store.nextDue(sessionId, now));
       if (atLimit) {
         // At its limit over all instances the session stays due: a slot freed here or elsewhere
         // (NOTIFY at the commit of an outcome) wakes this dispatcher, and so does the end of the
         // first live lease (an instance that died frees its slots then).
-        const later = await store.nextDue(sessionId, now);
+        const later = await nextOf();
         if (later !== null) next = Math.min(next, later);
       } else if (claimed.length < room) {
         // Nothing else can be taken now: wait for the next retry time (or lease end) of this
         // session, if any. Retry times not yet written are marked again when they are.
-        const later = await store.nextDue(sessionId, now);
+        const later = await nextOf();
         // Marked due again meanwhile (a row committed after the read, perhaps due at `now` itself,
         // which nextDue does not count): it stays due, for the next round.
         if (this.#remarked.has(sessionId)) next = Math.min(next, Date.now());
