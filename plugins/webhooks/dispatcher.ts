@@ -317,7 +317,11 @@ export class WebhookDispatcher {
         continue;
       }
       const held = this.#held.get(sessionId);
-      const room = Math.min(config.concurrency_per_session - (this.#running.get(sessionId) ?? 0), config.concurrency - this.#active);
+      // On PostgreSQL a delivery's lease counts against its session's limit until its outcome is
+      // written (released): what this instance holds, not only what is in flight. A claim before
+      // that write would find no room (BENCHMARKS.md, issue 16 part 8: most claims were such).
+      const inUse = this.#d.direct ? (this.#running.get(sessionId) ?? 0) : (held?.size ?? 0);
+      const room = Math.min(config.concurrency_per_session - inUse, config.concurrency - this.#active);
       if (room <= 0) continue;
       let started = 0;
       // The session as it is now, read once for every delivery of it started in this round: its

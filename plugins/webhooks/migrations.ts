@@ -68,8 +68,8 @@ const LEASES = `
  * taking the lock in a subquery would not: its snapshot is taken before the lock is granted).
  * Refused under another isolation level, where the snapshot is the transaction's. Returns the
  * leased rows, then one row with id NULL: the live leases counted before, and, when nothing more
- * can be taken now (`p_limit` reached over all instances, or fewer rows due than room), when the
- * next one can be (a due time, or the end of a lease: NULL for none).
+ * can be taken now (the session's limit reached over all instances, or fewer rows due than room),
+ * when the next one can be (a due time, or the end of a lease: NULL for none).
  */
 const CLAIM_FUNCTION = `
   CREATE FUNCTION webhooks_claim(p_session BIGINT, p_now BIGINT, p_until BIGINT, p_owner TEXT, p_held BIGINT[], p_limit BIGINT, p_per_session BIGINT, p_lock BIGINT)
@@ -96,7 +96,7 @@ const CLAIM_FUNCTION = `
         RETURNING d.id, d.session_id, d.webhook_id, d.url, d.body, d.attempt_count, d.next_attempt_at, NULL::BIGINT, NULL::BIGINT;
       GET DIAGNOSTICS n_taken = ROW_COUNT;
     END IF;
-    IF p_per_session - n_busy <= p_limit OR n_taken < n_room THEN
+    IF n_busy + n_taken >= p_per_session OR n_taken < n_room THEN
       SELECT MIN(CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > d.next_attempt_at THEN d.lease_until ELSE d.next_attempt_at END) INTO n_later
         FROM webhooks_dispatches d WHERE d.session_id = p_session AND d.status = 'pending'
           AND CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > d.next_attempt_at THEN d.lease_until ELSE d.next_attempt_at END > p_now;

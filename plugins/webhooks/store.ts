@@ -164,7 +164,7 @@ export class WebhooksStore {
    * Takes up to `limit` due deliveries of a session for `owner` until `now + leaseMs`, oldest
    * first, within what `perSession` leaves beside the live leases of every instance, skipping
    * `held` (in flight here, or finished and not written yet). `atLimit`: the session has no room
-   * left over all instances. `later` (PostgreSQL, when `atLimit` or fewer rows were due than
+   * left over all instances once these are taken. `later` (PostgreSQL, when `atLimit` or fewer rows were due than
    * room): when the session's next delivery not takeable now can be taken, as `nextDue` says.
    */
   async claim(
@@ -184,8 +184,9 @@ export class WebhooksStore {
     );
     const meta = result.find((row) => row.id === null)!;
     const rows = result.filter((row) => row.id !== null);
-    // At the session's limit over all instances: a slot freed wakes the dispatchers (see complete).
-    const atLimit = claim.perSession - meta.busy! <= claim.limit;
+    // The session's limit reached over all instances with what this claim took: a slot freed
+    // wakes the dispatchers (see complete).
+    const atLimit = meta.busy! + rows.length >= claim.perSession;
     rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
     return {
       rows: rows.map(({ id, session_id, webhook_id, url, body, attempt_count }) => ({ id, session_id, webhook_id, url, body, attempt_count })),
