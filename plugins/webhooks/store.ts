@@ -74,10 +74,13 @@ export interface ListFilter {
   to?: number;
 }
 
-/** The channel an instance announces new deliveries on (PostgreSQL NOTIFY, payload: the session id). */
 /** The high bits of the advisory lock a claim takes per session ("whkd"; the session id in the low 21 bits). */
 const LOCK_SPACE = 0x77686b64;
 
+/** The advisory lock a claim of this session's deliveries holds (PostgreSQL). */
+export const claimLockKey = (sessionId: number) => LOCK_SPACE * 2 ** 21 + (sessionId % 2 ** 21);
+
+/** The channel an instance announces new deliveries on (PostgreSQL NOTIFY, payload: the session id). */
 export const WAKE_CHANNEL = 'wharf_webhooks';
 
 const ENQUEUE = `INSERT INTO webhooks_dispatches (org_id, session_id, event_id, webhook_id, event, url, body, status, next_attempt_at, redelivery_of, created_at, updated_at)
@@ -180,7 +183,7 @@ export class WebhooksStore {
     // then the due rows leased (`FOR UPDATE SKIP LOCKED`), then the next takeable time if needed.
     const result = await db.all<DueRow & { next_attempt_at: number; busy: number | null; later: number | null }>(
       'SELECT * FROM webhooks_claim(?, ?, ?, ?, ?::bigint[], ?, ?, ?)',
-      [sessionId, now, now + claim.leaseMs, claim.owner, claim.held, claim.limit, claim.perSession, LOCK_SPACE * 2 ** 21 + (sessionId % 2 ** 21)],
+      [sessionId, now, now + claim.leaseMs, claim.owner, claim.held, claim.limit, claim.perSession, claimLockKey(sessionId)],
     );
     const meta = result.find((row) => row.id === null)!;
     const rows = result.filter((row) => row.id !== null);
