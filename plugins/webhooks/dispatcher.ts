@@ -19,8 +19,11 @@
  * slot overall taken, too many waiting), and after a restart, it is taken from the outbox in its
  * turn. A slot is held from the request until its answer is read; the outcome is written after,
  * in a batch that joins the group commit, and is not waited for. On PostgreSQL every
- * delivery is taken from the outbox: the recording transaction NOTIFYs, and every instance's
- * dispatcher (this one included) wakes at the commit and tries to claim it.
+ * delivery is taken from the outbox with a claim (one round trip): this instance's dispatcher
+ * wakes when the commit is announced in process (`committed`), the others at the NOTIFY the
+ * recording transaction sends; a session is claimed only while this instance holds fewer of its
+ * deliveries than its limit (a finished delivery's lease counts until its outcome is written),
+ * and the outcomes of a batch are written in one statement.
  */
 import type { Keys } from '../../core/keys.ts';
 import type { HttpClient } from './network.ts';
