@@ -238,12 +238,15 @@ export class WebhooksStore {
    */
   async renew(ids: readonly number[], owner: string, until: number): Promise<number> {
     if (ids.length === 0) return 0;
+    // Rows locked now are skipped, never waited for: a batch of outcomes writing them (releasing
+    // their leases) locks several in its own order, and waiting here could deadlock with it. A
+    // lease skipped once is renewed at the next heartbeat, a third of a lease later.
     return (
-      await this.db.run("UPDATE webhooks_dispatches SET lease_until = ? WHERE id = ANY(?::bigint[]) AND leased_by = ? AND status = 'pending'", [
-        until,
-        ids,
-        owner,
-      ])
+      await this.db.run(
+        `UPDATE webhooks_dispatches SET lease_until = ? WHERE id IN (
+           SELECT id FROM webhooks_dispatches WHERE id = ANY(?::bigint[]) AND leased_by = ? AND status = 'pending' FOR UPDATE SKIP LOCKED)`,
+        [until, ids, owner],
+      )
     ).changes;
   }
 
@@ -292,7 +295,10 @@ export class WebhooksStore {
    * written, or none): the dispatches updated from the arrays, their attempt rows inserted, and a
    * NOTIFY per session whose slot freed (delivered at the commit: every instance's dispatcher may
    * take the next). A statement that fails writes nothing; the dispatcher keeps the outcomes and
-   * their leases and writes them again.
+   * their leases and writes them again. No outcome is ever lost: until this statement commits,
+   * each delivery stays pending with its lease, so a crash before then (of the process, or of the
+   * database) means that the batch's deliveries are sent again once their leases expire, by any
+   * instance, which the at-least-once contract allows (same webhook-id).
    */
   async #completeAll(completions: readonly Completion[], now: number, owner: string): Promise<Set<number>> {
     const outcomes = completions.map((c) => outcomeOf(c, now));

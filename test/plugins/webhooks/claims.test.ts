@@ -261,6 +261,28 @@ describe('outcomes on PostgreSQL (one statement per batch)', () => {
   });
 });
 
+describe('lease renewals on PostgreSQL', () => {
+  it('renew what the instance holds, skipping (not waiting for) a row locked by a write in progress, renewed at the next heartbeat', async () => {
+    const { sessionId, ids } = await queued(2);
+    const [free, locked] = ids as [number, number];
+    expect((await claimOf(a, 'a', sessionId, T0)).rows).toHaveLength(2);
+    // Another transaction (a batch of outcomes, say) holds one of the rows.
+    await outside.query('BEGIN');
+    await outside.query('SELECT id FROM webhooks_dispatches WHERE id = $1 FOR UPDATE', [locked]);
+    try {
+      expect(await a.renew(ids, 'a', T0 + 5000)).toBe(1);
+    } finally {
+      await outside.query('COMMIT');
+    }
+    expect(await rowOf(free)).toMatchObject({ leased_by: 'a', lease_until: T0 + 5000 });
+    expect(await rowOf(locked)).toMatchObject({ leased_by: 'a', lease_until: T0 + LEASE_MS });
+    expect(await a.renew(ids, 'a', T0 + 6000)).toBe(2);
+    expect(await rowOf(locked)).toMatchObject({ leased_by: 'a', lease_until: T0 + 6000 });
+    // Another owner's lease is not renewed.
+    expect(await b.renew(ids, 'b', T0 + 7000)).toBe(0);
+  });
+});
+
 describe('wake-ups on PostgreSQL', () => {
   it("tell a listener which notifications this process's own transactions sent (the dispatcher skips those)", async () => {
     const heard: { payload: string; ours: boolean }[] = [];
