@@ -283,9 +283,14 @@ export class PostgresDb extends PgQueries implements DbHandle {
   /** The group taking members now, by its keys. */
   readonly #groups = new Map<string, Group>();
 
+  /** The server process ids of this pool's connections (a notification's sender: this process or another). */
+  readonly #backends = new Set<number>();
+
   constructor(pool: pg.Pool) {
     super(pool);
     this.pool = pool;
+    pool.on('connect', (client) => this.#backends.add((client as pg.PoolClient & { processID: number }).processID));
+    pool.on('remove', (client) => this.#backends.delete((client as pg.PoolClient & { processID: number }).processID));
   }
 
   /**
@@ -546,17 +551,18 @@ export class PostgresDb extends PgQueries implements DbHandle {
 
   /**
    * LISTENs on `channel` on a dedicated connection (not the pool's: a pooled connection goes back
-   * to the pool between queries) and calls `fn` with each notification's payload. Returns the
+   * to the pool between queries) and calls `fn` with each notification's payload, and whether it
+   * was sent by a connection of this pool (this process's own transaction). Returns the
    * function that stops listening. A broken connection is not reopened: `onError` is told, and
    * callers keep a periodic safety net (the webhooks dispatcher's resync).
    */
-  async listen(channel: string, fn: (payload: string) => void, onError?: (err: Error) => void): Promise<() => Promise<void>> {
+  async listen(channel: string, fn: (payload: string, ours: boolean) => void, onError?: (err: Error) => void): Promise<() => Promise<void>> {
     const { Client } = await loadPg();
     const client = new Client(this.pool.options as pg.ClientConfig);
     client.on('error', (err) => onError?.(err));
     await client.connect();
     client.on('notification', (message) => {
-      if (message.channel === channel) fn(message.payload ?? '');
+      if (message.channel === channel) fn(message.payload ?? '', this.#backends.has(message.processId));
     });
     await client.query(`LISTEN ${client.escapeIdentifier(channel)}`);
     return () => client.end().catch(() => {});

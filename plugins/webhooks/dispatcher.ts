@@ -19,8 +19,11 @@
  * slot overall taken, too many waiting), and after a restart, it is taken from the outbox in its
  * turn. A slot is held from the request until its answer is read; the outcome is written after,
  * in a batch that joins the group commit, and is not waited for. On PostgreSQL every
- * delivery is taken from the outbox: the recording transaction NOTIFYs, and every instance's
- * dispatcher (this one included) wakes at the commit and tries to claim it.
+ * delivery is taken from the outbox with a claim (one round trip): this instance's dispatcher
+ * wakes when the commit is announced in process (`committed`), the others at the NOTIFY the
+ * recording transaction sends; a session is claimed only while this instance holds fewer of its
+ * deliveries than its limit (a finished delivery's lease counts until its outcome is written),
+ * and the outcomes of a batch are written in one statement.
  */
 import type { Keys } from '../../core/keys.ts';
 import type { HttpClient } from './network.ts';
@@ -317,14 +320,22 @@ export class WebhookDispatcher {
         continue;
       }
       const held = this.#held.get(sessionId);
-      const room = Math.min(config.concurrency_per_session - (this.#running.get(sessionId) ?? 0), config.concurrency - this.#active);
+      // On PostgreSQL a delivery's lease counts against its session's limit until its outcome is
+      // written (released): what this instance holds, not only what is in flight. A claim before
+      // that write would find no room (BENCHMARKS.md, issue 16 part 8: most claims were such).
+      const inUse = this.#d.direct ? (this.#running.get(sessionId) ?? 0) : (held?.size ?? 0);
+      const room = Math.min(config.concurrency_per_session - inUse, config.concurrency - this.#active);
       if (room <= 0) continue;
       let started = 0;
       // The session as it is now, read once for every delivery of it started in this round: its
       // current URL, subscription and signing apply to what is still to be sent.
       let session: Promise<SessionRecord | undefined> | undefined;
       this.#remarked.delete(sessionId);
-      const { rows: claimed, atLimit } = await store.claim(sessionId, now, {
+      const {
+        rows: claimed,
+        atLimit,
+        later: claimedLater,
+      } = await store.claim(sessionId, now, {
         limit: room,
         owner,
         leaseMs,
@@ -345,16 +356,19 @@ export class WebhookDispatcher {
         this.#start(row, session);
         started++;
       }
+      // When nothing more of the session can be taken now: when it next can be. PostgreSQL's
+      // claim answers that in its own round trip; SQLite reads it.
+      const nextOf = async () => (claimedLater !== undefined ? claimedLater : store.nextDue(sessionId, now));
       if (atLimit) {
         // At its limit over all instances the session stays due: a slot freed here or elsewhere
         // (NOTIFY at the commit of an outcome) wakes this dispatcher, and so does the end of the
         // first live lease (an instance that died frees its slots then).
-        const later = await store.nextDue(sessionId, now);
+        const later = await nextOf();
         if (later !== null) next = Math.min(next, later);
       } else if (claimed.length < room) {
         // Nothing else can be taken now: wait for the next retry time (or lease end) of this
         // session, if any. Retry times not yet written are marked again when they are.
-        const later = await store.nextDue(sessionId, now);
+        const later = await nextOf();
         // Marked due again meanwhile (a row committed after the read, perhaps due at `now` itself,
         // which nextDue does not count): it stays due, for the next round.
         if (this.#remarked.has(sessionId)) next = Math.min(next, Date.now());

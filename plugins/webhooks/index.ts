@@ -125,12 +125,17 @@ export default definePlugin({
     every('resync-outbox', RESYNC_MS, () => dispatcher.resync());
     // Shared outbox (PostgreSQL): the leases of what this instance holds, renewed every third of a lease.
     if (data instanceof PostgresDb) every('renew-webhook-leases', Math.floor((config.lease_seconds * 1000) / 3), () => dispatcher.renewLeases());
-    // Other instances' new deliveries (PostgreSQL): their NOTIFY, delivered at their commit, wakes this dispatcher.
+    // Other instances' new deliveries and freed slots (PostgreSQL): their NOTIFY, delivered at
+    // their commit, wakes this dispatcher. This instance's own are skipped: it knows of them in
+    // process already (an event's commit is announced to `committed`, an outcome's write wakes the
+    // queue in `#write`, a redelivery marks its session due), and each would cost a claim that
+    // finds nothing (BENCHMARKS.md, issue 16 part 8); the periodic resync stays the safety net.
     const unlistenWake =
       data instanceof PostgresDb
         ? await data.listen(
             WAKE_CHANNEL,
-            (payload) => {
+            (payload, ours) => {
+              if (ours) return;
               const sessionId = Number(payload);
               if (Number.isSafeInteger(sessionId)) dispatcher.markDue(sessionId, Date.now());
             },

@@ -1,6 +1,5 @@
 /** The webhooks plugin's SQL: the outbox (dispatch records), their attempts, previous secrets. */
 import type { Db } from '../../core/db.ts';
-import { PostgresDb } from '../../core/db-postgres.ts';
 import type { EventRowTable } from '../sessions/types.ts';
 
 export type DispatchStatus = 'pending' | 'delivered' | 'abandoned';
@@ -79,6 +78,9 @@ export interface ListFilter {
 /** The high bits of the advisory lock a claim takes per session ("whkd"; the session id in the low 21 bits). */
 const LOCK_SPACE = 0x77686b64;
 
+/** The advisory lock a claim of this session's deliveries holds (PostgreSQL). */
+export const claimLockKey = (sessionId: number) => LOCK_SPACE * 2 ** 21 + (sessionId % 2 ** 21);
+
 /** The channel an instance announces new deliveries on (PostgreSQL NOTIFY, payload: the session id). */
 export const WAKE_CHANNEL = 'wharf_webhooks';
 
@@ -132,6 +134,36 @@ const TAKEABLE_AT = 'CASE WHEN lease_until IS NOT NULL AND lease_until > next_at
 const COLUMNS = `id, org_id, session_id, event_id, webhook_id, event, url, status, attempt_count, last_status_code, last_error,
   next_attempt_at, redelivery_of, created_at, updated_at, finished_at`;
 
+/** What a dispatch row says after an attempt with this outcome. */
+function outcomeOf(c: Completion, now: number): { lastError: string | null; nextAttemptAt: number | null; finishedAt: number | null } {
+  return {
+    lastError: c.status === 'delivered' ? null : c.error,
+    nextAttemptAt: c.status === 'pending' ? c.nextAttemptAt : null,
+    finishedAt: c.status === 'pending' ? null : now,
+  };
+}
+
+/**
+ * PostgreSQL: a batch of outcomes in one statement (see WebhooksStore.complete). The NOTIFYs are
+ * an uncorrelated subquery, run once when the first written row is returned (none when nothing
+ * was written).
+ */
+const COMPLETE_ALL = `WITH input AS (
+    SELECT * FROM unnest(?::bigint[], ?::text[], ?::bigint[], ?::boolean[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
+      AS t(id, status, number, record, status_code, last_error, next_attempt_at, url, started_at, duration_ms, error, response, finished_at)
+  ), written AS (
+    UPDATE webhooks_dispatches d SET status = i.status, attempt_count = i.number,
+        last_status_code = CASE WHEN i.record THEN i.status_code ELSE d.last_status_code END, last_error = i.last_error,
+        next_attempt_at = i.next_attempt_at, url = COALESCE(i.url, d.url), updated_at = ?, finished_at = i.finished_at, leased_by = NULL, lease_until = NULL
+      FROM input i
+      WHERE d.id = i.id AND d.status = 'pending' AND (d.leased_by IS NULL OR d.leased_by = ?)
+      RETURNING d.id, d.session_id
+  ), attempts AS (
+    INSERT INTO webhooks_attempts (dispatch_id, number, started_at, duration_ms, status_code, error, response)
+      SELECT i.id, i.number, i.started_at, i.duration_ms, i.status_code, i.error, i.response FROM input i JOIN written w ON w.id = i.id WHERE i.record
+  )
+  SELECT w.id, (SELECT COUNT(pg_notify(?, s.session_id::text)) FROM (SELECT DISTINCT session_id FROM written) s) AS notified FROM written w`;
+
 /**
  * On the data layer, either engine. On PostgreSQL (instances may share the outbox) a delivery is
  * taken with a lease (`leased_by`, `lease_until`):
@@ -158,42 +190,36 @@ export class WebhooksStore {
   /**
    * Takes up to `limit` due deliveries of a session for `owner` until `now + leaseMs`, oldest
    * first, within what `perSession` leaves beside the live leases of every instance, skipping
-   * `held` (in flight here, or finished and not written yet).
+   * `held` (in flight here, or finished and not written yet). `atLimit`: the session has no room
+   * left over all instances once these are taken. `later` (PostgreSQL, when `atLimit` or fewer rows were due than
+   * room): when the session's next delivery not takeable now can be taken, as `nextDue` says.
    */
-  claim(
+  async claim(
     sessionId: number,
     now: number,
     claim: { limit: number; owner: string; leaseMs: number; perSession: number; held: readonly number[] },
-  ): Promise<{ rows: DueRow[]; atLimit: boolean }> {
-    const { owner, held } = claim;
+  ): Promise<{ rows: DueRow[]; atLimit: boolean; later?: number | null }> {
     const db = this.db;
-    if (!(db instanceof PostgresDb)) return this.#due(sessionId, now, claim.limit, held);
-    const take = async (tx: Db) => {
-      // Live leases of every instance (this one's in flight included; its own limit is the caller's).
-      const busy =
-        (await tx.value<number>("SELECT COUNT(*) FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND lease_until > ?", [
-          sessionId,
-          now,
-        ])) ?? 0;
-      const room = Math.min(claim.limit, claim.perSession - busy);
-      // At the session's limit over all instances: a slot freed wakes the dispatchers (see complete).
-      const atLimit = claim.perSession - busy <= claim.limit;
-      if (room <= 0) return { rows: [], atLimit };
-      const rows = await tx.all<DueRow & { next_attempt_at: number }>(
-        `UPDATE webhooks_dispatches SET leased_by = ?, lease_until = ? WHERE id IN (
-           SELECT id FROM webhooks_dispatches WHERE session_id = ? AND status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
-             AND id <> ALL(?::bigint[])
-           ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED)
-         RETURNING id, session_id, webhook_id, url, body, attempt_count, next_attempt_at`,
-        [owner, now + claim.leaseMs, sessionId, now, now, held, room],
-      );
-      rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
-      return { rows: rows.map(({ next_attempt_at: _at, ...row }) => row), atLimit };
+    if (db.engine !== 'postgres') return this.#due(sessionId, now, claim.limit, claim.held);
+    // One round trip (migration 003-claim-function): under the session's advisory lock (one claim
+    // per session at a time over all instances), the live leases of every instance counted with
+    // a snapshot taken after the lock, so the count sees the leases the claim before committed;
+    // then the due rows leased (`FOR UPDATE SKIP LOCKED`), then the next takeable time if needed.
+    const result = await db.all<DueRow & { next_attempt_at: number; busy: number | null; later: number | null }>(
+      'SELECT * FROM webhooks_claim(?, ?, ?, ?, ?::bigint[], ?, ?, ?)',
+      [sessionId, now, now + claim.leaseMs, claim.owner, claim.held, claim.limit, claim.perSession, claimLockKey(sessionId)],
+    );
+    const meta = result.find((row) => row.id === null)!;
+    const rows = result.filter((row) => row.id !== null);
+    // The session's limit reached over all instances with what this claim took: a slot freed
+    // wakes the dispatchers (see complete).
+    const atLimit = meta.busy! + rows.length >= claim.perSession;
+    rows.sort((a, b) => a.next_attempt_at - b.next_attempt_at || a.id - b.id);
+    return {
+      rows: rows.map(({ id, session_id, webhook_id, url, body, attempt_count }) => ({ id, session_id, webhook_id, url, body, attempt_count })),
+      atLimit,
+      later: meta.later,
     };
-    // One claim per session at a time over all instances: the session's advisory lock, then READ
-    // COMMITTED, so the count sees the leases the claim before committed (a SERIALIZABLE snapshot
-    // taken before the lock was granted would not).
-    return db.withAdvisoryLock(LOCK_SPACE * 2 ** 21 + (sessionId % 2 ** 21), take);
   }
 
   /**
@@ -236,12 +262,15 @@ export class WebhooksStore {
    */
   async renew(ids: readonly number[], owner: string, until: number): Promise<number> {
     if (ids.length === 0) return 0;
+    // Rows locked now are skipped, never waited for: a batch of outcomes writing them (releasing
+    // their leases) locks several in its own order, and waiting here could deadlock with it. A
+    // lease skipped once is renewed at the next heartbeat, a third of a lease later.
     return (
-      await this.db.run("UPDATE webhooks_dispatches SET lease_until = ? WHERE id = ANY(?::bigint[]) AND leased_by = ? AND status = 'pending'", [
-        until,
-        ids,
-        owner,
-      ])
+      await this.db.run(
+        `UPDATE webhooks_dispatches SET lease_until = ? WHERE id IN (
+           SELECT id FROM webhooks_dispatches WHERE id = ANY(?::bigint[]) AND leased_by = ? AND status = 'pending' FOR UPDATE SKIP LOCKED)`,
+        [until, ids, owner],
+      )
     ).changes;
   }
 
@@ -252,38 +281,28 @@ export class WebhooksStore {
   }
 
   /**
-   * Writes the outcomes of finished attempts, all in one transaction, and releases their leases.
-   * An outcome whose lease another instance took over meanwhile (this one outlived it) is not
-   * written: that instance delivers again. Returns the ids written.
+   * Writes the outcomes of finished attempts, all at once (one transaction), and releases their
+   * leases. An outcome whose lease another instance took over meanwhile (this one outlived it) is
+   * not written: that instance delivers again. Returns the ids written. On PostgreSQL the whole
+   * batch is one statement (the outcomes as arrays): one round trip, whatever its size.
    */
   complete(completions: readonly Completion[], now: number, owner: string): Promise<Set<number>> {
+    if (completions.length === 0) return Promise.resolve(new Set());
+    if (this.db.engine === 'postgres') return this.#completeAll(completions, now, owner);
     return this.db.transaction(async (tx) => {
       const written = new Set<number>();
-      const sessions = new Set<number>();
       for (const c of completions) {
+        const o = outcomeOf(c, now);
         const changed = (
           await tx.run(
             `UPDATE webhooks_dispatches SET status = ?, attempt_count = ?, last_status_code = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS INTEGER) ELSE last_status_code END, last_error = ?,
                next_attempt_at = ?, url = COALESCE(?, url), updated_at = ?, finished_at = ?, leased_by = NULL, lease_until = NULL
              WHERE id = ? AND status = 'pending' AND (leased_by IS NULL OR leased_by = ?)`,
-            [
-              c.status,
-              c.number,
-              c.recordAttempt ? 1 : 0,
-              c.statusCode,
-              c.status === 'delivered' ? null : c.error,
-              c.status === 'pending' ? c.nextAttemptAt : null,
-              c.url,
-              now,
-              c.status === 'pending' ? null : now,
-              c.dispatchId,
-              owner,
-            ],
+            [c.status, c.number, c.recordAttempt ? 1 : 0, c.statusCode, o.lastError, o.nextAttemptAt, c.url, now, o.finishedAt, c.dispatchId, owner],
           )
         ).changes;
         if (!changed) continue;
         written.add(c.dispatchId);
-        sessions.add(c.sessionId);
         if (c.recordAttempt) {
           await tx.run(
             'INSERT INTO webhooks_attempts (dispatch_id, number, started_at, duration_ms, status_code, error, response) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -291,10 +310,41 @@ export class WebhooksStore {
           );
         }
       }
-      // A slot of each of these sessions is free: every instance's dispatcher may take the next (at the commit).
-      if (tx.engine === 'postgres') for (const sessionId of sessions) await tx.run('SELECT pg_notify(?, ?)', [WAKE_CHANNEL, String(sessionId)]);
       return written;
     });
+  }
+
+  /**
+   * PostgreSQL: the batch in one statement, atomic as any statement (every outcome of it is
+   * written, or none): the dispatches updated from the arrays, their attempt rows inserted, and a
+   * NOTIFY per session whose slot freed (delivered at the commit: every instance's dispatcher may
+   * take the next). A statement that fails writes nothing; the dispatcher keeps the outcomes and
+   * their leases and writes them again. No outcome is ever lost: until this statement commits,
+   * each delivery stays pending with its lease, so a crash before then (of the process, or of the
+   * database) means that the batch's deliveries are sent again once their leases expire, by any
+   * instance, which the at-least-once contract allows (same webhook-id).
+   */
+  async #completeAll(completions: readonly Completion[], now: number, owner: string): Promise<Set<number>> {
+    const outcomes = completions.map((c) => outcomeOf(c, now));
+    const ids = await this.db.all<{ id: number }>(COMPLETE_ALL, [
+      completions.map((c) => c.dispatchId),
+      completions.map((c) => c.status),
+      completions.map((c) => c.number),
+      completions.map((c) => c.recordAttempt),
+      completions.map((c) => c.statusCode),
+      outcomes.map((o) => o.lastError),
+      outcomes.map((o) => o.nextAttemptAt),
+      completions.map((c) => c.url),
+      completions.map((c) => c.startedAt),
+      completions.map((c) => c.durationMs),
+      completions.map((c) => c.error),
+      completions.map((c) => c.response),
+      outcomes.map((o) => o.finishedAt),
+      now,
+      owner,
+      WAKE_CHANNEL,
+    ]);
+    return new Set(ids.map((row) => row.id));
   }
 
   /** Abandons every pending delivery of a session (it was deleted). */
