@@ -26,6 +26,7 @@ import { SignatureV4 } from '@smithy/signature-v4';
 import { SigV4Presigner } from '../plugins/storage/drivers/sigv4.ts';
 import { EMPTY_SHA256, NodeSha256 } from '../plugins/storage/drivers/fs/auth.ts';
 import { cpuMicros, fmt, median, medianRatio, node, profiling, root, wrk } from './lib.ts';
+import { BINARY_V8_FLAGS } from '../build/v8-flags.ts';
 
 const MiB = 1024 * 1024;
 const BIG = 64 * MiB;
@@ -248,7 +249,7 @@ function wrkObjects(dir: string, name: string, urls: string[], method: 'PUT' | '
   }
 }
 
-/** The embedded endpoint in a process of its own, pinned to `cpus` (profiled with BENCH_CPU_PROF). */
+/** The embedded endpoint in a process of its own, pinned to `cpus`, with the binary's V8 flags (build/v8-flags.ts; profiled with BENCH_CPU_PROF). */
 async function startEmbedded(
   checkout: string,
   objectsDir: string,
@@ -257,7 +258,7 @@ async function startEmbedded(
 ): Promise<{ url: string; pid: number; close(): Promise<void> }> {
   const child = spawn(
     'taskset',
-    ['-c', cpus, node, ...profiling(), path.join(checkout, 'bench/objects-store.ts'), objectsDir, region, 'bench', 'bench-secret'],
+    ['-c', cpus, node, ...BINARY_V8_FLAGS, ...profiling(), path.join(checkout, 'bench/objects-store.ts'), objectsDir, region, 'bench', 'bench-secret'],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
