@@ -26,7 +26,6 @@ import { SignatureV4 } from '@smithy/signature-v4';
 import { SigV4Presigner } from '../plugins/storage/drivers/sigv4.ts';
 import { EMPTY_SHA256, NodeSha256 } from '../plugins/storage/drivers/fs/auth.ts';
 import { cpuMicros, fmt, median, medianRatio, node, profiling, root, wrk } from './lib.ts';
-import { BINARY_V8_FLAGS } from '../build/v8-flags.ts';
 
 const MiB = 1024 * 1024;
 const BIG = 64 * MiB;
@@ -249,16 +248,34 @@ function wrkObjects(dir: string, name: string, urls: string[], method: 'PUT' | '
   }
 }
 
-/** The embedded endpoint in a process of its own, pinned to `cpus`, with the binary's V8 flags (build/v8-flags.ts; profiled with BENCH_CPU_PROF). */
+/** The V8 flags `checkout`'s binary starts with (its build/v8-flags.ts; none in a checkout from before that file). */
+async function binaryFlags(checkout: string): Promise<readonly string[]> {
+  const file = path.join(checkout, 'build/v8-flags.ts');
+  return fs.existsSync(file) ? ((await import(file)) as { BINARY_V8_FLAGS: readonly string[] }).BINARY_V8_FLAGS : [];
+}
+
+/** The embedded endpoint of `checkout` in a process of its own, pinned to `cpus`, with that checkout's binary V8 flags ({@link binaryFlags}; profiled with BENCH_CPU_PROF). */
 async function startEmbedded(
   checkout: string,
   objectsDir: string,
   region: string,
   cpus: string,
-): Promise<{ url: string; pid: number; close(): Promise<void> }> {
+): Promise<{ url: string; pid: number; flags: readonly string[]; close(): Promise<void> }> {
+  const flags = await binaryFlags(checkout);
   const child = spawn(
     'taskset',
-    ['-c', cpus, node, ...BINARY_V8_FLAGS, ...profiling(), path.join(checkout, 'bench/objects-store.ts'), objectsDir, region, 'bench', 'bench-secret'],
+    [
+      '-c',
+      cpus,
+      node,
+      ...(await binaryFlags(checkout)),
+      ...profiling(),
+      path.join(checkout, 'bench/objects-store.ts'),
+      objectsDir,
+      region,
+      'bench',
+      'bench-secret',
+    ],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
@@ -274,6 +291,7 @@ async function startEmbedded(
   return {
     url,
     pid: child.pid!,
+    flags,
     close: () =>
       new Promise<void>((resolve) => {
         child.once('exit', () => resolve());
@@ -410,7 +428,7 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
           .map(([what, key]) => `${what.split(',')[0]}${key.endsWith('Curl') ? ' curl' : ''} ${per(emb!.figures, key)} vs ${per(rgw!.figures, key)}`)
           .join('; ') +
         `. Embedded objects and dd under ${os.tmpdir()}, the disk Ceph's OSD uses when started by test/s3/ceph-rgw.sh (its memstore keeps objects in memory); ` +
-        `the embedded endpoint in a process of its own pinned to CPU ${cpus}, ` +
+        `the embedded endpoint in a process of its own pinned to CPU ${cpus} (V8 flags as its binary's: ${embedded.flags.join(' ') || 'none'}${base ? `; the base's: ${base.flags.join(' ') || 'none'}` : ''}), ` +
         (cephPins.pinned
           ? `Ceph's daemons (${cephPins.pids.length} processes, every thread) pinned to the same CPU`
           : `Ceph's daemons not pinned (${cephPins.pids.length ? 'BENCH_CEPH_CPU=none: on every core' : 'not local'})`) +

@@ -226,7 +226,9 @@ function seaBinary(node: string, output: string, assets: Record<string, string>)
     }),
   );
   let done = step('sea blob');
-  execFileSync(node, ['--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
+  // Node's code cache of the blob (useCodeCache) is made here: under the binary's V8 flags, which
+  // V8 checks it against (a cache made under other flags is rejected, with a warning, at every start).
+  execFileSync(node, [...BINARY_V8_FLAGS, '--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
   done();
 
   done = step('inject');
