@@ -13,6 +13,6 @@
  * body (each 64 KiB read of a request is a new buffer) V8 then marks the old generation back to back: 9–22 full collections per four 64 MiB PUTs and 4.5–5.8 ms of CPU per
  * MiB, against 1–2 and 3.3–3.4 ms with this flag (every run). Without it the store was in the first
  * mode in 10 runs of 10, with a 2 MiB semi-space alone in 17 of 26; 100 (a factor of 2) was not
- * enough. Idle RSS: about 2 MiB more (BENCHMARKS.md, issue 16 part 8).
+ * enough. Idle RSS of the binary: 0.6 MiB more (BENCHMARKS.md, issue 16 part 8).
  */
 export const BINARY_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--heap-growing-percent=200'];
