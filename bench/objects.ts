@@ -8,8 +8,8 @@
  * are also sent by wrk through presigned URLs, and the 64 MiB ones by curl (SigV4 headers, the
  * payload's SHA-256 computed before the clock), which measure the servers rather than the SDK;
  * every row reports the servers' and the client's CPU per MiB. Both servers are pinned to
- * BENCH_CPU (default 1): the embedded one at its start, Ceph's radosgw and ceph-osd for the run
- * (their CPUs are put back after); dd runs in every round, as the stores do.
+ * BENCH_CPU (default 1): the embedded one at its start, Ceph's daemons (radosgw, ceph-osd, ceph-mon:
+ * every thread) for the run (their CPUs are put back after; BENCH_CEPH_CPU=none leaves them on every core); dd runs in every round, as the stores do.
  * Usage: node bench/run.ts objects. BENCH_BASE=DIR also runs the embedded store of another
  * checkout (main's, say) in the same rounds; BENCH_OBJECTS=big runs the 64 MiB workloads alone;
  * BENCH_ROUNDS (3), BENCH_SECONDS (5, wrk).
@@ -192,27 +192,35 @@ function ddRound(dir: string, out: Figures, only: string | undefined): void {
   fs.rmSync(file, { force: true });
 }
 
+/** The local Ceph daemons: radosgw and ceph-osd serve S3, ceph-mon answers them (map and auth checks). */
+const CEPH_DAEMONS = ['radosgw', 'ceph-osd', 'ceph-mon', 'ceph-mgr'];
+
 /**
- * Pins the local Ceph daemons that serve S3 (radosgw, ceph-osd: every thread) to `cpu` for the
- * run, as the embedded store is, and returns what puts their CPUs back. Nothing when Ceph is
- * not local ($S3_ENDPOINT elsewhere).
+ * The local Ceph daemons' pids ({@link CEPH_DAEMONS}; none when Ceph is not local, $S3_ENDPOINT
+ * elsewhere), pinned (every thread: `taskset -a`) to `cpu` for the run as the embedded store is,
+ * unless `cpu` is 'none' (BENCH_CEPH_CPU=none: Ceph as started, on every core, the second view);
+ * `restore` puts their CPUs back.
  */
-function pinCeph(cpu: string): { pinned: string[]; restore(): void } {
+function pinCeph(cpu: string): { pids: number[]; pinned: boolean; restore(): void } {
   const saved: [string, string][] = [];
-  for (const name of ['radosgw', 'ceph-osd']) {
+  const pids: number[] = [];
+  for (const name of CEPH_DAEMONS) {
     for (const pid of spawnSync('pgrep', ['-x', name], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean)) {
       const list = /list: (.+)/.exec(spawnSync('taskset', ['-c', '-p', pid], { encoding: 'utf8' }).stdout)?.[1]?.trim();
       if (!list) continue;
-      spawnSync('taskset', ['-a', '-c', '-p', cpu, pid], { stdio: 'ignore' });
+      pids.push(Number(pid));
+      if (cpu === 'none') continue;
       saved.push([pid, list]);
+      if (spawnSync('taskset', ['-a', '-c', '-p', cpu, pid], { stdio: 'ignore' }).status !== 0) {
+        restore();
+        throw new Error(`taskset could not pin ${name} (${pid}) to CPU ${cpu}`);
+      }
     }
   }
-  return {
-    pinned: saved.map(([pid]) => pid),
-    restore: () => {
-      for (const [pid, list] of saved) spawnSync('taskset', ['-a', '-c', '-p', list, pid], { stdio: 'ignore' });
-    },
-  };
+  function restore() {
+    for (const [pid, list] of saved) spawnSync('taskset', ['-a', '-c', '-p', list, pid], { stdio: 'ignore' });
+  }
+  return { pids, pinned: saved.length > 0, restore };
 }
 
 /**
@@ -240,16 +248,34 @@ function wrkObjects(dir: string, name: string, urls: string[], method: 'PUT' | '
   }
 }
 
-/** The embedded endpoint in a process of its own, pinned to `cpus` (profiled with BENCH_CPU_PROF). */
+/** The V8 flags `checkout`'s binary starts with (its build/v8-flags.ts; none in a checkout from before that file). */
+async function binaryFlags(checkout: string): Promise<readonly string[]> {
+  const file = path.join(checkout, 'build/v8-flags.ts');
+  return fs.existsSync(file) ? ((await import(file)) as { BINARY_V8_FLAGS: readonly string[] }).BINARY_V8_FLAGS : [];
+}
+
+/** The embedded endpoint of `checkout` in a process of its own, pinned to `cpus`, with that checkout's binary V8 flags ({@link binaryFlags}; profiled with BENCH_CPU_PROF). */
 async function startEmbedded(
   checkout: string,
   objectsDir: string,
   region: string,
   cpus: string,
-): Promise<{ url: string; pid: number; close(): Promise<void> }> {
+): Promise<{ url: string; pid: number; flags: readonly string[]; close(): Promise<void> }> {
+  const flags = await binaryFlags(checkout);
   const child = spawn(
     'taskset',
-    ['-c', cpus, node, ...profiling(), path.join(checkout, 'bench/objects-store.ts'), objectsDir, region, 'bench', 'bench-secret'],
+    [
+      '-c',
+      cpus,
+      node,
+      ...(await binaryFlags(checkout)),
+      ...profiling(),
+      path.join(checkout, 'bench/objects-store.ts'),
+      objectsDir,
+      region,
+      'bench',
+      'bench-secret',
+    ],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
@@ -265,6 +291,7 @@ async function startEmbedded(
   return {
     url,
     pid: child.pid!,
+    flags,
     close: () =>
       new Promise<void>((resolve) => {
         child.once('exit', () => resolve());
@@ -287,7 +314,8 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
   const baseRoot = process.env.BENCH_BASE;
   const embedded = await startEmbedded(process.env.BENCH_EMBEDDED_ROOT ?? root, path.join(objectsDir, 'this'), ceph.region, cpus);
   const base = baseRoot ? await startEmbedded(baseRoot, path.join(objectsDir, 'base'), ceph.region, cpus) : undefined;
-  const cephPins = pinCeph(cpus);
+  // BENCH_CEPH_CPU=none: Ceph's daemons unpinned (the embedded store still on `cpus`), a second view.
+  const cephPins = pinCeph(process.env.BENCH_CEPH_CPU ?? cpus);
   // Put Ceph's CPUs back even when the run is stopped (a timeout, ^C).
   const stopped = () => {
     cephPins.restore();
@@ -303,10 +331,10 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
     forcePathStyle: true,
   });
   const prefix = `wb-objects-${randomBytes(3).toString('hex')}-`;
-  // CPU time of each server: the embedded process; radosgw and ceph-osd (none when Ceph is not local).
+  // CPU time of each server: the embedded process; Ceph's daemons (none when Ceph is not local).
   const stores = [
     { name: 'embedded', target: local(embedded.url), cpu: () => cpuMicros(embedded.pid) },
-    { name: 'Ceph RGW', target: ceph, cpu: () => cephPins.pinned.reduce((sum, pid) => sum + cpuMicros(Number(pid)), 0) },
+    { name: 'Ceph RGW', target: ceph, cpu: () => cephPins.pids.reduce((sum, pid) => sum + cpuMicros(pid), 0) },
     ...(base ? [{ name: 'embedded (base)', target: local(base.url), cpu: () => cpuMicros(base.pid) }] : []),
   ].map((s) => ({ ...s, s3: s3Client(s.target), figures: figures(), server: figures(), client: figures() }));
   const bucket = `${prefix}b`;
@@ -387,7 +415,7 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
       ...rows.map(row),
       ...(only === 'big' ? [] : [wrkRow('put'), wrkRow('get')]),
       '',
-      `Server CPU time (user + system from /proc: the embedded process; radosgw and ceph-osd, which also serve any other client of this Ceph meanwhile) per MiB: ` +
+      `Server CPU time (user + system from /proc: the embedded process; Ceph's radosgw, ceph-osd and ceph-mon, which also serve any other client of this Ceph meanwhile) per MiB: ` +
         `it does not count the time a server waited for its core, so it moves much less than MiB/s while other sessions load the machine. Client CPU: this process (the SDK) and its children (curl), on the other core.` +
         (only === 'big'
           ? ''
@@ -400,7 +428,11 @@ export async function run(options: { rounds?: number } = {}): Promise<string> {
           .map(([what, key]) => `${what.split(',')[0]}${key.endsWith('Curl') ? ' curl' : ''} ${per(emb!.figures, key)} vs ${per(rgw!.figures, key)}`)
           .join('; ') +
         `. Embedded objects and dd under ${os.tmpdir()}, the disk Ceph's OSD uses when started by test/s3/ceph-rgw.sh (its memstore keeps objects in memory); ` +
-        `the embedded endpoint in a process of its own and Ceph's radosgw and ceph-osd (every thread${cephPins.pinned.length ? '' : '; not local, not pinned'}) pinned to CPU ${cpus}, the client and wrk to the other.)`,
+        `the embedded endpoint in a process of its own pinned to CPU ${cpus} (V8 flags as its binary's: ${embedded.flags.join(' ') || 'none'}${base ? `; the base's: ${base.flags.join(' ') || 'none'}` : ''}), ` +
+        (cephPins.pinned
+          ? `Ceph's daemons (${cephPins.pids.length} processes, every thread) pinned to the same CPU`
+          : `Ceph's daemons not pinned (${cephPins.pids.length ? 'BENCH_CEPH_CPU=none: on every core' : 'not local'})`) +
+        `; the client and wrk on the other.)`,
     ];
     const b = stores[2];
     if (b) {

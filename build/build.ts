@@ -29,6 +29,7 @@ import { bundledPackages, NOTICES_ASSET, noticesText } from './notices.ts';
 import { DASHBOARD_ASSET } from '../plugins/dashboard/assets.ts';
 import { dashboardBundle } from './dashboard.ts';
 import { sdkFiles, writeFiles } from './sdk.ts';
+import { BINARY_V8_FLAGS } from './v8-flags.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = path.join(root, 'dist');
@@ -219,15 +220,15 @@ function seaBinary(node: string, output: string, assets: Record<string, string>)
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
-      // V8's young generation (new space) grows to 16 MiB under the start's allocations and stays
-      // resident; capped at 2 MiB a semi-space the idle server holds about 11 MiB less, at no
-      // measured CPU cost per request (BENCHMARKS.md, issue 16). NODE_OPTIONS still extends it.
-      execArgv: ['--max-semi-space-size=2'],
+      // See v8-flags.ts (why each flag). NODE_OPTIONS still extends them.
+      execArgv: [...BINARY_V8_FLAGS],
       assets,
     }),
   );
   let done = step('sea blob');
-  execFileSync(node, ['--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
+  // Node's code cache of the blob (useCodeCache) is made here: under the binary's V8 flags, which
+  // V8 checks it against (a cache made under other flags is rejected, with a warning, at every start).
+  execFileSync(node, [...BINARY_V8_FLAGS, '--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
   done();
 
   done = step('inject');

@@ -13,6 +13,7 @@ import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { openDatabase } from '../../core/db.ts';
 import { PLUGIN_CONTRACT } from '../../core/plugin.ts';
+import { BINARY_V8_FLAGS } from '../../build/v8-flags.ts';
 import { tempDir } from '../helpers/app.ts';
 import { root, serve, wharf } from '../helpers/cli.ts';
 import { buildPluginProject } from '../helpers/plugin-project.ts';
@@ -45,6 +46,13 @@ describe('the single executable', () => {
     // A second start reuses the extracted file.
     expect(wharf(['version'], { bin, cwd, env }).status).toBe(0);
     expect(fs.readdirSync(path.join(cache, 'wharf'))).toEqual(extracted);
+  });
+
+  it("starts with the V8 flags of build/v8-flags.ts (the SEA's execArgv), which bench/objects.ts gives the embedded store too", () => {
+    const config = JSON.parse(fs.readFileSync(path.join(root, 'dist/sea-config.json'), 'utf8')) as { execArgv: string[] };
+    expect(config.execArgv).toEqual([...BINARY_V8_FLAGS]);
+    // A 2 MiB semi-space (idle RSS) and a fixed heap-growing factor (no back-to-back marking under a large upload).
+    expect(config.execArgv).toEqual(expect.arrayContaining(['--max-semi-space-size=2', '--heap-growing-percent=200']));
   });
 
   it('runs its bundle with the V8 code cache the build made from a start (build/sea-main.cjs), even under --cpu-prof', () => {
