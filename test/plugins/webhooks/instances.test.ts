@@ -69,7 +69,7 @@ describe('two instances on one PostgreSQL database', () => {
         for (let i = 0; i < N / sessions.length; i++) await receive(i % 2 ? b : a, s, `message ${i}`);
       }),
     );
-    await eventually(() => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size === N, 30_000, 'every delivery at the receiver');
+    await eventually(() => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size === N, 60_000, 'every delivery at the receiver');
     // Nothing else comes: every record is delivered after one attempt.
     await new Promise((r) => setTimeout(r, 300));
     const ids = receiver.requests.map((r) => String(r.headers['webhook-id']));
@@ -138,16 +138,17 @@ describe('two instances on one PostgreSQL database', () => {
 
 describe('a live instance keeps the deliveries it holds', () => {
   it('renews their leases while an attempt outlasts the lease: the other instance never sends one again', async () => {
-    // A 1 s lease, attempts that take 3.5 s (the timeout is 60 s, PATIENT_TOML): without renewal the
-    // other instance would take each delivery over after 1 s and send it a second time while the
-    // first is in flight.
-    const toml = `${PATIENT_TOML}lease_seconds = 1\n`;
+    // A 4 s lease, attempts that take 14 s (the timeout is 60 s, PATIENT_TOML): without renewal the
+    // other instance would take each delivery over after 4 s and send it a second time while the
+    // first is in flight. (Renewed every third of the lease: a shorter one can run out on a loaded
+    // machine, whose event loop stalls for over a second at times.)
+    const toml = `${PATIENT_TOML}lease_seconds = 4\n`;
     const env = { WHARF_DATABASE__URL: await freshDatabase() };
     const dataDir = tempDir();
     const c = await startWebhooksApp(toml, { dataDir, env });
     const d = await startWebhooksApp(toml, { dataDir, env });
     const slow = await Receiver.start((req, res, received) => {
-      setTimeout(() => answer(200)(req, res, received), 3500);
+      setTimeout(() => answer(200)(req, res, received), 14_000);
     });
     try {
       const t = await tenant(c);
@@ -157,7 +158,7 @@ describe('a live instance keeps the deliveries it holds', () => {
       await eventually(
         async () =>
           (await c.running.data.value<number>("SELECT COUNT(*) FROM webhooks_dispatches WHERE session_id = ? AND status = 'delivered'", [s.id])) === 2,
-        20_000,
+        90_000,
         'both delivered',
       );
       const ids = slow.requests.map((r) => String(r.headers['webhook-id']));
@@ -176,5 +177,5 @@ describe('a live instance keeps the deliveries it holds', () => {
       await c.close();
       await slow.close();
     }
-  }, 60_000);
+  }, 150_000);
 });
