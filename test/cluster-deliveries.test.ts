@@ -135,7 +135,9 @@ class CountingReceiver {
     });
     // The sender of a connection: the instance owning its client end (looked up while it lives).
     this.server.on('connection', (socket) => {
-      const inode = socketInode(socket.remotePort!, socket.localPort!);
+      // Closed by its sender before this process got to it (no ports any more): sender unknown.
+      if (socket.remotePort === undefined || socket.localPort === undefined) return;
+      const inode = socketInode(socket.remotePort, socket.localPort);
       this.#owners.set(socket, inode ? ownerOf(inode, pids()) : undefined);
     });
   }
