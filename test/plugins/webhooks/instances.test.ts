@@ -14,7 +14,10 @@ const PER_SESSION = 2;
 // PATIENT_TOML: no attempt times out here (the receiver answers after 40 ms, however loaded the
 // machine), so a second arrival of one delivery can only be the dispatchers' doing, never the
 // retry after a timed-out attempt that at-least-once allows.
-const TOML = `${PATIENT_TOML}concurrency_per_session = ${PER_SESSION}\nlease_seconds = 3\n`;
+// And a lease far longer than this process ever stalls (both apps run in it; at load average 35
+// on 2 cores it stalled 5 s, and with 3 s one app took over the other's leased deliveries). The
+// takeover case writes leases of its own.
+const TOML = `${PATIENT_TOML}concurrency_per_session = ${PER_SESSION}\nlease_seconds = 30\n`;
 
 let a: TestApp;
 let b: TestApp;
@@ -138,17 +141,17 @@ describe('two instances on one PostgreSQL database', () => {
 
 describe('a live instance keeps the deliveries it holds', () => {
   it('renews their leases while an attempt outlasts the lease: the other instance never sends one again', async () => {
-    // A 4 s lease, attempts that take 14 s (the timeout is 60 s, PATIENT_TOML): without renewal the
-    // other instance would take each delivery over after 4 s and send it a second time while the
+    // A 10 s lease, attempts that take 35 s (the timeout is 60 s, PATIENT_TOML): without renewal the
+    // other instance would take each delivery over after 10 s and send it a second time while the
     // first is in flight. (Renewed every third of the lease: a shorter one can run out on a loaded
-    // machine, whose event loop stalls for over a second at times.)
-    const toml = `${PATIENT_TOML}lease_seconds = 4\n`;
+    // machine, where this process stalls for seconds at times.)
+    const toml = `${PATIENT_TOML}lease_seconds = 10\n`;
     const env = { WHARF_DATABASE__URL: await freshDatabase() };
     const dataDir = tempDir();
     const c = await startWebhooksApp(toml, { dataDir, env });
     const d = await startWebhooksApp(toml, { dataDir, env });
     const slow = await Receiver.start((req, res, received) => {
-      setTimeout(() => answer(200)(req, res, received), 14_000);
+      setTimeout(() => answer(200)(req, res, received), 35_000);
     });
     try {
       const t = await tenant(c);
