@@ -127,7 +127,8 @@ export async function openRedisStore(connection: RedisConnection & { keyPrefix: 
       points: spec.limit,
       duration: spec.windowSeconds,
     });
-    await answerWithin(consumeFrom(probe, spec, 'probe', 1), connection.timeoutMs);
+    // At start: connect_timeout_ms, as for connecting (timeout_ms is each request's).
+    await answerWithin(consumeFrom(probe, spec, 'probe', 1), connection.connectTimeoutMs);
   } catch (err) {
     await closeRedis(client, CLOSE_TIMEOUT_MS);
     throw new Error(`Redis at ${describeRedisUrl(connection.url)} refused the rate limiter's commands: ${(err as Error).message}`);

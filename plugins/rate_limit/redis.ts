@@ -83,7 +83,7 @@ export async function connectRedis(options: RedisConnection): Promise<Redis> {
     lazyConnect: true,
     enableOfflineQueue: false,
     // No commandTimeout: its plain timer fails answers that came in time on a loaded machine (see
-    // `deadline`); the ready check below and every command of the store are bounded with `deadline`.
+    // `deadline`); the connection below and every command of the store are bounded with `deadline`.
     connectTimeout: options.connectTimeoutMs,
     // A command in flight when the connection drops fails at once, rather than after reconnecting.
     maxRetriesPerRequest: 0,
@@ -107,27 +107,25 @@ export async function connectRedis(options: RedisConnection): Promise<Redis> {
   };
   client.on('error', remember);
   // A server that accepts the connection but never answers (stopped, or not Redis) would keep
-  // connect() waiting for ever: at most connect_timeout_ms in all, and timeout_ms for the ready
-  // check (HELLO, INFO) once connected.
-  const whole = deadline(options.connectTimeoutMs, `no answer in ${options.connectTimeoutMs} ms`);
-  let ready: ReturnType<typeof deadline> | undefined;
-  const connected = new Promise<never>((_, reject) => {
-    client.once('connect', () => {
-      ready = deadline(options.timeoutMs, TIMED_OUT);
-      ready.expired.catch(reject);
-    });
+  // connect() waiting for ever. The connection and its ready check (HELLO, INFO) get
+  // connect_timeout_ms in all: timeout_ms is a request's, too short for several round trips while
+  // a busy machine starts the server.
+  let connected = false;
+  client.once('connect', () => {
+    connected = true;
   });
+  const ms = options.connectTimeoutMs;
+  const limit = deadline(ms, TIMED_OUT);
   try {
-    await Promise.race([client.connect(), whole.expired, connected]);
+    await Promise.race([client.connect(), limit.expired]);
   } catch (err) {
     client.disconnect();
     const message = (reason ?? (err as Error)).message;
-    // The ready check timed out: the server took the connection but says nothing.
-    const said = message === TIMED_OUT ? `connected, but no answer in ${options.timeoutMs} ms (timeout_ms)` : message;
+    // Connected, and then nothing: the server took the connection but says nothing.
+    const said = message === TIMED_OUT ? (connected ? `connected, but no answer in ${ms} ms (connect_timeout_ms)` : `no answer in ${ms} ms`) : message;
     throw new Error(`cannot reach Redis at ${where}: ${said}`);
   } finally {
-    whole.cancel();
-    ready?.cancel();
+    limit.cancel();
     client.off('error', remember);
   }
   return client;

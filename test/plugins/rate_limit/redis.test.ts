@@ -332,7 +332,7 @@ describe('start-up', () => {
       try {
         const started = Date.now();
         expect(await startWith(redis.url)).toBe(
-          `plugin "rate_limit" failed to start: cannot reach Redis at ${where}: connected, but no answer in 250 ms (timeout_ms)`,
+          `plugin "rate_limit" failed to start: cannot reach Redis at ${where}: connected, but no answer in 1000 ms (connect_timeout_ms)`,
         );
         expect(Date.now() - started).toBeLessThan(5000);
       } finally {
