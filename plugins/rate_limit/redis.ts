@@ -119,6 +119,9 @@ export async function connectRedis(options: RedisConnection): Promise<Redis> {
   try {
     await Promise.race([client.connect(), limit.expired]);
   } catch (err) {
+    // What the dropped connection's pending handshake fails with after this is of no interest (and,
+    // without a listener, ioredis would print it).
+    client.on('error', () => {});
     client.disconnect();
     const message = (reason ?? (err as Error)).message;
     // Connected, and then nothing: the server took the connection but says nothing.
