@@ -120,13 +120,14 @@ export async function run(options: { rounds?: number; seconds?: number } = {}): 
 
   // The stores alone, in this process: memory, and Redis over one connection.
   const alone = new Map<string, number[]>();
-  const client = new Redis(url, { enableOfflineQueue: false, commandTimeout: 250, connectionName: 'wharf-bench' });
+  const client = new Redis(url, { enableOfflineQueue: false, connectionName: 'wharf-bench' });
   await new Promise((resolve) => client.once('ready', resolve));
   const stores = {
     memory: memoryStore(),
     redis: redisStore({
       client,
       keyPrefix: `wharf-bench:${Date.now()}:`,
+      timeoutMs: 250,
       events: { down: (reason) => console.error(`redis down: ${reason}`), up() {}, fallback() {} },
     }),
   };

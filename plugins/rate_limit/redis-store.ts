@@ -11,7 +11,7 @@
  */
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
-import { closeRedis, connectRedis, describeRedisUrl, type RedisConnection } from './redis.ts';
+import { answerWithin, closeRedis, connectRedis, describeRedisUrl, type RedisConnection } from './redis.ts';
 import { consumeFrom, memoryStore, type RateLimitStore } from './store.ts';
 
 /** What the store tells the plugin, which logs and counts it. */
@@ -29,6 +29,8 @@ export interface RedisStoreOptions {
   /** Start of every key (`wharf:rl:`); the counter's name and the caller follow. */
   keyPrefix: string;
   events: StoreEvents;
+  /** How long a request waits for Redis's answer before it is counted in memory, in milliseconds (timeout_ms). */
+  timeoutMs: number;
   /** After a failure, how long requests go straight to memory before Redis is tried again. */
   retryAfterMs?: number;
 }
@@ -63,7 +65,7 @@ function redisHealth(events: StoreEvents, retryAfterMs: number) {
 
 /** A store on a connected client; closing it closes the client. */
 export function redisStore(options: RedisStoreOptions): RateLimitStore {
-  const { client, keyPrefix, events } = options;
+  const { client, keyPrefix, events, timeoutMs } = options;
   const health = redisHealth(events, options.retryAfterMs ?? RETRY_AFTER_MS);
   const fallback = memoryStore();
   let closing = false;
@@ -88,7 +90,7 @@ export function redisStore(options: RedisStoreOptions): RateLimitStore {
         async consume(key, cost = 1) {
           if (!health.skip()) {
             try {
-              const decision = await consumeFrom(shared, spec, key, cost);
+              const decision = await answerWithin(consumeFrom(shared, spec, key, cost), timeoutMs);
               health.answered();
               return decision;
             } catch (err) {
@@ -125,12 +127,13 @@ export async function openRedisStore(connection: RedisConnection & { keyPrefix: 
       points: spec.limit,
       duration: spec.windowSeconds,
     });
-    await consumeFrom(probe, spec, 'probe', 1);
+    // At start: connect_timeout_ms, as for connecting (timeout_ms is each request's).
+    await answerWithin(consumeFrom(probe, spec, 'probe', 1), connection.connectTimeoutMs);
   } catch (err) {
     await closeRedis(client, CLOSE_TIMEOUT_MS);
     throw new Error(`Redis at ${describeRedisUrl(connection.url)} refused the rate limiter's commands: ${(err as Error).message}`);
   } finally {
     client.off('error', quiet);
   }
-  return redisStore({ client, keyPrefix: connection.keyPrefix, events });
+  return redisStore({ client, keyPrefix: connection.keyPrefix, events, timeoutMs: connection.timeoutMs });
 }

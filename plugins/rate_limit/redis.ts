@@ -1,8 +1,9 @@
 /**
  * The connection to the Redis of `store = "redis"` (ioredis). It fails fast instead of queueing:
  * a command sent while the connection is down fails at once, and one that gets no answer within
- * `timeoutMs` fails then, so a request never waits long on a Redis that is gone or stuck. It
- * reconnects on its own, for as long as the server runs.
+ * `timeoutMs` fails then (`answerWithin`, which its callers wrap each command in), so a request
+ * never waits long on a Redis that is gone or stuck. It reconnects on its own, for as long as the
+ * server runs.
  *
  * Why ioredis rather than node-redis (`redis`): it is rate-limiter-flexible's default client, and
  * with it the limiter registers its script once and sends `EVALSHA` (with node-redis it sends the
@@ -34,6 +35,44 @@ export function describeRedisUrl(url: string): string {
 /** Longest pause between two reconnection attempts, in milliseconds. */
 const MAX_RECONNECT_DELAY_MS = 2000;
 
+/** What a command that got no answer in time fails with (ioredis's own words for it). */
+export const TIMED_OUT = 'Command timed out';
+
+/**
+ * Rejects with `message` once `ms` have passed, unless cancelled first. When the timer fires, the
+ * answers already received settle first (one more turn of the event loop): a process that did not
+ * get to run for a while (a loaded machine) runs its due timers before it reads its sockets, so a
+ * plain timer (ioredis's `commandTimeout`) takes an answer that came in time for a timeout.
+ */
+function deadline(ms: number, message: string): { expired: Promise<never>; cancel(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  let immediate: NodeJS.Immediate | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      immediate = setImmediate(() => reject(new Error(message)));
+    }, ms);
+  });
+  // Raced, so handled; but a deadline cancelled after it fired must not reject unobserved.
+  expired.catch(() => {});
+  return {
+    expired,
+    cancel() {
+      clearTimeout(timer);
+      clearImmediate(immediate);
+    },
+  };
+}
+
+/** The answer to `command`, or an error ("Command timed out") when it takes more than `ms` milliseconds. */
+export async function answerWithin<T>(command: Promise<T>, ms: number): Promise<T> {
+  const limit = deadline(ms, TIMED_OUT);
+  try {
+    return await Promise.race([command, limit.expired]);
+  } finally {
+    limit.cancel();
+  }
+}
+
 /**
  * Connects to Redis and waits until it is ready (authenticated, database selected). Throws an
  * error of one line naming the server (without its password) and the reason when it cannot.
@@ -43,7 +82,8 @@ export async function connectRedis(options: RedisConnection): Promise<Redis> {
   const settings: RedisOptions = {
     lazyConnect: true,
     enableOfflineQueue: false,
-    commandTimeout: options.timeoutMs,
+    // No commandTimeout: its plain timer fails answers that came in time on a loaded machine (see
+    // `deadline`); the connection below and every command of the store are bounded with `deadline`.
     connectTimeout: options.connectTimeoutMs,
     // A command in flight when the connection drops fails at once, rather than after reconnecting.
     maxRetriesPerRequest: 0,
@@ -66,24 +106,29 @@ export async function connectRedis(options: RedisConnection): Promise<Redis> {
     reason = err;
   };
   client.on('error', remember);
-  let timer: NodeJS.Timeout | undefined;
+  // A server that accepts the connection but never answers (stopped, or not Redis) would keep
+  // connect() waiting for ever. The connection and its ready check (HELLO, INFO) get
+  // connect_timeout_ms in all: timeout_ms is a request's, too short for several round trips while
+  // a busy machine starts the server.
+  let connected = false;
+  client.once('connect', () => {
+    connected = true;
+  });
+  const ms = options.connectTimeoutMs;
+  const limit = deadline(ms, TIMED_OUT);
   try {
-    await Promise.race([
-      client.connect(),
-      // A server that accepts the connection but never answers (stopped, or not Redis) would
-      // keep connect() waiting for ever.
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer in ${options.connectTimeoutMs} ms`)), options.connectTimeoutMs);
-      }),
-    ]);
+    await Promise.race([client.connect(), limit.expired]);
   } catch (err) {
+    // What the dropped connection's pending handshake fails with after this is of no interest (and,
+    // without a listener, ioredis would print it).
+    client.on('error', () => {});
     client.disconnect();
     const message = (reason ?? (err as Error)).message;
-    // The ready check (HELLO, INFO) timed out: the server took the connection but says nothing.
-    const said = message === 'Command timed out' ? `connected, but no answer in ${options.timeoutMs} ms (timeout_ms)` : message;
+    // Connected, and then nothing: the server took the connection but says nothing.
+    const said = message === TIMED_OUT ? (connected ? `connected, but no answer in ${ms} ms (connect_timeout_ms)` : `no answer in ${ms} ms`) : message;
     throw new Error(`cannot reach Redis at ${where}: ${said}`);
   } finally {
-    clearTimeout(timer);
+    limit.cancel();
     client.off('error', remember);
   }
   return client;

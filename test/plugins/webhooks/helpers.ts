@@ -150,7 +150,12 @@ export async function receive(
   const from = `+1415555${String(1000 + (++sender % 9000)).padStart(4, '0')}`;
   if (net) return (await net.receive(app, session, { from, text, ...extra })) as { id: string; remoteJid: string; fromMe: boolean };
   const res = await call(app, session.apiKey, 'POST', '/api/sandbox/receive', { from, text, ...extra });
-  if (res.status !== 200) throw new Error(`sandbox receive failed: ${res.status} ${res.text}`);
+  if (res.status !== 200) {
+    // A 500 names a request id: the app's log lines of that request say what went wrong.
+    const id = /request id ([0-9a-f-]+)/.exec(res.text)?.[1];
+    const lines = id ? app.logs.filter((l) => JSON.stringify(l).includes(id)).map((l) => JSON.stringify(l)) : [];
+    throw new Error([`sandbox receive failed: ${res.status} ${res.text}`, ...lines].join('\n'));
+  }
   return res.body.data.key;
 }
 

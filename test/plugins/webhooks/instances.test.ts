@@ -8,10 +8,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestApp, tempDir } from '../../helpers/app.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
-import { answer, eventually, FAST_TOML, hookedSession, Receiver, receive, startWebhooksApp, tenant } from './helpers.ts';
+import { answer, eventually, hookedSession, PATIENT_TOML, Receiver, receive, startWebhooksApp, tenant } from './helpers.ts';
 
 const PER_SESSION = 2;
-const TOML = `${FAST_TOML}concurrency_per_session = ${PER_SESSION}\nlease_seconds = 3\n`;
+// PATIENT_TOML: no attempt times out here (the receiver answers after 40 ms, however loaded the
+// machine), so a second arrival of one delivery can only be the dispatchers' doing, never the
+// retry after a timed-out attempt that at-least-once allows.
+// And a lease far longer than this process ever stalls (both apps run in it; at load average 35
+// on 2 cores it stalled 5 s, and with 3 s one app took over the other's leased deliveries). The
+// takeover case writes leases of its own.
+const TOML = `${PATIENT_TOML}concurrency_per_session = ${PER_SESSION}\nlease_seconds = 30\n`;
 
 let a: TestApp;
 let b: TestApp;
@@ -66,7 +72,7 @@ describe('two instances on one PostgreSQL database', () => {
         for (let i = 0; i < N / sessions.length; i++) await receive(i % 2 ? b : a, s, `message ${i}`);
       }),
     );
-    await eventually(() => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size === N, 30_000, 'every delivery at the receiver');
+    await eventually(() => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size === N, 60_000, 'every delivery at the receiver');
     // Nothing else comes: every record is delivered after one attempt.
     await new Promise((r) => setTimeout(r, 300));
     const ids = receiver.requests.map((r) => String(r.headers['webhook-id']));
@@ -135,15 +141,17 @@ describe('two instances on one PostgreSQL database', () => {
 
 describe('a live instance keeps the deliveries it holds', () => {
   it('renews their leases while an attempt outlasts the lease: the other instance never sends one again', async () => {
-    // A 1 s lease, attempts that take 3.5 s (the timeout is 6 s): without renewal the other instance
-    // would take each delivery over after 1 s and send it a second time while the first is in flight.
-    const toml = `${FAST_TOML.replace('timeout_ms = 1000', 'timeout_ms = 6000')}lease_seconds = 1\n`;
+    // A 10 s lease, attempts that take 35 s (the timeout is 60 s, PATIENT_TOML): without renewal the
+    // other instance would take each delivery over after 10 s and send it a second time while the
+    // first is in flight. (Renewed every third of the lease: a shorter one can run out on a loaded
+    // machine, where this process stalls for seconds at times.)
+    const toml = `${PATIENT_TOML}lease_seconds = 10\n`;
     const env = { WHARF_DATABASE__URL: await freshDatabase() };
     const dataDir = tempDir();
     const c = await startWebhooksApp(toml, { dataDir, env });
     const d = await startWebhooksApp(toml, { dataDir, env });
     const slow = await Receiver.start((req, res, received) => {
-      setTimeout(() => answer(200)(req, res, received), 3500);
+      setTimeout(() => answer(200)(req, res, received), 35_000);
     });
     try {
       const t = await tenant(c);
@@ -153,7 +161,7 @@ describe('a live instance keeps the deliveries it holds', () => {
       await eventually(
         async () =>
           (await c.running.data.value<number>("SELECT COUNT(*) FROM webhooks_dispatches WHERE session_id = ? AND status = 'delivered'", [s.id])) === 2,
-        20_000,
+        90_000,
         'both delivered',
       );
       const ids = slow.requests.map((r) => String(r.headers['webhook-id']));
@@ -172,5 +180,5 @@ describe('a live instance keeps the deliveries it holds', () => {
       await c.close();
       await slow.close();
     }
-  }, 60_000);
+  }, 150_000);
 });

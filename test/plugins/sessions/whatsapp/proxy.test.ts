@@ -101,11 +101,15 @@ beforeAll(async () => {
   socksProxy = startSocksProxy();
   socksPort = await listen(socksProxy);
   // Loopback proxies are private addresses: allowed here, as a LAN deployment would allow them.
+  // A connect answers at its first milestone (here the first attempt's failure, which the stand-in,
+  // the refusing proxy or the missing one causes), or after connect_timeout_ms with "connect
+  // requested": on a loaded machine the first socket (Baileys loading) can take over a second, so
+  // the timeout is far above any of these attempts; an answer that never came would still fail.
   app = await startMessagingApp(`[plugins.sessions]
 allow_private_networks = true
 [plugins.sessions.whatsapp]
 websocket_url = "ws://127.0.0.1:${wsPort}/ws/chat"
-connect_timeout_ms = 1000
+connect_timeout_ms = 30000
 reconnect_initial_delay_ms = 300
 reconnect_max_delay_ms = 600
 unpaired_max_attempts = 2
@@ -128,7 +132,7 @@ async function connectThrough(proxyUrl: string) {
   const before = { tunnels: tunnels.length, hellos: hellos.length };
   const res = await call(app, t.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {});
   expect(res.status).toBe(200);
-  await until(async () => (await statusOf(app, s.id)) === 'failed', 'gave up', 15_000);
+  await until(async () => (await statusOf(app, s.id)) === 'failed', 'gave up', 60_000);
   return { s, res, tunnels: tunnels.slice(before.tunnels), hellos: hellos.slice(before.hellos) };
 }
 
@@ -194,7 +198,7 @@ log_level = "silent"
     const before = { tunnels: tunnels.length, hellos: hellos.length };
     const res = await call(strict, u.pat, 'POST', `/api/whatsapp-sessions/${s.id}/connect`, {});
     expect(res.status).toBe(200);
-    await until(async () => (await statusOf(strict, s.id)) === 'failed', 'failed', 10_000);
+    await until(async () => (await statusOf(strict, s.id)) === 'failed', 'failed', 60_000);
     const detail = (await call(strict, u.pat, 'GET', `/api/whatsapp-sessions/${s.id}`)).body.data;
     expect(detail.status_reason).toMatch(
       /^proxy_url host localhost resolves to (127\.0\.0\.1|::1), a private, loopback or link-local address \(allow it with \[plugins\.sessions\] allow_private_networks = true or the variable WHARF_PLUGINS__SESSIONS__ALLOW_PRIVATE_NETWORKS=true\); the session does not connect without its proxy: change or clear proxy_url, then connect$/,
