@@ -75,3 +75,21 @@ export class Timers {
     })();
   }
 }
+
+/**
+ * Runs `fn` once `ms` have passed and the I/O already received has been read: the timer fires,
+ * then `fn` waits one more turn of the event loop (setImmediate runs after the poll phase that
+ * reads sockets). A process that did not get to run for a while (a loaded machine) runs its due
+ * timers before it reads its sockets, so a plain timeout takes an answer that came in time for a
+ * timeout. Returns the cancel function.
+ */
+export function timeoutAfterIo(ms: number, fn: () => void): () => void {
+  let immediate: NodeJS.Immediate | undefined;
+  const timer = setTimeout(() => {
+    immediate = setImmediate(fn);
+  }, ms);
+  return () => {
+    clearTimeout(timer);
+    if (immediate) clearImmediate(immediate);
+  };
+}

@@ -14,6 +14,7 @@
  */
 import fs from 'node:fs';
 import { Redis, type RedisOptions } from 'ioredis';
+import { timeoutAfterIo } from '../../core/timers.ts';
 
 export interface RedisConnection {
   /** redis:// or rediss:// (TLS), with optional user, password and database number. */
@@ -38,29 +39,15 @@ const MAX_RECONNECT_DELAY_MS = 2000;
 /** What a command that got no answer in time fails with (ioredis's own words for it). */
 export const TIMED_OUT = 'Command timed out';
 
-/**
- * Rejects with `message` once `ms` have passed, unless cancelled first. When the timer fires, the
- * answers already received settle first (one more turn of the event loop): a process that did not
- * get to run for a while (a loaded machine) runs its due timers before it reads its sockets, so a
- * plain timer (ioredis's `commandTimeout`) takes an answer that came in time for a timeout.
- */
+/** Rejects with `message` once `ms` have passed (after the answers already received: `timeoutAfterIo`), unless cancelled first. */
 function deadline(ms: number, message: string): { expired: Promise<never>; cancel(): void } {
-  let timer: NodeJS.Timeout | undefined;
-  let immediate: NodeJS.Immediate | undefined;
+  let cancel = () => {};
   const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      immediate = setImmediate(() => reject(new Error(message)));
-    }, ms);
+    cancel = timeoutAfterIo(ms, () => reject(new Error(message)));
   });
   // Raced, so handled; but a deadline cancelled after it fired must not reject unobserved.
   expired.catch(() => {});
-  return {
-    expired,
-    cancel() {
-      clearTimeout(timer);
-      clearImmediate(immediate);
-    },
-  };
+  return { expired, cancel };
 }
 
 /** The answer to `command`, or an error ("Command timed out") when it takes more than `ms` milliseconds. */

@@ -26,6 +26,7 @@
  * and the outcomes of a batch are written in one statement.
  */
 import type { Keys } from '../../core/keys.ts';
+import { timeoutAfterIo } from '../../core/timers.ts';
 import type { HttpClient } from './network.ts';
 import type { Logger } from '../../core/logger.ts';
 import type { SessionRecord, SessionsService } from '../sessions/types.ts';
@@ -585,7 +586,8 @@ export class WebhookDispatcher {
       headers.authorization = `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`;
     }
     const timeout = new AbortController();
-    const timer = setTimeout(() => timeout.abort(new AttemptTimeout(config.timeout_ms)), config.timeout_ms);
+    // After the I/O already received: on a stalled process an answer that came in time is not a timeout.
+    const cancelTimeout = timeoutAfterIo(config.timeout_ms, () => timeout.abort(new AttemptTimeout(config.timeout_ms)));
     const onShutdown = () => timeout.abort(new Interrupted());
     signal.addEventListener('abort', onShutdown, { once: true });
     try {
@@ -594,7 +596,7 @@ export class WebhookDispatcher {
       if (timeout.signal.reason instanceof Interrupted) return { kind: 'interrupted' };
       return { kind: 'attempted', url: session.webhookUrl, outcome: failure(null, describeError(timeout.signal.aborted ? timeout.signal.reason : err)) };
     } finally {
-      clearTimeout(timer);
+      cancelTimeout();
       signal.removeEventListener('abort', onShutdown);
     }
   }
@@ -608,8 +610,9 @@ export class WebhookDispatcher {
       headers,
       body,
       signal,
-      headersTimeout: config.timeout_ms,
-      bodyTimeout: config.timeout_ms,
+      // The attempt's own deadline (the signal, see #attempt) decides; undici's timers, plain ones, are only a backstop.
+      headersTimeout: config.timeout_ms + 1000,
+      bodyTimeout: config.timeout_ms + 1000,
     });
     const statusCode = res.statusCode;
     const kept: Buffer[] = [];

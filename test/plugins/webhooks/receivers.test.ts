@@ -205,6 +205,22 @@ describe('a failing receiver', () => {
     expect(dispatch.attempts[1].duration_ms).toBeGreaterThanOrEqual(95);
   });
 
+  it('that answers in time while the process stalls past the timeout: delivered, not a timeout', async () => {
+    // The app runs in this process: the receiver answers at once, then blocks the whole process
+    // for longer than timeout_ms (what a loaded machine does to a process). When it runs again the
+    // attempt's timer is due and the answer is waiting in the socket: the answer wins.
+    const r = await receiverFor((req, res) => {
+      answer(200, 'ok')(req, res, undefined as never);
+      const until = Date.now() + 1500;
+      while (Date.now() < until) {
+        // stalled
+      }
+    });
+    const { dispatch } = await deliverOne(r.url());
+    expect(dispatch).toMatchObject({ status: 'delivered', attempt_count: 1, last_status_code: 200 });
+    expect(dispatch.attempts[0]).toMatchObject({ status_code: 200, error: null });
+  });
+
   it('that refuses connections: a failed attempt, "connection refused"', async () => {
     const server = net.createServer();
     await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
