@@ -13,7 +13,16 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { ConstraintError, ContentionError, type Db, type DbHandle, numberPlaceholders, type Params, type TransactionOptions } from './db.ts';
+import {
+  ConstraintError,
+  ContentionError,
+  DatabaseUnavailableError,
+  type Db,
+  type DbHandle,
+  numberPlaceholders,
+  type Params,
+  type TransactionOptions,
+} from './db.ts';
 
 export interface PostgresOptions {
   poolSize: number;
@@ -94,8 +103,19 @@ export async function openPostgres(url: string, options: PostgresOptions): Promi
   return db;
 }
 
+/**
+ * Failures to get a connection, which happen before anything of a query is sent: pg-pool's
+ * messages when no connection came in time, socket errors of a connect, and the server's refusals
+ * at connection start (57P03 starting or shutting down, 53300 too many connections, 57P01/57P02
+ * shut down, class 08 connection exceptions).
+ */
+const NO_CONNECTION_MESSAGES = new Set(['timeout exceeded when trying to connect', 'Connection terminated due to connection timeout']);
+const NO_CONNECTION_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P02', '57P03', '53300']);
+
 function translateError(err: unknown): unknown {
   const e = err as { code?: string; constraint?: string; message?: string };
+  if (NO_CONNECTION_MESSAGES.has(e?.message ?? '') || NO_CONNECTION_CODES.has(e?.code ?? '') || e?.code?.startsWith('08'))
+    return new DatabaseUnavailableError(e.message || e.code || 'no connection', { cause: err });
   if (e?.code === '23505') return new ConstraintError('unique', e.message ?? 'unique violation', { constraint: e.constraint, cause: err });
   if (e?.code === '23503') return new ConstraintError('foreign_key', e.message ?? 'foreign key violation', { constraint: e.constraint, cause: err });
   return err;
@@ -293,6 +313,13 @@ export class PostgresDb extends PgQueries implements DbHandle {
     pool.on('remove', (client) => this.#backends.delete((client as pg.PoolClient & { processID: number }).processID));
   }
 
+  /** A connection of the pool; none in time (or the server refusing) is a DatabaseUnavailableError. */
+  #connect(): Promise<pg.PoolClient> {
+    return this.pool.connect().catch((err: unknown) => {
+      throw translateError(err);
+    });
+  }
+
   /**
    * A transaction. Without `lock` keys: on a pooled connection, retried after a serialization
    * failure or a deadlock. With keys: group commit. Transactions naming the same keys join the
@@ -350,7 +377,7 @@ export class PostgresDb extends PgQueries implements DbHandle {
    * state is closed (the server releases its locks with the session), never reused.
    */
   async #onConnection(group: Group, close: () => void): Promise<void> {
-    const client = await this.pool.connect();
+    const client = await this.#connect();
     // Numbers (signed 64-bit, from advisoryKey): written into the statements, which then need no
     // parameters and can share a round trip with BEGIN and with COMMIT.
     const locks = group.keys.map(advisoryKey);
@@ -503,7 +530,7 @@ export class PostgresDb extends PgQueries implements DbHandle {
    * `key`: another caller with the same key (another instance migrating) waits for the lock.
    */
   async withAdvisoryLock<T>(key: number, fn: (tx: Db) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const client = await this.#connect();
     let broken = false;
     try {
       await client.query('SELECT pg_advisory_lock($1)', [key]);
@@ -520,7 +547,7 @@ export class PostgresDb extends PgQueries implements DbHandle {
   }
 
   async #withClient<T>(begin: string, fn: (tx: Db) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const client = await this.#connect();
     let broken = false;
     try {
       return await this.#inTransaction(client, begin, fn).catch((err: unknown) => {

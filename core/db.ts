@@ -100,6 +100,22 @@ export class ContentionError extends Error {
   }
 }
 
+/**
+ * The database server could not be reached for a request: no connection in time (the pool busy
+ * or the server slow to accept), the server refusing connections (down, starting, shutting down,
+ * at its connection limit). Nothing of the request was written; the server answers 503 with
+ * Retry-After (core/errors.ts), never a 500.
+ */
+export class DatabaseUnavailableError extends Error {
+  readonly status = 503;
+  readonly retryAfter = 1;
+  readonly expose = true;
+  constructor(reason: string, options: { cause?: unknown } = {}) {
+    super(`The database is unavailable (${reason}); nothing was changed, try again`, options);
+    this.name = 'DatabaseUnavailableError';
+  }
+}
+
 export interface OpenOptions {
   busyTimeoutMs?: number;
   readonly?: boolean;

@@ -5,7 +5,16 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConstraintError, ContentionError, type Database, type Db, type DbHandle, numberPlaceholders, openDatabase } from '../../core/db.ts';
+import {
+  ConstraintError,
+  ContentionError,
+  type Database,
+  DatabaseUnavailableError,
+  type Db,
+  type DbHandle,
+  numberPlaceholders,
+  openDatabase,
+} from '../../core/db.ts';
 import { MAX_TRANSACTION_ATTEMPTS, openPostgres, PostgresDb } from '../../core/db-postgres.ts';
 import { openSqlite, type SqliteDb } from '../../core/db-sqlite.ts';
 import { syncConnection } from '../../core/lifecycle.ts';
@@ -381,6 +390,52 @@ describe('PostgreSQL only', () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it('no connection in time, or a server that went away: DatabaseUnavailableError (503, Retry-After, exposed), nothing written', async () => {
+    const db = await openPostgres(url, { poolSize: 1, connectTimeoutMs: 200 });
+    try {
+      await db.exec('CREATE TABLE unavailable_probe (n INTEGER)');
+      const held = await db.pool.connect();
+      const settled = await Promise.all(
+        [
+          db.all('SELECT 1'),
+          db.transaction((tx) => tx.run('INSERT INTO unavailable_probe VALUES (1)')),
+          db.transaction((tx) => tx.run('INSERT INTO unavailable_probe VALUES (2)'), { lock: ['probe'] }),
+          db.withAdvisoryLock(42, (tx) => tx.run('INSERT INTO unavailable_probe VALUES (3)')),
+        ].map((attempt) =>
+          (attempt as Promise<unknown>).then(
+            () => undefined,
+            (e: unknown) => e,
+          ),
+        ),
+      );
+      for (const err of settled as DatabaseUnavailableError[]) {
+        expect(err).toBeInstanceOf(DatabaseUnavailableError);
+        expect(err).toMatchObject({ status: 503, retryAfter: 1, expose: true });
+        expect(err.message).toMatch(/^The database is unavailable \(timeout exceeded when trying to connect\)/);
+        // What a request answers with it: the documented 503, not a 500.
+        expect(toWharfError(err)).toMatchObject({ code: 'unavailable', status: 503, retryAfter: 1 });
+      }
+      held.release();
+      expect(await db.value('SELECT COUNT(*)::int FROM unavailable_probe')).toBe(0);
+    } finally {
+      await db.close();
+    }
+    // A server that is not there any more (the pool opened, then the address refuses).
+    const gone = new PostgresDb(
+      new (await import('pg')).default.Pool({ connectionString: 'postgres://wharf@127.0.0.1:1/wharf', connectionTimeoutMillis: 2000 }),
+    );
+    try {
+      const err = await gone.all('SELECT 1').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(DatabaseUnavailableError);
+      expect((err as Error).message).toContain('ECONNREFUSED');
+    } finally {
+      await gone.close();
     }
   });
 
