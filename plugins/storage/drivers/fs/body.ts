@@ -3,8 +3,10 @@
  * `x-amz-content-sha256`, checked at the end), or `aws-chunked` (Content-Encoding) as current
  * SDKs stream them: `<hex size>[;chunk-signature=<sig>]\r\n<bytes>\r\n ... 0[;...]\r\n`, then
  * optional trailers (`x-amz-checksum-crc32:...`, `x-amz-trailer-signature:...`) and `\r\n`.
- * Chunk and trailer signatures are checked when the payload is signed; trailing checksums of
- * the kinds node:crypto and node:zlib compute (crc32, sha1, sha256) are checked.
+ * Chunk and trailer signatures are checked when the payload is signed. The checksums S3 clients
+ * add (`x-amz-checksum-<name>`, the digest in base64), as a header or a trailer, are checked for
+ * the kinds node:crypto and node:zlib compute (crc32, sha1, sha256); a mismatch is BadDigest
+ * before anything is stored. crc32c and crc64nvme are not checked (not computed here).
  */
 import { createHash } from 'node:crypto';
 import zlib from 'node:zlib';
@@ -13,6 +15,53 @@ import { S3Error } from './objects.ts';
 
 const incomplete = () => new S3Error('IncompleteBody', 400, 'You did not provide the number of bytes specified by the Content-Length HTTP header.');
 const badChunk = (why: string) => new S3Error('InvalidRequest', 400, `Malformed aws-chunked body: ${why}.`);
+
+/** The checksum kinds checked, by the name in `x-amz-checksum-<name>`. */
+const CHECKED = ['crc32', 'sha1', 'sha256'] as const;
+type Checked = (typeof CHECKED)[number];
+
+/** A running checksum of one kind: its update and its digest as S3 writes it (base64). */
+function checksum(name: Checked): { update(data: Buffer): void; base64(): string } {
+  if (name !== 'crc32') {
+    const hash = createHash(name);
+    return { update: (data) => void hash.update(data), base64: () => hash.digest('base64') };
+  }
+  let crc = 0;
+  return {
+    update: (data) => void (crc = zlib.crc32(data, crc)),
+    base64: () => {
+      const b = Buffer.alloc(4);
+      b.writeUInt32BE(crc >>> 0);
+      return b.toString('base64');
+    },
+  };
+}
+
+const badDigest = (name: Checked) => new S3Error('BadDigest', 400, `The ${name} checksum you specified did not match the calculated checksum.`);
+
+/** The checked kind an `x-amz-checksum-<name>` header or trailer name is, if any. */
+function checkedKind(header: string): Checked | undefined {
+  const name = header.toLowerCase().replace(/^x-amz-checksum-/, '');
+  return (CHECKED as readonly string[]).includes(name) && header.length > name.length ? (name as Checked) : undefined;
+}
+
+/** The checksum headers of a request this store checks: [kind, the declared base64 digest]. */
+export function declaredChecksums(headers: Record<string, string | string[] | undefined>): [Checked, string][] {
+  return CHECKED.flatMap((name) => {
+    const value = headers[`x-amz-checksum-${name}`];
+    return typeof value === 'string' ? [[name, value.trim()] as [Checked, string]] : [];
+  });
+}
+
+/** Passes a body through, checking at its end the checksums its headers declared (BadDigest). */
+export async function* checkChecksums(source: AsyncIterable<Buffer>, declared: readonly [Checked, string][]): AsyncGenerator<Buffer> {
+  const sums = declared.map(([name, value]) => ({ name, value, sum: checksum(name) }));
+  for await (const chunk of source) {
+    for (const { sum } of sums) sum.update(chunk);
+    yield chunk;
+  }
+  for (const { name, value, sum } of sums) if (sum.base64() !== value) throw badDigest(name);
+}
 
 /** Pulls bytes and lines out of an async stream of buffers. */
 class Reader {
@@ -72,13 +121,16 @@ export interface ChunkedOptions {
   signer?: ChunkSigner;
   /** Trailers announced in `x-amz-trailer`. */
   trailer: boolean;
+  /** What `x-amz-trailer` names (comma-separated), if anything: only the checksums it announces are computed. */
+  announced?: string;
 }
 
 /** Decodes an aws-chunked body, checking signatures and trailing checksums. */
 export async function* dechunk(source: AsyncIterable<Buffer>, opts: ChunkedOptions): AsyncGenerator<Buffer> {
   const reader = new Reader(source);
-  const hashes = { sha256: createHash('sha256'), sha1: createHash('sha1') };
-  let crc = 0;
+  // The kinds a trailer may carry: those announced, or all of them when nothing is announced.
+  const announced = opts.announced?.split(',').flatMap((n) => checkedKind(n.trim()) ?? []);
+  const sums = new Map((opts.trailer ? (opts.announced === undefined ? CHECKED : announced!) : []).map((name) => [name, checksum(name)]));
   for (;;) {
     const head = await reader.line();
     const m = /^([0-9a-fA-F]{1,16})(?:;chunk-signature=([0-9a-f]{64}))?$/.exec(head);
@@ -88,9 +140,7 @@ export async function* dechunk(source: AsyncIterable<Buffer>, opts: ChunkedOptio
     const chunkHash = opts.signer ? createHash('sha256') : undefined;
     for await (const piece of reader.bytes(size)) {
       chunkHash?.update(piece);
-      hashes.sha256.update(piece);
-      hashes.sha1.update(piece);
-      crc = zlib.crc32(piece, crc);
+      for (const sum of sums.values()) sum.update(piece);
       if (piece.length) yield Buffer.from(piece);
     }
     if (opts.signer) await opts.signer.chunk(chunkHash!.digest('hex'), m[2]!);
@@ -131,16 +181,12 @@ export async function* dechunk(source: AsyncIterable<Buffer>, opts: ChunkedOptio
     await opts.signer.trailer(text, signature);
   }
   for (const [name, value] of trailers) {
-    let mine: string | undefined;
-    if (name === 'x-amz-checksum-sha256') mine = hashes.sha256.digest('base64');
-    else if (name === 'x-amz-checksum-sha1') mine = hashes.sha1.digest('base64');
-    else if (name === 'x-amz-checksum-crc32') {
-      const b = Buffer.alloc(4);
-      b.writeUInt32BE(crc >>> 0);
-      mine = b.toString('base64');
-    }
-    if (mine !== undefined && mine !== value)
-      throw new S3Error('BadDigest', 400, `The ${name.slice(15)} checksum you specified did not match the calculated checksum.`);
+    const kind = checkedKind(name);
+    if (!kind) continue;
+    const sum = sums.get(kind);
+    // A checked kind in a trailer that x-amz-trailer did not announce: S3 refuses such a body.
+    if (!sum) throw badChunk(`trailer ${name} not announced in x-amz-trailer`);
+    if (sum.base64() !== value) throw badDigest(kind);
   }
 }
 

@@ -18,7 +18,7 @@ import http from 'node:http';
 import type { Logger } from '../../../../core/logger.ts';
 import { redactUrl } from '../../../../core/redact.ts';
 import type { Authenticated, Principal, Verifier } from './auth.ts';
-import { checkSha256, dechunk, exactLength, readSmall } from './body.ts';
+import { checkChecksums, checkSha256, declaredChecksums, dechunk, exactLength, readSmall } from './body.ts';
 import {
   MAX_KEY_BYTES,
   MAX_PARTS,
@@ -401,8 +401,10 @@ export function createEndpoint({
     const size = declaredSize(req, auth);
     if (streaming) {
       const signed = auth.payload.startsWith('STREAMING-AWS4-HMAC-SHA256-PAYLOAD');
-      const trailer = auth.payload.endsWith('-TRAILER') || req.headers['x-amz-trailer'] !== undefined;
-      return exactLength(dechunk(reading(req), { signer: signed ? auth.chunks : undefined, trailer }), size, MAX_PUT_BYTES);
+      const trailerHeader = req.headers['x-amz-trailer'];
+      const trailer = auth.payload.endsWith('-TRAILER') || trailerHeader !== undefined;
+      const announced = typeof trailerHeader === 'string' ? trailerHeader : undefined;
+      return withChecksums(exactLength(dechunk(reading(req), { signer: signed ? auth.chunks : undefined, trailer, announced }), size, MAX_PUT_BYTES));
     }
     // aws-chunked framing is only decoded for a streaming x-amz-content-sha256 (signed as part of
     // the request, as S3 requires). Decoding it otherwise would let anyone holding a presigned URL,
@@ -412,8 +414,13 @@ export function createEndpoint({
     if (declared === undefined && req.headers['transfer-encoding'] === undefined)
       throw new S3Error('MissingContentLength', 411, 'You must provide the Content-Length HTTP header.');
     const plain = exactLength(reading(req), declared, MAX_PUT_BYTES);
-    if (/^[0-9a-fA-F]{64}$/.test(auth.payload)) return checkSha256(plain, auth.payload);
-    return plain;
+    return withChecksums(/^[0-9a-fA-F]{64}$/.test(auth.payload) ? checkSha256(plain, auth.payload) : plain);
+
+    /** The body with the checksums its headers declare (x-amz-checksum-*) checked at its end. */
+    function withChecksums(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> {
+      const checksums = declaredChecksums(req.headers);
+      return checksums.length ? checkChecksums(body, checksums) : body;
+    }
   }
 
   /** Receives an object's or part's body into a temporary file, through the quota's meter, its Content-MD5 checked. */

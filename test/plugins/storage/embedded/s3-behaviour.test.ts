@@ -8,6 +8,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { Readable } from 'node:stream';
 import {
   CompleteMultipartUploadCommand,
@@ -371,6 +372,40 @@ describe('Content-MD5', () => {
     });
     const ok = await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'md5/good.txt', Body: 'hello', ContentMD5: md5('hello').toString('base64') }));
     expect(ok.ETag).toBe(`"${md5Hex('hello')}"`);
+  });
+});
+
+describe('x-amz-checksum-* headers (the SDK sends CRC32 by default)', () => {
+  const crc32 = (b: string) => {
+    const out = Buffer.alloc(4);
+    out.writeUInt32BE(zlib.crc32(b) >>> 0);
+    return out.toString('base64');
+  };
+  const digest = (alg: string, b: string) => createHash(alg).update(b).digest('base64');
+
+  it('crc32, sha1, sha256 checked: a mismatch is 400 BadDigest with the previous version intact, a match is stored; on parts too', async () => {
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'sums/a.txt', Body: 'first' }));
+    const wrong = [{ ChecksumCRC32: crc32('HELLO') }, { ChecksumSHA1: digest('sha1', 'HELLO') }, { ChecksumSHA256: digest('sha256', 'HELLO') }];
+    for (const sum of wrong) {
+      const out = await outcome(s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'sums/a.txt', Body: 'hello', ...sum })));
+      expect(out, JSON.stringify(sum)).toMatchObject({ status: 400, name: 'BadDigest' });
+      expect((await bytesOf('sums/a.txt')).toString()).toBe('first');
+    }
+    const right = [{ ChecksumCRC32: crc32('hello') }, { ChecksumSHA1: digest('sha1', 'hello') }, { ChecksumSHA256: digest('sha256', 'hello') }];
+    for (const [i, sum] of right.entries()) {
+      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'sums/a.txt', Body: `hello`, ...sum }));
+      expect((await bytesOf('sums/a.txt')).toString(), String(i)).toBe('hello');
+    }
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: 'sums/part.bin' }));
+    expect(
+      await outcome(
+        s3.send(new UploadPartCommand({ Bucket: bucket, Key: 'sums/part.bin', UploadId, PartNumber: 1, Body: 'abc', ChecksumCRC32: crc32('abd') })),
+      ),
+    ).toMatchObject({ status: 400, name: 'BadDigest' });
+    const part = await s3.send(
+      new UploadPartCommand({ Bucket: bucket, Key: 'sums/part.bin', UploadId, PartNumber: 1, Body: 'abc', ChecksumCRC32: crc32('abc') }),
+    );
+    expect(part.ETag).toBe(`"${md5Hex('abc')}"`);
   });
 });
 

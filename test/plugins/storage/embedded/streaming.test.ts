@@ -142,6 +142,10 @@ interface StreamingOptions {
   tamperChunk?: number;
   /** Change one hex digit of the trailer signature. */
   tamperTrailer?: boolean;
+  /** The trailer's checksum line instead of the data's CRC32 (signed all the same). */
+  trailerLine?: string;
+  /** x-amz-trailer instead of x-amz-checksum-crc32. */
+  announce?: string;
 }
 
 /** PUTs `data` as a signed aws-chunked body in chunks of `chunkSize`. */
@@ -154,7 +158,7 @@ async function putStreaming(key: string, data: Buffer, chunkSize: number, opts: 
   const flip = (sig: string) => `${sig[0] === '0' ? '1' : '0'}${sig.slice(1)}`;
   const crc = Buffer.alloc(4);
   crc.writeUInt32BE(zlib.crc32(data) >>> 0);
-  const trailerText = `x-amz-checksum-crc32:${crc.toString('base64')}\n`;
+  const trailerText = `${opts.trailerLine ?? `x-amz-checksum-crc32:${crc.toString('base64')}`}\n`;
 
   // The body's length must be known before the seed signature, which signs Content-Length:
   // build the framing with placeholder signatures of the right length, then fill them in.
@@ -177,7 +181,7 @@ async function putStreaming(key: string, data: Buffer, chunkSize: number, opts: 
     'content-length': String(length),
     'x-amz-decoded-content-length': String(data.length),
     'x-amz-content-sha256': payload,
-    ...(opts.trailer ? { 'x-amz-trailer': 'x-amz-checksum-crc32' } : {}),
+    ...(opts.trailer ? { 'x-amz-trailer': opts.announce ?? 'x-amz-checksum-crc32' } : {}),
   };
   const signed = await signer.sign(
     { method: 'PUT', protocol: 'http:', hostname: creds.endPoint, port: creds.port, path: p, query: {}, headers },
@@ -228,6 +232,32 @@ describe('signed streaming uploads to the embedded endpoint', () => {
     expect(bad.status).toBe(403);
     expect(bad.text).toMatch(/<Code>SignatureDoesNotMatch<\/Code>/);
     expect((await plain('HEAD', 'trailer-bad.bin')).status).toBe(404);
+  });
+
+  it('trailing checksums: a wrong one is 400 BadDigest, one x-amz-trailer did not announce is refused, an announced SHA-256 is checked', async () => {
+    const data = randomBytes(120_000);
+    const sha256 = createHash('sha256').update(data).digest('base64');
+    const wrong = await putStreaming('sum-bad.bin', data, 50_000, { trailer: true, trailerLine: `x-amz-checksum-crc32:${Buffer.alloc(4).toString('base64')}` });
+    expect(wrong.status, wrong.text).toBe(400);
+    expect(wrong.text).toMatch(/<Code>BadDigest<\/Code>/);
+    const unannounced = await putStreaming('sum-bad.bin', data, 50_000, { trailer: true, trailerLine: `x-amz-checksum-sha256:${sha256}` });
+    expect(unannounced.status, unannounced.text).toBe(400);
+    expect(unannounced.text).toMatch(/<Code>InvalidRequest<\/Code>.*not announced in x-amz-trailer/);
+    expect((await plain('HEAD', 'sum-bad.bin')).status).toBe(404);
+    const wrongSha = await putStreaming('sum.bin', data, 50_000, {
+      trailer: true,
+      announce: 'x-amz-checksum-sha256',
+      trailerLine: `x-amz-checksum-sha256:${createHash('sha256').update('other').digest('base64')}`,
+    });
+    expect(wrongSha.text).toMatch(/<Code>BadDigest<\/Code>/);
+    const good = await putStreaming('sum.bin', data, 50_000, {
+      trailer: true,
+      announce: 'x-amz-checksum-sha256',
+      trailerLine: `x-amz-checksum-sha256:${sha256}`,
+    });
+    expect(good.status, good.text).toBe(200);
+    expect((await getBytes('sum.bin')).equals(data)).toBe(true);
+    expect(leftovers()).toEqual([]);
   });
 
   it('a tampered chunk signature: 403 SignatureDoesNotMatch, no object, the previous version intact, no temporary file', async () => {
