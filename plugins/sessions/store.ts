@@ -270,7 +270,14 @@ function eventStatement(tables: readonly EventRowTable[]): string {
 
 /** {@link SessionsStore.insertEvents} on PostgreSQL: one statement. */
 async function insertEventsPostgres(tx: Db, events: readonly NewEvent[], rows: readonly BatchRow[]): Promise<{ events: number[]; rows: number[] }> {
-  const tables = [...new Set(rows.map((r) => r.table))];
+  // Each table's rows, in the order given; the tables in the order of their first row.
+  const byTable = new Map<EventRowTable, BatchRow[]>();
+  for (const r of rows) {
+    const mine = byTable.get(r.table);
+    if (mine) mine.push(r);
+    else byTable.set(r.table, [r]);
+  }
+  const tables = [...byTable.keys()];
   const params: unknown[] = [
     events.map((e) => e.sessionId),
     events.map((e) => e.orgId),
@@ -278,8 +285,7 @@ async function insertEventsPostgres(tx: Db, events: readonly NewEvent[], rows: r
     events.map((e) => e.raw),
     events.map((e) => e.createdAt),
   ];
-  for (const table of tables) {
-    const mine = rows.filter((r) => r.table === table);
+  for (const [table, mine] of byTable) {
     // Events are numbered from 1 in the statement (row_number).
     if (table.eventId) params.push(mine.map((r) => r.event! + 1));
     for (let c = 0; c < table.columns.length; c++) params.push(mine.map((r) => r.values[c] ?? null));
@@ -290,16 +296,19 @@ async function insertEventsPostgres(tx: Db, events: readonly NewEvent[], rows: r
   const ids = (result.events ?? []).map(Number);
   if (ids.length !== events.length) throw new Error(`wrote ${ids.length} of ${events.length} events`);
   // Each table's ids, in the order of its rows; then in the order of every row.
-  const byTable = new Map(tables.map((table, t) => [table, (result[`d${t}`] ?? []).map(Number)]));
-  for (const table of tables) {
-    const wanted = rows.filter((r) => r.table === table).length;
-    if (byTable.get(table)!.length !== wanted) throw new Error(`wrote ${byTable.get(table)!.length} of ${wanted} rows of ${table.name}`);
-  }
+  const idsOf = new Map(
+    tables.map((table, t) => {
+      const written = (result[`d${t}`] ?? []).map(Number);
+      const wanted = byTable.get(table)!.length;
+      if (written.length !== wanted) throw new Error(`wrote ${written.length} of ${wanted} rows of ${table.name}`);
+      return [table, written];
+    }),
+  );
   const next = new Map(tables.map((table) => [table, 0]));
   const rowIds = rows.map((r) => {
     const i = next.get(r.table)!;
     next.set(r.table, i + 1);
-    return byTable.get(r.table)![i]!;
+    return idsOf.get(r.table)![i]!;
   });
   return { events: ids, rows: rowIds };
 }
