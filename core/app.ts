@@ -8,7 +8,8 @@ import { z } from 'zod';
 import { type ApiRegistry, PUBLIC } from './api.ts';
 import type { Registry } from 'prom-client';
 import type { AuthRegistry } from './auth.ts';
-import { groupFinder, jsonBodies, requestHandling } from './http.ts';
+import { groupFinder, jsonBodies, malformedAnswers, requestHandling } from './http.ts';
+import type { MalformedAnswer, MalformedRequest } from './malformed.ts';
 import type { Logger } from './logger.ts';
 import type { RouteGroup } from './api.ts';
 import { MIDDLEWARE_PRIORITIES, type PluginMiddleware } from './plugin.ts';
@@ -30,7 +31,13 @@ export interface HttpAppParts {
   openapi(): Record<string, unknown>;
 }
 
-export function createHttpApp(parts: HttpAppParts): Koa {
+export interface HttpApp {
+  app: Koa;
+  /** The answer to a request Node's parser refused, in the envelope of its path (core/malformed.ts). */
+  malformed(request: MalformedRequest): MalformedAnswer;
+}
+
+export function createHttpApp(parts: HttpAppParts): HttpApp {
   // Behind a proxy, only the address the proxy itself appended is believed: a client can put
   // anything in the X-Forwarded-For it sends.
   const app = new Koa({ proxy: parts.trustProxy, maxIpsCount: parts.trustProxy ? 1 : 0 });
@@ -46,6 +53,7 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   });
 
   const groups = [healthRoutes(parts), ...parts.groups];
+  const groupFor = groupFinder(groups);
   // The core's own concerns (request id, credentials attached, log line, metrics, errors, 404/405)
   // are one step of the chain; the plugins' middleware follow by priority.
   const auth = parts.auth;
@@ -53,7 +61,7 @@ export function createHttpApp(parts: HttpAppParts): Koa {
     requestHandling({
       log: rootLog,
       metrics: parts.metrics,
-      groupFor: groupFinder(groups),
+      groupFor,
       routers: groups.map((g) => g.router),
       attach: (ctx) => auth.attach(ctx),
     }),
@@ -61,7 +69,7 @@ export function createHttpApp(parts: HttpAppParts): Koa {
   const rank = (m: { priority?: keyof typeof MIDDLEWARE_PRIORITIES }) => MIDDLEWARE_PRIORITIES[m.priority ?? 'default'];
   for (const m of [...parts.middleware].sort((a, b) => rank(a) - rank(b))) app.use(m.fn);
   app.use(routesUnder(groups));
-  return app;
+  return { app, malformed: malformedAnswers(groupFor, rootLog) };
 }
 
 function healthRoutes(parts: HttpAppParts): RouteGroup {

@@ -13,10 +13,12 @@ export type ErrorCode =
   | 'forbidden'
   | 'not_found'
   | 'method_not_allowed'
+  | 'request_timeout'
   | 'conflict'
   | 'not_connected'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  | 'headers_too_large'
   | 'rate_limited'
   | 'internal'
   | 'unavailable';
@@ -30,10 +32,12 @@ const STATUS_OF: Readonly<Record<ErrorCode, number>> = Object.freeze({
   forbidden: 403,
   not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   conflict: 409,
   not_connected: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  headers_too_large: 431,
   rate_limited: 429,
   internal: 500,
   unavailable: 503,
@@ -119,6 +123,8 @@ const MESSAGING_MIDDLEWARE_CODES: ReadonlySet<ErrorCode> = new Set([
   'unsupported_media_type',
   'method_not_allowed',
   'bad_request',
+  'request_timeout',
+  'headers_too_large',
 ]);
 
 /** The message a caller may see: 5xx messages are replaced by one naming the request id. */

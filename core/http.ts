@@ -9,6 +9,7 @@ import type { Context, Next } from 'koa';
 import type { Registry } from 'prom-client';
 import { type Envelope, formatters, rateLimitBody, toWharfError, WharfError } from './errors.ts';
 import { httpMetrics } from './http-metrics.ts';
+import type { MalformedAnswer, MalformedRequest } from './malformed.ts';
 import { accessLogger, type Logger } from './logger.ts';
 import { longestPrefix } from './paths.ts';
 import type { RouteGroup } from './api.ts';
@@ -37,6 +38,25 @@ export function groupFinder(groups: readonly Pick<RouteGroup, 'prefixes' | 'enve
   const none: Pick<RouteGroup, 'envelope' | 'notFound'> = { envelope: 'plain', notFound: undefined };
   return function groupFor(path: string): Pick<RouteGroup, 'envelope' | 'notFound'> {
     return groupOf(path) ?? none;
+  };
+}
+
+const MALFORMED_CODES = { 400: 'bad_request', 408: 'request_timeout', 413: 'payload_too_large', 431: 'headers_too_large' } as const;
+
+/**
+ * The answer to a request Node's parser refused (core/malformed.ts): the error in the envelope of
+ * the path it named (the plain one when none could be read), with a request id, as every other.
+ */
+export function malformedAnswers(groupFor: (path: string) => Pick<RouteGroup, 'envelope'>, log: Logger) {
+  return function answer({ status, path, reason, message }: MalformedRequest): MalformedAnswer {
+    const requestId = randomUUID();
+    const err = new WharfError(MALFORMED_CODES[status], message);
+    log.debug({ request_id: requestId, status, path, reason }, 'request refused by the HTTP parser');
+    return {
+      status: err.status,
+      headers: { 'Content-Type': 'application/json; charset=utf-8', 'X-Request-Id': requestId },
+      body: JSON.stringify(formatters[path === undefined ? 'plain' : groupFor(path).envelope](err, requestId)),
+    };
   };
 }
 

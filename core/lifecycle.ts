@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
 import type Koa from 'koa';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { createHttpApp } from './app.ts';
+import { createHttpApp, type HttpApp } from './app.ts';
 import { ApiRegistry, RouteGroup } from './api.ts';
 import { AuthRegistry } from './auth.ts';
 import type { AnyPlugin, CoreConfig, ResolvedConfig } from './config.ts';
@@ -21,6 +21,7 @@ import { migrate, migrationSets } from './migrations.ts';
 import { keysMismatch } from './keys-check.ts';
 import { type Keys, loadKeys, prepareDataDir } from './keys.ts';
 import { createLogger, type Logger } from './logger.ts';
+import { answerMalformed } from './malformed.ts';
 import { writeServePid } from './serve-pid.ts';
 import { MIDDLEWARE_PRIORITIES, type PluginInstance, type Services } from './plugin.ts';
 import { Timers } from './timers.ts';
@@ -84,8 +85,8 @@ export async function start(config: ResolvedConfig, options: StartOptions = {}):
     await migrateEnabled(data, config.order);
     await checkKeys(data, keys, core.server.data_dir);
     await setUpPlugins(config, { data, db, keys, log, kernel }, plugins);
-    const app = composeHttp(config, { data, log, kernel }, plugins);
-    const listening = options.listen ? await listen(app, core) : undefined;
+    const { app, malformed } = composeHttp(config, { data, log, kernel }, plugins);
+    const listening = options.listen ? await listen(app, core, malformed) : undefined;
     // Commands that must not run beside this server (`wharf migrate-data`) look for it.
     const forgetPid = listening ? writeServePid(core.server.data_dir, listening.url) : undefined;
     kernel.timers.start();
@@ -318,7 +319,7 @@ function checkInstance(instance: PluginInstance): void {
 }
 
 /** Step 4: the Koa app of every plugin's routes and middleware, and the health routes. */
-function composeHttp(config: ResolvedConfig, shared: { data: DbHandle; log: Logger; kernel: Kernel }, plugins: StartedPlugins): Koa {
+function composeHttp(config: ResolvedConfig, shared: { data: DbHandle; log: Logger; kernel: Kernel }, plugins: StartedPlugins): HttpApp {
   const { core } = config;
   const { data, kernel } = shared;
   return createHttpApp({
@@ -367,7 +368,7 @@ interface Listening {
 const KEEP_ALIVE_MS = 65_000;
 
 /** Step 5: bind the HTTP server, with the header and request timeouts. */
-async function listen(app: Koa, core: CoreConfig): Promise<Listening> {
+async function listen(app: Koa, core: CoreConfig, malformed: HttpApp['malformed']): Promise<Listening> {
   const { headers_timeout_ms: headersTimeout, request_timeout_ms: requestTimeout } = core.server;
   const server = http.createServer(
     {
@@ -383,6 +384,7 @@ async function listen(app: Koa, core: CoreConfig): Promise<Listening> {
   // and clients (60 s): whoever reuses a connection must not meet Node's default of 5 s closing it
   // under them (a proxy answers 502, a client "other side closed").
   server.keepAliveTimeout = KEEP_ALIVE_MS;
+  answerMalformed(server, malformed);
   const sockets = new Set<Socket>();
   server.on('connection', (socket) => {
     sockets.add(socket);

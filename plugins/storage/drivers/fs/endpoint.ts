@@ -16,6 +16,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type fsp from 'node:fs/promises';
 import http from 'node:http';
 import type { Logger } from '../../../../core/logger.ts';
+import { answerMalformed } from '../../../../core/malformed.ts';
 import { redactUrl } from '../../../../core/redact.ts';
 import type { Authenticated, Principal, Verifier } from './auth.ts';
 import { checkChecksums, checkSha256, declaredChecksums, dechunk, exactLength, readSmall } from './body.ts';
@@ -240,6 +241,22 @@ export function createEndpoint({
   server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => onRequest(req, res, true));
   // Any other expectation: S3 ignores it and answers the request (Node would answer 417).
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => onRequest(req, res, false));
+  // What Node's parser refuses gets S3's error document (S3 answers all of these 400).
+  answerMalformed(server, ({ status, path, reason, message: described }) => {
+    const requestId = randomBytes(8).toString('hex').toUpperCase();
+    const [code, message] =
+      status === 408
+        ? ['RequestTimeout', 'Your socket connection to the server was not read from or written to within the timeout period.']
+        : status === 431
+          ? ['RequestHeaderSectionTooLarge', 'Your request header section exceeds the maximum allowed size.']
+          : ['InvalidRequest', `${described}.`];
+    log.debug({ requestId, status, path, reason }, 'object store request refused by the HTTP parser');
+    return {
+      status: 400,
+      headers: { 'content-type': 'application/xml', 'x-amz-request-id': requestId, server: 'Wharf' },
+      body: `${XML_HEAD}<Error>${el('Code', code)}${el('Message', message)}${path === undefined ? '' : el('Resource', path)}${el('RequestId', requestId)}</Error>`,
+    };
+  });
 
   /** Requests whose client waits for `100 Continue` before it sends the body. */
   const awaitingContinue = new WeakMap<http.IncomingMessage, http.ServerResponse>();

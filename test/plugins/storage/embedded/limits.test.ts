@@ -2,7 +2,8 @@
  * The embedded endpoint's limits, probed as an attacker would: a declared length over S3's
  * largest object, a client that stops sending (body or headers), a presigned PUT whose body is
  * reframed as aws-chunked to store a size other than the signed one, and a client that aborts an
- * upload (which must not put the URL's signature in the log).
+ * upload (which must not put the URL’s signature in the log), and requests Node’s HTTP parser refuses
+ * (answered with S3’s error document, not a bare status line).
  */
 import fs from 'node:fs';
 import net from 'node:net';
@@ -131,7 +132,8 @@ describe('timeouts', () => {
   it('a connection that never finishes its request headers is closed after headers_timeout_ms', async () => {
     const res = await exchange(`GET /${bucket}/x HTTP/1.1\r\nHost: ${env.creds.endPoint}\r\nX-Slow: `, { limitMs: TIMEOUT_MS * 5 });
     expect(res.closedAfterMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
-    expect(res.response).not.toMatch(/^HTTP\/1\.1 200/);
+    expect(res.response).toMatch(/^HTTP\/1\.1 400 /);
+    expect(errorCode(res.response)).toBe('RequestTimeout');
   });
 
   it('a slow but steady upload is not cut: only silence counts', async () => {
@@ -161,6 +163,37 @@ describe('timeouts', () => {
       );
     });
     expect(status).toBe(200);
+  });
+});
+
+describe('requests the HTTP parser refuses', () => {
+  it.each([
+    [
+      'a raw non-ASCII byte in the key',
+      `GET /BUCKET/caf\u00e9.txt HTTP/1.1\r\nHost: h\r\n\r\n`,
+      'InvalidRequest',
+      /^The request is not valid HTTP: Invalid char in url path \(a URL must be percent-encoded\)\.$/,
+    ],
+    [
+      'a header line with no colon',
+      `GET /BUCKET/x HTTP/1.1\r\nHost: h\r\nno colon\r\n\r\n`,
+      'InvalidRequest',
+      /^The request is not valid HTTP: Invalid header token\.$/,
+    ],
+    [
+      'headers over the size limit',
+      `GET /BUCKET/x HTTP/1.1\r\nHost: h\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      'RequestHeaderSectionTooLarge',
+      /maximum allowed size/,
+    ],
+  ])("%s: 400 with S3's error document naming the resource, and the connection closed", async (_what, head, code, message) => {
+    const res = await exchange(head.replace('BUCKET', bucket));
+    expect(res.response).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(res.response).toMatch(/\r\ncontent-type: application\/xml\r\n/);
+    expect(res.response).toMatch(/\r\nx-amz-request-id: [0-9A-F]{16}\r\n/);
+    expect(errorCode(res.response)).toBe(code);
+    expect(/<Message>([^<]*)<\/Message>/.exec(res.response)?.[1]).toMatch(message);
+    expect(/<Resource>([^<]*)<\/Resource>/.exec(res.response)?.[1]).toBe(head.replace('BUCKET', bucket).split(' ')[1]);
   });
 });
 
