@@ -4,12 +4,14 @@
  * SDKs stream them: `<hex size>[;chunk-signature=<sig>]\r\n<bytes>\r\n ... 0[;...]\r\n`, then
  * optional trailers (`x-amz-checksum-crc32:...`, `x-amz-trailer-signature:...`) and `\r\n`.
  * Chunk and trailer signatures are checked when the payload is signed. The checksums S3 clients
- * add (`x-amz-checksum-<name>`, the digest in base64), as a header or a trailer, are checked for
- * the kinds node:crypto and node:zlib compute (crc32, sha1, sha256); a mismatch is BadDigest
- * before anything is stored. crc32c and crc64nvme are not checked (not computed here).
+ * add (`x-amz-checksum-<name>`, the digest in base64), as a header or a trailer, are checked, every
+ * kind S3 checks: crc32, sha1 and sha256 by node:zlib and node:crypto, crc32c and crc64nvme (the
+ * AWS CLI's default) by the AWS SDK's own implementations; a mismatch is BadDigest before anything
+ * is stored. Only the kinds a request declares are computed.
  */
 import { createHash } from 'node:crypto';
 import zlib from 'node:zlib';
+import { Crc32c, Crc64Nvme } from '@aws-sdk/checksums/crc';
 import type { ChunkSigner } from './auth.ts';
 import { S3Error } from './objects.ts';
 
@@ -17,24 +19,28 @@ const incomplete = () => new S3Error('IncompleteBody', 400, 'You did not provide
 const badChunk = (why: string) => new S3Error('InvalidRequest', 400, `Malformed aws-chunked body: ${why}.`);
 
 /** The checksum kinds checked, by the name in `x-amz-checksum-<name>`. */
-const CHECKED = ['crc32', 'sha1', 'sha256'] as const;
+const CHECKED = ['crc32', 'crc32c', 'crc64nvme', 'sha1', 'sha256'] as const;
 type Checked = (typeof CHECKED)[number];
 
 /** A running checksum of one kind: its update and its digest as S3 writes it (base64). */
-function checksum(name: Checked): { update(data: Buffer): void; base64(): string } {
-  if (name !== 'crc32') {
-    const hash = createHash(name);
-    return { update: (data) => void hash.update(data), base64: () => hash.digest('base64') };
+function checksum(name: Checked): { update(data: Buffer): void; base64(): Promise<string> } {
+  if (name === 'crc32') {
+    let crc = 0;
+    return {
+      update: (data) => void (crc = zlib.crc32(data, crc)),
+      base64: async () => {
+        const b = Buffer.alloc(4);
+        b.writeUInt32BE(crc >>> 0);
+        return b.toString('base64');
+      },
+    };
   }
-  let crc = 0;
-  return {
-    update: (data) => void (crc = zlib.crc32(data, crc)),
-    base64: () => {
-      const b = Buffer.alloc(4);
-      b.writeUInt32BE(crc >>> 0);
-      return b.toString('base64');
-    },
-  };
+  if (name === 'crc32c' || name === 'crc64nvme') {
+    const crc = name === 'crc32c' ? new Crc32c() : new Crc64Nvme();
+    return { update: (data) => crc.update(data), base64: async () => Buffer.from(await crc.digest()).toString('base64') };
+  }
+  const hash = createHash(name);
+  return { update: (data) => void hash.update(data), base64: async () => hash.digest('base64') };
 }
 
 const badDigest = (name: Checked) => new S3Error('BadDigest', 400, `The ${name} checksum you specified did not match the calculated checksum.`);
@@ -60,7 +66,7 @@ export async function* checkChecksums(source: AsyncIterable<Buffer>, declared: r
     for (const { sum } of sums) sum.update(chunk);
     yield chunk;
   }
-  for (const { name, value, sum } of sums) if (sum.base64() !== value) throw badDigest(name);
+  for (const { name, value, sum } of sums) if ((await sum.base64()) !== value) throw badDigest(name);
 }
 
 /** Pulls bytes and lines out of an async stream of buffers. */
@@ -186,7 +192,7 @@ export async function* dechunk(source: AsyncIterable<Buffer>, opts: ChunkedOptio
     const sum = sums.get(kind);
     // A checked kind in a trailer that x-amz-trailer did not announce: S3 refuses such a body.
     if (!sum) throw badChunk(`trailer ${name} not announced in x-amz-trailer`);
-    if (sum.base64() !== value) throw badDigest(kind);
+    if ((await sum.base64()) !== value) throw badDigest(kind);
   }
 }
 

@@ -407,6 +407,38 @@ describe('x-amz-checksum-* headers (the SDK sends CRC32 by default)', () => {
     );
     expect(part.ETag).toBe(`"${md5Hex('abc')}"`);
   });
+
+  it('crc32c and crc64nvme (the AWS CLI’s default) checked: known answers for "123456789", a mismatch is BadDigest, and the SDK computing either is stored', async () => {
+    // The catalogued check values: CRC-32C (Castagnoli) 0xE3069283, CRC-64/NVME 0xAE8B14860A799888.
+    const b64 = (hex: string) => Buffer.from(hex, 'hex').toString('base64');
+    const known = [{ ChecksumCRC32C: b64('e3069283') }, { ChecksumCRC64NVME: b64('ae8b14860a799888') }];
+    for (const sum of known) {
+      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'sums/c.txt', Body: '123456789', ...sum }));
+      expect((await bytesOf('sums/c.txt')).toString(), JSON.stringify(sum)).toBe('123456789');
+      const out = await outcome(s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'sums/c.txt', Body: '123456780', ...sum })));
+      expect(out, JSON.stringify(sum)).toMatchObject({ status: 400, name: 'BadDigest' });
+      expect((await bytesOf('sums/c.txt')).toString()).toBe('123456789');
+    }
+    // The SDK computing them itself, as the AWS CLI does by default (CRC64NVME), on a body it streams.
+    const sdk = s3Client(env.creds, { requestChecksumCalculation: 'WHEN_SUPPORTED' });
+    try {
+      for (const ChecksumAlgorithm of ['CRC32C', 'CRC64NVME'] as const) {
+        const body = randomBytes(300_000);
+        await sdk.send(
+          new PutObjectCommand({
+            Bucket: bucket,
+            Key: `sums/${ChecksumAlgorithm}.bin`,
+            Body: Readable.from([body]),
+            ContentLength: body.length,
+            ChecksumAlgorithm,
+          }),
+        );
+        expect((await bytesOf(`sums/${ChecksumAlgorithm}.bin`)).equals(body), ChecksumAlgorithm).toBe(true);
+      }
+    } finally {
+      sdk.destroy();
+    }
+  });
 });
 
 describe('request headers', () => {
