@@ -11,7 +11,6 @@
  */
 import { createHash } from 'node:crypto';
 import zlib from 'node:zlib';
-import { Crc32c, Crc64Nvme } from '@aws-sdk/checksums/crc';
 import type { ChunkSigner } from './auth.ts';
 import { S3Error } from './objects.ts';
 
@@ -23,7 +22,7 @@ const CHECKED = ['crc32', 'crc32c', 'crc64nvme', 'sha1', 'sha256'] as const;
 type Checked = (typeof CHECKED)[number];
 
 /** A running checksum of one kind: its update and its digest as S3 writes it (base64). */
-function checksum(name: Checked): { update(data: Buffer): void; base64(): Promise<string> } {
+async function checksum(name: Checked): Promise<{ update(data: Buffer): void; base64(): Promise<string> }> {
   if (name === 'crc32') {
     let crc = 0;
     return {
@@ -36,6 +35,8 @@ function checksum(name: Checked): { update(data: Buffer): void; base64(): Promis
     };
   }
   if (name === 'crc32c' || name === 'crc64nvme') {
+    // Loaded on the first upload that declares one (most clients send CRC32): not at start.
+    const { Crc32c, Crc64Nvme } = await import('@aws-sdk/checksums/crc');
     const crc = name === 'crc32c' ? new Crc32c() : new Crc64Nvme();
     return { update: (data) => crc.update(data), base64: async () => Buffer.from(await crc.digest()).toString('base64') };
   }
@@ -61,7 +62,7 @@ export function declaredChecksums(headers: Record<string, string | string[] | un
 
 /** Passes a body through, checking at its end the checksums its headers declared (BadDigest). */
 export async function* checkChecksums(source: AsyncIterable<Buffer>, declared: readonly [Checked, string][]): AsyncGenerator<Buffer> {
-  const sums = declared.map(([name, value]) => ({ name, value, sum: checksum(name) }));
+  const sums = await Promise.all(declared.map(async ([name, value]) => ({ name, value, sum: await checksum(name) })));
   for await (const chunk of source) {
     for (const { sum } of sums) sum.update(chunk);
     yield chunk;
@@ -136,7 +137,9 @@ export async function* dechunk(source: AsyncIterable<Buffer>, opts: ChunkedOptio
   const reader = new Reader(source);
   // The kinds a trailer may carry: those announced, or all of them when nothing is announced.
   const announced = opts.announced?.split(',').flatMap((n) => checkedKind(n.trim()) ?? []);
-  const sums = new Map((opts.trailer ? (opts.announced === undefined ? CHECKED : announced!) : []).map((name) => [name, checksum(name)]));
+  const sums = new Map(
+    await Promise.all((opts.trailer ? (opts.announced === undefined ? CHECKED : announced!) : []).map(async (name) => [name, await checksum(name)] as const)),
+  );
   for (;;) {
     const head = await reader.line();
     const m = /^([0-9a-fA-F]{1,16})(?:;chunk-signature=([0-9a-f]{64}))?$/.exec(head);
