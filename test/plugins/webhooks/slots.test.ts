@@ -6,8 +6,10 @@
  * receivers that hold their answers until the test lets them go, so the limits are read from
  * what the receivers see (a slot frees only once its answer is read), not from timing. And the
  * default limits (32 per session, 256 overall) still keep one hanging receiver to its share.
+ * On PostgreSQL a session at its limit is not claimed again until a slot frees (claims counted).
  */
 import type http from 'node:http';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../helpers/app.ts';
 import {
@@ -101,6 +103,42 @@ describe('a session at its limit', () => {
     // resync every 15 s may hand the session to the queue, rightly: then this is not checked.)
     const window = executed.slice(start);
     if (sqlite && !window.some((e) => /GROUP BY session_id/.test(e.sql))) expect(queueReads(window).map((e) => e.caller)).toEqual([]);
+  });
+
+  it.skipIf(sqlite)('on PostgreSQL claims a session at its limit no more until a slot frees: its commits meanwhile send no claim', async () => {
+    const e = await session('/e');
+    for (let i = 0; i < 2; i++) await receive(app, e, `slot e #${i}`);
+    await eventually(() => arrived('/e').length >= 2, 10_000, 'two deliveries in flight');
+    // Every claim the process sends from here (one call of webhooks_claim each).
+    const query = pg.Client.prototype.query;
+    let claims = 0;
+    pg.Client.prototype.query = function counted(this: pg.Client, ...args: unknown[]) {
+      const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+      if (text?.includes('webhooks_claim(')) claims++;
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    try {
+      // Each commit marks the session due again; with both slots held there is nothing to claim.
+      for (let i = 2; i < 6; i++) await receive(app, e, `slot e #${i}`);
+      await eventually(async () => (await dispatchesOf(app, t.pat, e.id)).length === 6, 10_000, 'six dispatch records');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(claims).toBe(0);
+      expect(arrived('/e')).toHaveLength(2);
+      // A freed slot is claimed again at once: the next delivery goes out.
+      release('/e');
+      await eventually(() => arrived('/e').length >= 3, 10_000, 'the third delivery');
+      expect(claims).toBeGreaterThan(0);
+    } finally {
+      pg.Client.prototype.query = query;
+    }
+    for (let i = 3; i < 6; i++) {
+      release('/e');
+      await eventually(() => arrived('/e').length >= i + 1, 10_000, `delivery ${i}`);
+    }
+    release('/e');
+    release('/e');
+    expect(arrived('/e').map(textOf).sort()).toEqual(Array.from({ length: 6 }, (_, i) => `slot e #${i}`));
+    expect(most.get('/e')).toBe(2);
   });
 
   // On PostgreSQL the queue's round-robin decides (the session marked due first is served first).
