@@ -8,7 +8,7 @@ import type { ScopedDb } from '../scoped-db.ts';
 import type { ChatKind } from './types.ts';
 
 /** How many phone <-> LID pairs a store keeps in memory. */
-export const LID_CACHE_SIZE = 10_000;
+const LID_CACHE_SIZE = 10_000;
 
 /**
  * Committed phone <-> LID pairs, bounded (the oldest go first). A pair never changes once

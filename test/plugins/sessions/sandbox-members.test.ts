@@ -6,14 +6,11 @@
  * PostgreSQL; first sight, same and new push names; a rolled-back receive leaves neither).
  * Runs on SQLite ("all") and on PostgreSQL ("on postgres").
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DbHandle } from '../../../core/db.ts';
-import { openPostgres } from '../../../core/db-postgres.ts';
-import { openSqlite } from '../../../core/db-sqlite.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
 import type { TestApp } from '../../helpers/app.ts';
-import { countStatements } from '../webhooks/helpers.ts';
+import { committedView, countStatements, pgStatements } from '../webhooks/helpers.ts';
 import { call, eventsOf, lastEventId, sandboxSession, type SessionInfo, startMessagingApp, type Tenant, tenant } from './helpers.ts';
 
 let app: TestApp;
@@ -29,9 +26,8 @@ beforeAll(async () => {
   t = await tenant(app);
   svc = app.running.services.sessions as Sessions;
   s = await sandboxSession(app, t.pat, { name: 'Members' });
-  const { database } = app.running.config.core;
-  postgres = database.engine === 'postgres';
-  outside = postgres ? await openPostgres(database.url!, { poolSize: 2, connectTimeoutMs: 5000 }) : openSqlite(database.path);
+  postgres = app.running.config.core.database.engine === 'postgres';
+  outside = await committedView(app);
 });
 afterAll(async () => {
   await outside?.close();
@@ -40,19 +36,12 @@ afterAll(async () => {
 
 /** Every statement the app sends (SQLite: each one executed; PostgreSQL: each query of a pg client), until `restore`. */
 function statements(): { texts: () => string[]; restore(): void } {
-  if (!postgres) {
-    const { executed, restore } = countStatements(app);
-    return { texts: () => executed.map((e) => e.sql), restore };
+  if (postgres) {
+    const { texts, restore } = pgStatements();
+    return { texts: () => texts, restore };
   }
-  const texts: string[] = [];
-  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-  const original = proto.query;
-  proto.query = function counted(this: unknown, ...args: unknown[]) {
-    const first = args[0] as string | { text?: string };
-    texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
-    return original.apply(this, args);
-  };
-  return { texts: () => texts, restore: () => (proto.query = original) };
+  const { executed, restore } = countStatements(app);
+  return { texts: () => executed.map((e) => e.sql), restore };
 }
 
 let numbers = 0;
