@@ -87,6 +87,10 @@ export async function openPostgres(url: string, options: PostgresOptions): Promi
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,
     application_name: 'wharf',
+    // Queries given to a connection before the previous one's answer are sent at once, each with
+    // its own Sync (pg's pipeline mode): a group commit's RELEASE and its next member's first
+    // statement share a round trip. A connection used one query at a time is unchanged.
+    pipeline: true,
     types: typesOf(pg),
   } as pg.PoolConfig);
   pool.on('error', (err) => options.onIdleError?.(err));
@@ -431,29 +435,35 @@ export class PostgresDb extends PgQueries implements DbHandle {
       let unreleased = false;
       for (;;) {
         const next = group.waiting.shift();
-        if (unreleased || !next) {
-          // Releasing checks that the last member left the transaction usable (it may have caught
-          // an error and gone on: the transaction is then aborted); RELEASE and the next step share
-          // a round trip. After a failed statement of a query string the rest are not run: the
-          // unlocks only after a COMMIT that succeeded.
+        /**
+         * Releasing checks that the last member left the transaction usable (it may have caught an
+         * error and gone on: the transaction is then aborted). Before another member, RELEASE and
+         * the next SAVEPOINT are sent and not waited for: the member's statements follow them on
+         * the connection (pipelined, see openPostgres), and the release's answer is read once the
+         * member ran. After a failed statement of a query string the rest are not run: the unlocks
+         * only after a COMMIT that succeeded.
+         */
+        let released: Promise<{ err: unknown } | undefined> | undefined;
+        if (unreleased && next) {
+          released = client.query(`RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}`).then(
+            () => undefined,
+            (err: unknown) => ({ err }),
+          );
+          unreleased = false;
+        } else if (!next) {
           const end = `RELEASE SAVEPOINT ${SAVEPOINT}; COMMIT; ${locks.map((id) => `SELECT pg_advisory_unlock(${id});`).join(' ')}`;
           try {
-            await client.query(next ? `RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}` : end);
+            await client.query(end);
           } catch (err) {
-            if (next) group.waiting.unshift(next);
             if (!unreleased || (err as { code?: string }).code !== '25P02') throw err;
             // The last member aborted the transaction: its savepoint is undone, it fails alone.
-            await client.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
-            shared.clear();
+            await this.#rollbackToSavepoint(client, shared);
             taken.pop()!.member.reject(err);
             unreleased = false;
             continue;
           }
-          unreleased = false;
-          if (!next) {
-            session.unlocked = true;
-            break;
-          }
+          session.unlocked = true;
+          break;
         }
         current = next;
         const tx = new MemberQueries(client, shared);
@@ -466,14 +476,24 @@ export class PostgresDb extends PgQueries implements DbHandle {
         } finally {
           tx.ended = true;
         }
+        const release = released && (await released);
+        if (release) {
+          // The member before it had aborted the transaction: this one's statements were refused
+          // (whatever it made of that, it runs again, uncounted); the one before fails alone.
+          group.waiting.unshift(next);
+          current = undefined;
+          if ((release.err as { code?: string }).code !== '25P02') throw release.err;
+          await this.#rollbackToSavepoint(client, shared);
+          taken.pop()!.member.reject(release.err);
+          continue;
+        }
         if (tx.doomed !== undefined || (failure && retryable(failure.err))) {
           // This member met the conflict: it counts an attempt; the others run again uncounted.
           next.attempts++;
           throw tx.doomed ?? failure!.err;
         }
         if (failure) {
-          await client.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
-          shared.clear();
+          await this.#rollbackToSavepoint(client, shared);
           current = undefined;
           next.reject(failure.err);
           continue;
@@ -509,6 +529,12 @@ export class PostgresDb extends PgQueries implements DbHandle {
     }
     for (const { member, result } of taken) member.resolve(result);
     return undefined;
+  }
+
+  /** Undoes the work of the member whose savepoint is open (what the group shared goes with it). */
+  async #rollbackToSavepoint(client: pg.PoolClient, shared: Map<object, unknown>): Promise<void> {
+    await client.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
+    shared.clear();
   }
 
   /** Runs `attempt` again after a serialization failure or a deadlock, at most MAX_TRANSACTION_ATTEMPTS times in all. */

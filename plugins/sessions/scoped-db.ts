@@ -29,6 +29,8 @@ export interface Scope {
   flushing?: Promise<void>;
   /** Deferred writes that failed: the transaction fails with this, even when the statement that sent them was caught. */
   failed?: { err: unknown };
+  /** Run once the transaction committed (see {@link ScopedDb.afterCommit}). */
+  committed?: (() => void)[];
 }
 
 export class ScopedDb implements Db {
@@ -99,6 +101,18 @@ export class ScopedDb implements Db {
   }
 
   /**
+   * Runs `fn` once what the current transaction wrote and read is committed: after its COMMIT
+   * (never when it is rolled back, nor for an attempt that runs again), at once outside one (a
+   * statement on the pool sees committed rows only). For caches of rows that never change once
+   * written: a row read inside a transaction may be one it wrote itself and may yet roll back.
+   */
+  afterCommit(fn: () => void): void {
+    const scope = this.scope;
+    if (scope) (scope.committed ??= []).push(fn);
+    else fn();
+  }
+
+  /**
    * Runs `fn` in a transaction; inside one already, joins it (no savepoint: a throw inside
    * rolls back the whole transaction once it reaches the outermost call, and its `options` are
    * those of the outermost call). On PostgreSQL `fn` may run again after a serialization
@@ -107,8 +121,15 @@ export class ScopedDb implements Db {
   transaction<T>(fn: (tx: Db) => Promise<T>, options?: TransactionOptions): Promise<T> {
     const current = this.scope;
     if (current) return fn(current.tx);
-    return this.#root.transaction(async (tx) => {
+    return this.#outermost(fn, options);
+  }
+
+  async #outermost<T>(fn: (tx: Db) => Promise<T>, options: TransactionOptions | undefined): Promise<T> {
+    /** The last attempt's scope: the one that committed when the transaction resolves. */
+    let last: Scope | undefined;
+    const result = await this.#root.transaction(async (tx) => {
       const scope: Scope = { tx, state: new Map(), open: true };
+      last = scope;
       try {
         return await this.#als.run(scope, async () => {
           const result = await fn(tx);
@@ -121,5 +142,7 @@ export class ScopedDb implements Db {
         scope.open = false;
       }
     }, options);
+    for (const fn of last?.committed ?? []) fn();
+    return result;
   }
 }

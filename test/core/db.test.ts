@@ -4,6 +4,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ConstraintError,
@@ -567,6 +568,62 @@ describe('PostgreSQL: transactions naming the same keys share one BEGIN ... COMM
     await expect(ok2).resolves.toEqual({ changes: 1 });
     expect([await committed('kept-1'), await committed('lost-1'), await committed('lost-2'), await committed('kept-2')]).toEqual([true, false, false, true]);
     expect(await outside.value<number>("SELECT count(DISTINCT xid) FROM items WHERE name IN ('kept-1', 'kept-2')")).toBe(1);
+  });
+
+  it("sends a member's first statement behind the release of the one before, without waiting for its answer; behind a member that aborted the transaction, it runs again and commits once", async () => {
+    // Each query written to a connection while another of its queries is unanswered (pipelined):
+    // pg's Query is submitted (written), then answered by its ReadyForQuery or its error.
+    const sentBehind: string[] = [];
+    const unanswered = new Map<unknown, number>();
+    type Hook = (this: { text?: string }, ...args: unknown[]) => unknown;
+    const proto = pg.Query.prototype as unknown as { submit: Hook; handleReadyForQuery: Hook; handleError: Hook };
+    const originals = { submit: proto.submit, handleReadyForQuery: proto.handleReadyForQuery, handleError: proto.handleError };
+    proto.submit = function submitted(con) {
+      if ((unanswered.get(con) ?? 0) > 0) sentBehind.push(this.text ?? '');
+      unanswered.set(con, (unanswered.get(con) ?? 0) + 1);
+      return originals.submit.call(this, con);
+    };
+    const answered = (con: unknown) => unanswered.set(con, (unanswered.get(con) ?? 1) - 1);
+    proto.handleReadyForQuery = function ready(con) {
+      answered(con);
+      return originals.handleReadyForQuery.call(this, con);
+    };
+    proto.handleError = function failed(err, con) {
+      answered(con);
+      return originals.handleError.call(this, err, con);
+    };
+    let afterRuns = 0;
+    let settled: PromiseSettledResult<unknown>[];
+    try {
+      const hold = holder();
+      await hold.running;
+      const members = [
+        ...['piped-1', 'piped-2', 'piped-3'].map((name) => db.transaction((tx) => insert(tx, name), LOCK)),
+        // Catches its error and returns: the transaction is aborted when the next member's statements arrive.
+        db.transaction(async (tx) => {
+          await insert(tx, 'piped-lost');
+          await insert(tx, 'piped-1').catch(() => undefined);
+        }, LOCK),
+        db.transaction(async (tx) => {
+          afterRuns++;
+          await insert(tx, 'piped-after');
+        }, LOCK),
+      ];
+      hold.open();
+      await hold.done;
+      settled = await Promise.allSettled(members);
+    } finally {
+      Object.assign(proto, originals);
+    }
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    expect((settled[3] as PromiseRejectedResult).reason).toMatchObject({ code: '25P02' });
+    // The first statements of members 2 to 5, each sent behind the RELEASE before it; the fifth's second run waited for the rollback.
+    expect(sentBehind.filter((sql) => sql.startsWith('INSERT INTO items'))).toHaveLength(4);
+    expect(afterRuns).toBe(2);
+    const names = ['piped-1', 'piped-2', 'piped-3', 'piped-lost', 'piped-after'];
+    expect(await Promise.all(names.map(committed))).toEqual([true, true, true, false, true]);
+    expect(await outside.value<number>("SELECT count(*) FROM items WHERE name = 'piped-after'")).toBe(1);
+    expect(await outside.value<number>("SELECT count(DISTINCT xid) FROM items WHERE name LIKE 'piped-%'")).toBe(1);
   });
 
   it('runs the members of an attempt doomed by a serialization failure again, even when the member that met it caught it; each commits once', async () => {

@@ -4,8 +4,42 @@
  * and the encrypted copies on the sandbox "CDN"). Session rows are not here: the sandbox reaches
  * them through its host.
  */
-import type { Db } from '../../../core/db.ts';
+import type { ScopedDb } from '../scoped-db.ts';
 import type { ChatKind } from './types.ts';
+
+/** How many phone <-> LID pairs a store keeps in memory. */
+const LID_CACHE_SIZE = 10_000;
+
+/**
+ * Committed phone <-> LID pairs, bounded (the oldest go first). A pair never changes once
+ * written: `pn` and `lid` are each unique in `sessions_sandbox_lids`, whose rows are only ever
+ * inserted (never updated or deleted), so a committed pair is the answer on every instance for
+ * good. A pair enters only once the transaction that read it committed (ScopedDb.afterCommit): a
+ * row read inside a transaction may be one it wrote and may yet roll back. Absence is not kept.
+ */
+class LidPairs {
+  readonly #lidOfPn = new Map<string, string>();
+  readonly #pnOfLid = new Map<string, string>();
+
+  lid(pn: string): string | undefined {
+    return this.#lidOfPn.get(pn);
+  }
+
+  pn(lid: string): string | undefined {
+    return this.#pnOfLid.get(lid);
+  }
+
+  add(pn: string, lid: string): void {
+    if (this.#lidOfPn.has(pn)) return;
+    if (this.#lidOfPn.size >= LID_CACHE_SIZE) {
+      const [oldPn, oldLid] = this.#lidOfPn.entries().next().value!;
+      this.#lidOfPn.delete(oldPn);
+      this.#pnOfLid.delete(oldLid);
+    }
+    this.#lidOfPn.set(pn, lid);
+    this.#pnOfLid.set(lid, pn);
+  }
+}
 
 export interface SandboxMessageRow {
   session_id: number;
@@ -46,38 +80,73 @@ export interface MediaRow {
 export type MemberRole = 'admin' | 'superadmin' | null;
 export type SandboxMediaKind = 'upload' | 'cdn';
 
-export class SandboxStore {
-  readonly #db: Db;
+const INSERT_MESSAGE = `INSERT INTO sessions_sandbox_messages (session_id, key_id, from_me, chat, remote_key, message, origin_session_id, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (session_id, key_id) DO UPDATE SET from_me = excluded.from_me, chat = excluded.chat, remote_key = excluded.remote_key,
+    message = excluded.message, origin_session_id = excluded.origin_session_id, read_at = NULL, created_at = excluded.created_at`;
 
-  constructor(db: Db) {
+const messageParams = (row: Omit<SandboxMessageRow, 'read_at'>, now: string) => [
+  row.session_id,
+  row.key_id,
+  row.from_me,
+  row.chat,
+  row.remote_key,
+  row.message,
+  row.origin_session_id,
+  now,
+];
+
+const SELECT_CONTACT = 'SELECT jid, name, notify, blocked FROM sessions_sandbox_contacts WHERE session_id = ? AND jid = ?';
+
+export class SandboxStore {
+  readonly #db: ScopedDb;
+  readonly #lids = new LidPairs();
+
+  constructor(db: ScopedDb) {
     this.#db = db;
   }
 
-  // Identities
+  // Identities (read through the committed pairs kept in memory, see LidPairs)
 
-  lidByPn(digits: string): Promise<string | undefined> {
-    return this.#db.value<string>('SELECT lid FROM sessions_sandbox_lids WHERE pn = ?', [digits]);
+  async lidByPn(digits: string): Promise<string | undefined> {
+    const known = this.#lids.lid(digits);
+    if (known !== undefined) return known;
+    const lid = await this.#db.value<string>('SELECT lid FROM sessions_sandbox_lids WHERE pn = ?', [digits]);
+    if (lid !== undefined) this.#db.afterCommit(() => this.#lids.add(digits, lid));
+    return lid;
   }
 
-  pnByLid(lid: string): Promise<string | undefined> {
-    return this.#db.value<string>('SELECT pn FROM sessions_sandbox_lids WHERE lid = ?', [lid]);
+  async pnByLid(lid: string): Promise<string | undefined> {
+    const known = this.#lids.pn(lid);
+    if (known !== undefined) return known;
+    const pn = await this.#db.value<string>('SELECT pn FROM sessions_sandbox_lids WHERE lid = ?', [lid]);
+    if (pn !== undefined) this.#db.afterCommit(() => this.#lids.add(pn, lid));
+    return pn;
   }
 
   async insertLid(digits: string, lid: string): Promise<void> {
-    await this.#db.run('INSERT INTO sessions_sandbox_lids (pn, lid) VALUES (?, ?) ON CONFLICT DO NOTHING', [digits, lid]);
+    const { changes } = await this.#db.run('INSERT INTO sessions_sandbox_lids (pn, lid) VALUES (?, ?) ON CONFLICT DO NOTHING', [digits, lid]);
+    if (changes > 0) this.#db.afterCommit(() => this.#lids.add(digits, lid));
   }
 
   // Messages: every session's copy, keyed by (session, key id)
 
   /** Stores a copy of a message; one with the same key replaces it (unread again). */
   async insertMessage(row: Omit<SandboxMessageRow, 'read_at'>, now: string): Promise<void> {
-    await this.#db.run(
-      `INSERT INTO sessions_sandbox_messages (session_id, key_id, from_me, chat, remote_key, message, origin_session_id, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (session_id, key_id) DO UPDATE SET from_me = excluded.from_me, chat = excluded.chat, remote_key = excluded.remote_key,
-         message = excluded.message, origin_session_id = excluded.origin_session_id, read_at = NULL, created_at = excluded.created_at`,
-      [row.session_id, row.key_id, row.from_me, row.chat, row.remote_key, row.message, row.origin_session_id, now],
-    );
+    await this.#db.run(INSERT_MESSAGE, messageParams(row, now));
+  }
+
+  /**
+   * {@link insertMessage}, then {@link contact} `jid` of the copy's session (the sender of an
+   * inbound text): on PostgreSQL one statement, a round trip fewer on the chain of the session's
+   * transactions (they run one after another, see `sessionLock`).
+   */
+  async insertMessageAndContact(row: Omit<SandboxMessageRow, 'read_at'>, now: string, jid: string): Promise<ContactRow | undefined> {
+    if (this.#db.engine !== 'postgres') {
+      await this.insertMessage(row, now);
+      return this.contact(row.session_id, jid);
+    }
+    return this.#db.one<ContactRow>(`WITH copy AS (${INSERT_MESSAGE}) ${SELECT_CONTACT}`, [...messageParams(row, now), row.session_id, jid]);
   }
 
   message(sessionId: number, keyId: string): Promise<SandboxMessageRow | undefined> {
@@ -121,7 +190,7 @@ export class SandboxStore {
   }
 
   contact(sessionId: number, jid: string): Promise<ContactRow | undefined> {
-    return this.#db.one<ContactRow>('SELECT jid, name, notify, blocked FROM sessions_sandbox_contacts WHERE session_id = ? AND jid = ?', [sessionId, jid]);
+    return this.#db.one<ContactRow>(SELECT_CONTACT, [sessionId, jid]);
   }
 
   /** Creates or changes a contact; a null field keeps what is stored. */

@@ -16,8 +16,8 @@
  * can be told to deliver an inbound text (`POST /api/sandbox/receive`).
  */
 import { createHash, randomInt } from 'node:crypto';
-import type { Db } from '../../../core/db.ts';
 import { WharfError } from '../../../core/errors.ts';
+import type { ScopedDb } from '../scoped-db.ts';
 import { randomToken } from '../../../core/tokens.ts';
 import { decryptMedia, encryptMedia } from './media-crypto.ts';
 import { type ContactRow, type GroupRow, SandboxStore, type SandboxMessageRow as MessageRow } from './sandbox-store.ts';
@@ -71,7 +71,7 @@ export class SandboxNetwork implements NetworkAdapter {
   readonly #publicUrl: string;
   readonly #store: SandboxStore;
 
-  constructor(db: Db, host: NetworkHost, options: { publicUrl: string }) {
+  constructor(db: ScopedDb, host: NetworkHost, options: { publicUrl: string }) {
     this.#host = host;
     this.#publicUrl = options.publicUrl.replace(/\/+$/, '');
     this.#store = new SandboxStore(db);
@@ -289,7 +289,7 @@ export class SandboxNetwork implements NetworkAdapter {
       },
       now(),
     );
-    await this.#sawContact(recipient, senderDigits, sender.name);
+    await this.#sawContact(recipient, senderDigits, sender.name, blocked);
     const accepted = await this.#host.inbound(recipient.id, { key, message: node, pushName: sender.name, messageTimestamp: ts, chat });
     const recipientJid = this.#selfJid(recipient);
     await this.#host.receipt(sender.id, senderKey, 'delivered', recipientJid);
@@ -299,10 +299,12 @@ export class SandboxNetwork implements NetworkAdapter {
     }
   }
 
-  /** Adds a sender to a recipient's contacts on first sight (contacts.upsert), or refreshes its push name (contacts.update). */
-  async #sawContact(session: NetworkSession, digits: string, notify: string | null): Promise<void> {
+  /**
+   * Adds a sender to a recipient's contacts on first sight (contacts.upsert), or refreshes its
+   * push name (contacts.update). `existing`: the contact as read in this transaction (none: not one).
+   */
+  async #sawContact(session: NetworkSession, digits: string, notify: string | null, existing: ContactRow | undefined): Promise<void> {
     const jid = phoneJid(digits);
-    const existing = await this.#store.contact(session.id, jid);
     if (existing && (existing.notify === notify || notify === null)) return;
     await this.#store.upsertContact(session.id, jid, { notify }, now());
     const entry = { id: jid, lid: lidJid(await this.#lidOf(digits)), phoneNumber: jid, notify };
@@ -324,20 +326,19 @@ export class SandboxNetwork implements NetworkAdapter {
     const key = await this.#inboundKey(id, digits, input.chat, chatJid);
     const node: MessageNode = { conversation: input.text };
     const pushName = input.pushName ?? (input.chat === 'newsletter' ? null : phone);
+    const copy = {
+      session_id: session.id,
+      key_id: id,
+      from_me: 0,
+      chat: input.chat,
+      remote_key: JSON.stringify(key),
+      message: JSON.stringify(node),
+      origin_session_id: null,
+    };
     await this.#host.transaction(async () => {
-      await this.#store.insertMessage(
-        {
-          session_id: session.id,
-          key_id: id,
-          from_me: 0,
-          chat: input.chat,
-          remote_key: JSON.stringify(key),
-          message: JSON.stringify(node),
-          origin_session_id: null,
-        },
-        now(),
-      );
-      if (input.chat !== 'newsletter') await this.#sawContact(session, digits, pushName);
+      // A newsletter's author is not a contact; anyone else's text is stored with its sender's contact read.
+      if (input.chat === 'newsletter') await this.#store.insertMessage(copy, now());
+      else await this.#sawContact(session, digits, pushName, await this.#store.insertMessageAndContact(copy, now(), phoneJid(digits)));
       const accepted = await this.#host.inbound(session.id, { key, message: node, pushName, messageTimestamp: seconds(), chat: input.chat });
       if (accepted && session.readIncomingMessages) await this.#store.markRead(session.id, id, now());
     }, [session.id]);

@@ -5,16 +5,26 @@
  * were emitted, each outbox row pointing at its event; nothing written when the transaction fails,
  * each event once when it runs again. Runs on SQLite ("all") and on PostgreSQL ("on postgres").
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DbHandle } from '../../../core/db.ts';
-import { openPostgres, type PostgresDb } from '../../../core/db-postgres.ts';
-import { openSqlite } from '../../../core/db-sqlite.ts';
+import type { PostgresDb } from '../../../core/db-postgres.ts';
 import type { TestApp } from '../../helpers/app.ts';
 import type { SessionsStore } from '../../../plugins/sessions/store.ts';
 import type { SessionsService } from '../../../plugins/sessions/types.ts';
 import { WAKE_CHANNEL } from '../../../plugins/webhooks/store.ts';
-import { call, eventually, hookedSession, PATIENT_TOML, Receiver, type SessionInfo, startWebhooksApp, type Tenant, tenant } from './helpers.ts';
+import {
+  call,
+  committedView,
+  eventually,
+  hookedSession,
+  PATIENT_TOML,
+  pgStatements,
+  Receiver,
+  type SessionInfo,
+  startWebhooksApp,
+  type Tenant,
+  tenant,
+} from './helpers.ts';
 
 let app: TestApp;
 let t: Tenant;
@@ -31,9 +41,8 @@ beforeAll(async () => {
   t = await tenant(app);
   hooked = await hookedSession(app, t.pat, receiver.url('/rows'), ['messages.received', 'contacts.update']);
   svc = app.running.services.sessions!;
-  const { database } = app.running.config.core;
-  postgres = database.engine === 'postgres';
-  outside = postgres ? await openPostgres(database.url!, { poolSize: 2, connectTimeoutMs: 5000 }) : openSqlite(database.path);
+  postgres = app.running.config.core.database.engine === 'postgres';
+  outside = await committedView(app);
 });
 
 afterAll(async () => {
@@ -57,21 +66,6 @@ async function committed(sessionId: number, afterId: number) {
 
 const lastEventId = async (sessionId: number) =>
   (await outside.value<number>('SELECT COALESCE(MAX(id), 0) FROM sessions_events WHERE session_id = ?', [sessionId])) ?? 0;
-
-/** Every statement sent by pg clients (PostgreSQL only), with the client that sent it, until `restore`. */
-function pgStatements(): { texts: string[]; clients: unknown[]; restore(): void } {
-  const texts: string[] = [];
-  const clients: unknown[] = [];
-  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-  const original = proto.query;
-  proto.query = function counted(this: unknown, ...args: unknown[]) {
-    const first = args[0] as string | { text?: string };
-    texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
-    clients.push(this);
-    return original.apply(this, args);
-  };
-  return { texts, clients, restore: () => (proto.query = original) };
-}
 
 describe('events written in batches with their outbox rows', () => {
   it('one transaction emitting N events: ids in emit order, each subscribed one with its outbox row, one statement on PostgreSQL, NOTIFY to another connection', async () => {

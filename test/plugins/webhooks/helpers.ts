@@ -4,6 +4,10 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import type { DbHandle } from '../../../core/db.ts';
+import { openPostgres } from '../../../core/db-postgres.ts';
+import { openSqlite } from '../../../core/db-sqlite.ts';
 import identity from '../../../plugins/identity/index.ts';
 import sessions from '../../../plugins/sessions/index.ts';
 import webhooks from '../../../plugins/webhooks/index.ts';
@@ -219,6 +223,27 @@ function callerOf(stack: string): string {
   const frames = stack.split('\n').filter((l) => l.includes('/plugins/') && !l.includes('/test/'));
   const frame = frames.find((l) => l.includes('/plugins/webhooks/')) ?? frames.find((l) => !/store\.ts/.test(l)) ?? frames[0] ?? '';
   return /\/plugins\/([\w/.-]+:\d+)/.exec(frame)?.[1] ?? 'core';
+}
+
+/** A connection of its own to the app's database (another instance's, say): it sees only what is committed. */
+export async function committedView(app: TestApp): Promise<DbHandle> {
+  const { database } = app.running.config.core;
+  return database.engine === 'postgres' ? await openPostgres(database.url!, { poolSize: 2, connectTimeoutMs: 5000 }) : openSqlite(database.path);
+}
+
+/** Every statement sent by pg clients (PostgreSQL only), with the client that sent it, until `restore`. */
+export function pgStatements(): { texts: string[]; clients: unknown[]; restore(): void } {
+  const texts: string[] = [];
+  const clients: unknown[] = [];
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  proto.query = function counted(this: unknown, ...args: unknown[]) {
+    const first = args[0] as string | { text?: string };
+    texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
+    clients.push(this);
+    return original.apply(this, args);
+  };
+  return { texts, clients, restore: () => (proto.query = original) };
 }
 
 /** The dispatcher's reads of the outbox queue (a session's due deliveries, its next due time) among `executed`. */

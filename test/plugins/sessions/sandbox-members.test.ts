@@ -1,0 +1,192 @@
+/**
+ * What one sandbox receive costs on a session's chain of transactions, and that the shortcuts
+ * keep what the receive wrote and announced: the phone <-> LID pairs kept in memory once
+ * committed (never a pair of a transaction that rolled back; a pair another instance committed is
+ * read once), and the message copy written with its sender's contact read (one statement on
+ * PostgreSQL; first sight, same and new push names; a rolled-back receive leaves neither).
+ * Runs on SQLite ("all") and on PostgreSQL ("on postgres").
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DbHandle } from '../../../core/db.ts';
+import type { Sessions } from '../../../plugins/sessions/service.ts';
+import type { TestApp } from '../../helpers/app.ts';
+import { committedView, countStatements, pgStatements } from '../webhooks/helpers.ts';
+import { call, eventsOf, lastEventId, sandboxSession, type SessionInfo, startMessagingApp, type Tenant, tenant } from './helpers.ts';
+
+let app: TestApp;
+let t: Tenant;
+let svc: Sessions;
+let s: SessionInfo;
+/** A connection of its own (another instance, say): it sees only what is committed. */
+let outside: DbHandle;
+let postgres = false;
+
+beforeAll(async () => {
+  app = await startMessagingApp();
+  t = await tenant(app);
+  svc = app.running.services.sessions as Sessions;
+  s = await sandboxSession(app, t.pat, { name: 'Members' });
+  postgres = app.running.config.core.database.engine === 'postgres';
+  outside = await committedView(app);
+});
+afterAll(async () => {
+  await outside?.close();
+  await app?.close();
+});
+
+/** Every statement the app sends (SQLite: each one executed; PostgreSQL: each query of a pg client), until `restore`. */
+function statements(): { texts: () => string[]; restore(): void } {
+  if (postgres) {
+    const { texts, restore } = pgStatements();
+    return { texts: () => texts, restore };
+  }
+  const { executed, restore } = countStatements(app);
+  return { texts: () => executed.map((e) => e.sql), restore };
+}
+
+let numbers = 0;
+/** A phone number no test has used yet. */
+const freshPhone = () => `+1628${String(Date.now() % 1e6).padStart(6, '0')}${String(numbers++ % 10)}`;
+const digits = (phone: string) => phone.replace(/\D/g, '');
+const lidRows = (phone: string) => outside.all<{ lid: string }>('SELECT lid FROM sessions_sandbox_lids WHERE pn = ?', [digits(phone)]);
+const lidReads = (texts: readonly string[]) => texts.filter((sql) => /FROM sessions_sandbox_lids/.test(sql));
+
+async function receiveFrom(phone: string, text: string, pushName?: string) {
+  const res = await call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: phone, text, ...(pushName ? { pushName } : {}) });
+  expect(res.status).toBe(200);
+  return res.body.data.key as { id: string; remoteJid: string };
+}
+
+describe('the phone <-> LID pairs kept in memory', () => {
+  it('a pair read inside a transaction that rolled back is not kept: the number is minted again, and stored, afterwards', async () => {
+    const phone = freshPhone();
+    const session = (await svc.get(s.id))!;
+    const network = svc.network(session)!;
+    let minted: string | null = null;
+    await expect(
+      svc.transaction(async () => {
+        minted = await network.lidFromPn!(session, phone);
+        // Read back inside the transaction: its own row, not committed.
+        expect(await network.lidFromPn!(session, phone)).toBe(minted);
+        expect(await network.pnFromLid!(session, minted!)).toBe(`${digits(phone)}@s.whatsapp.net`);
+        throw new Error('rolled back');
+      }, [s.id]),
+    ).rejects.toThrow('rolled back');
+    expect(minted).toMatch(/^\d+@lid$/);
+    expect(await lidRows(phone)).toEqual([]);
+    // Neither direction answers from memory: the LID is unknown, the number is minted (and stored) again.
+    expect(await network.pnFromLid!(session, minted!)).toBeNull();
+    expect(await network.lidFromPn!(session, phone)).toBe(minted);
+    expect(await lidRows(phone)).toEqual([{ lid: minted!.replace('@lid', '') }]);
+  });
+
+  it('a committed pair is read once, then answered from memory: receives from a known number read no LID rows', async () => {
+    const phone = freshPhone();
+    // Written by another instance: this one has never seen the number.
+    const lid = `1${String(Date.now()).slice(-10).padStart(14, '7')}`;
+    await outside.run('INSERT INTO sessions_sandbox_lids (pn, lid) VALUES (?, ?)', [digits(phone), lid]);
+    const counting = statements();
+    let first: string[];
+    let later: string[];
+    try {
+      expect((await receiveFrom(phone, 'first')).remoteJid).toBe(`${lid}@lid`);
+      first = lidReads(counting.texts());
+      const before = counting.texts().length;
+      for (let i = 0; i < 3; i++) expect((await receiveFrom(phone, `again ${i}`)).remoteJid).toBe(`${lid}@lid`);
+      later = lidReads(counting.texts().slice(before));
+    } finally {
+      counting.restore();
+    }
+    // The first receive reads it inside its transaction (for the key, and for the new contact's entry): kept from its commit on.
+    expect(first.length).toBeGreaterThan(0);
+    expect(later).toEqual([]);
+  });
+});
+
+describe("a receive's message copy and its sender's contact", () => {
+  it('are written and read together (one statement on PostgreSQL): contacts.upsert at first sight, nothing for the same push name, contacts.update for a new one', async () => {
+    const phone = freshPhone();
+    const from = await lastEventId(app, s.id);
+    const counting = statements();
+    let texts: string[];
+    try {
+      await receiveFrom(phone, 'one', 'Ann');
+      await receiveFrom(phone, 'two', 'Ann');
+      await receiveFrom(phone, 'three', 'Annie');
+    } finally {
+      texts = counting.texts();
+      counting.restore();
+    }
+    const events = (await eventsOf(app, s.id, from)).map((e) => e.event);
+    expect(events).toEqual([
+      'contacts.upsert',
+      ...['messages.upsert', 'messages.received', 'messages-personal'],
+      ...['messages.upsert', 'messages.received', 'messages-personal'],
+      'contacts.update',
+      ...['messages.upsert', 'messages.received', 'messages-personal'],
+    ]);
+    const contact = await outside.one<{ notify: string }>('SELECT notify FROM sessions_sandbox_contacts WHERE session_id = ? AND jid = ?', [
+      s.id,
+      `${digits(phone)}@s.whatsapp.net`,
+    ]);
+    expect(contact?.notify).toBe('Annie');
+    const copies = await outside.value<number>("SELECT COUNT(*) FROM sessions_sandbox_messages WHERE session_id = ? AND remote_key LIKE '%' || ? || '%'", [
+      s.id,
+      digits(phone),
+    ]);
+    expect(copies).toBe(3);
+    const inserts = texts.filter((sql) => /INSERT INTO sessions_sandbox_messages/.test(sql));
+    const contactReads = texts.filter((sql) => /SELECT jid, name, notify, blocked FROM sessions_sandbox_contacts/.test(sql));
+    expect(inserts).toHaveLength(3);
+    // On PostgreSQL each contact read is the insert's own statement; on SQLite (no round trips) one of its own.
+    expect(contactReads).toHaveLength(3);
+    expect(contactReads.filter((sql) => inserts.includes(sql))).toHaveLength(postgres ? 3 : 0);
+  });
+
+  it('a receive rolled back after its copy was written leaves no copy, no contact and no event', async () => {
+    const phone = freshPhone();
+    const from = await lastEventId(app, s.id);
+    const off = svc.onEvent((event) => {
+      if (JSON.stringify(event.payload).includes('refuse me')) throw new Error('refused by a subscriber');
+    });
+    try {
+      const res = await call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: phone, text: 'refuse me', pushName: 'Bea' });
+      expect(res.status).toBe(500);
+    } finally {
+      off();
+    }
+    expect(await outside.value<number>("SELECT COUNT(*) FROM sessions_sandbox_messages WHERE session_id = ? AND message LIKE '%refuse me%'", [s.id])).toBe(0);
+    expect(
+      await outside.value<number>('SELECT COUNT(*) FROM sessions_sandbox_contacts WHERE session_id = ? AND jid = ?', [s.id, `${digits(phone)}@s.whatsapp.net`]),
+    ).toBe(0);
+    expect(await eventsOf(app, s.id, from)).toEqual([]);
+    // The next receive from the number is its first sight.
+    await receiveFrom(phone, 'accepted', 'Bea');
+    expect((await eventsOf(app, s.id, from)).map((e) => e.event)).toEqual(['contacts.upsert', 'messages.upsert', 'messages.received', 'messages-personal']);
+  });
+
+  it('concurrent receives (one group on PostgreSQL) from a few numbers: one contacts.upsert per number, each receive its events together and once', async () => {
+    const phones = [freshPhone(), freshPhone(), freshPhone()];
+    const from = await lastEventId(app, s.id);
+    const texts = Array.from({ length: 24 }, (_, i) => `burst ${i}`);
+    const results = await Promise.all(
+      texts.map((text, i) => call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: phones[i % phones.length], text, pushName: 'Same' })),
+    );
+    expect(results.map((r) => r.status)).toEqual(texts.map(() => 200));
+    const events = await eventsOf(app, s.id, from);
+    expect(events.filter((e) => e.event === 'contacts.upsert')).toHaveLength(phones.length);
+    expect(events.filter((e) => e.event === 'contacts.update')).toEqual([]);
+    const messageEvents = events.filter((e) => e.event !== 'contacts.upsert');
+    const textOf = (e: (typeof events)[number]) => (e.payload.data as { message: { conversation: string } }).message.conversation;
+    // In threes, each three one receive's (upsert, received, personal), every text once.
+    const triples = [];
+    for (let i = 0; i < messageEvents.length; i += 3) triples.push(messageEvents.slice(i, i + 3));
+    for (const triple of triples) {
+      expect(triple.map((e) => e.event)).toEqual(['messages.upsert', 'messages.received', 'messages-personal']);
+      expect(new Set(triple.map(textOf)).size).toBe(1);
+    }
+    expect(triples.map((triple) => textOf(triple[0]!)).sort()).toEqual([...texts].sort());
+    const copies = await outside.value<number>("SELECT COUNT(*) FROM sessions_sandbox_messages WHERE session_id = ? AND message LIKE '%burst %'", [s.id]);
+    expect(copies).toBe(texts.length);
+  });
+});
