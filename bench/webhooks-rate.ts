@@ -11,7 +11,10 @@
  * BENCH_ENGINE=postgres puts the server's database on PostgreSQL (a fresh database on the test
  * server, test/pg/postgres.sh); BENCH_BASE=DIR runs a second Wharf from the sources in DIR (say an
  * export of main with this tree's node_modules linked in), measured in the same rounds, so that
- * before and after are compared interleaved. Besides send -> arrival, each server's lag is
+ * before and after are compared interleaved. BENCH_SESSIONS=N spreads the events over N sandbox
+ * sessions of one organization (event n to session n mod N; default 1): one session's receives
+ * are recorded one after another (its events stay in order), so one session measures that chain
+ * and several measure the server. Besides send -> arrival, each server's lag is
  * reported: an event's arrival at the receiver minus the moment its answer came back, which
  * shows how far deliveries fall behind the answers and depends less on the load of the machine.
  */
@@ -44,6 +47,7 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
   const seconds = options.seconds ?? Number(process.env.BENCH_RATE_SECONDS ?? 5);
   const engine = process.env.BENCH_ENGINE === 'postgres' ? 'postgres' : 'sqlite';
   const limits = (process.env.BENCH_WEBHOOK_PER_SESSION ?? '').split(',').filter(Boolean).map(Number);
+  const sessionCount = Math.max(1, Number(process.env.BENCH_SESSIONS ?? 1));
   const trees = [
     { label: 'wharf', root: undefined as string | undefined },
     ...(process.env.BENCH_BASE ? [{ label: 'base', root: process.env.BENCH_BASE }] : []),
@@ -96,11 +100,15 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       targets.push(target);
       const cookie = await benchCookie(server.url);
       const pat = (await call(api, '/api/personal-access-tokens', '', { name: 'bench' }, { cookie, origin: server.url })).data.token as string;
-      const session = (
-        await call(api, '/api/sandbox-sessions', pat, { name: 'rate', webhook_url: receiver.url, webhook_enabled: true, webhook_events: ['messages.received'] })
-      ).data as { api_key: string };
+      const keys: string[] = [];
+      for (let i = 0; i < sessionCount; i++) {
+        const session = (
+          await call(api, '/api/sandbox-sessions', pat, { name: `rate ${i}`, webhook_url: receiver.url, webhook_enabled: true, webhook_events: ['messages.received'] })
+        ).data as { api_key: string };
+        keys.push(session.api_key);
+      }
       senders.set(tree.label, (n: number) =>
-        call(target.api, '/api/sandbox/receive', session.api_key, { from: `+1415${String(1_000_000 + (n % 1000)).padStart(7, '0')}`, text: `bench #${n}#` }),
+        call(target.api, '/api/sandbox/receive', keys[n % sessionCount]!, { from: `+1415${String(1_000_000 + (n % 1000)).padStart(7, '0')}`, text: `bench #${n}#` }),
       );
     }
     await senders.get('wharf')!(seq++);
@@ -244,7 +252,7 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
     }
     return [
       ...sections,
-      `(open loop, requests over 32 keep-alive connections; the server from source${process.env.BENCH_BASE ? ` (base: ${process.env.BENCH_BASE})` : ''}, database on ${engine}, pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}; rate_limit, storage and tokens off; one session subscribed to messages.received; concurrency_per_session ${limits.length ? limits.join(', ') : 'default'})`,
+      `(open loop, requests over 32 keep-alive connections; the server from source${process.env.BENCH_BASE ? ` (base: ${process.env.BENCH_BASE})` : ''}, database on ${engine}, pinned with taskset -c ${process.env.BENCH_CPU ?? '1'}; rate_limit, storage and tokens off; ${sessionCount === 1 ? 'one session' : `${sessionCount} sessions of one organization, event n to session n mod ${sessionCount}, each`} subscribed to messages.received; concurrency_per_session ${limits.length ? limits.join(', ') : 'default'})`,
     ].join('\n\n');
   } finally {
     for (const target of targets) {
