@@ -103,12 +103,20 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       const keys: string[] = [];
       for (let i = 0; i < sessionCount; i++) {
         const session = (
-          await call(api, '/api/sandbox-sessions', pat, { name: `rate ${i}`, webhook_url: receiver.url, webhook_enabled: true, webhook_events: ['messages.received'] })
+          await call(api, '/api/sandbox-sessions', pat, {
+            name: `rate ${i}`,
+            webhook_url: receiver.url,
+            webhook_enabled: true,
+            webhook_events: ['messages.received'],
+          })
         ).data as { api_key: string };
         keys.push(session.api_key);
       }
       senders.set(tree.label, (n: number) =>
-        call(target.api, '/api/sandbox/receive', keys[n % sessionCount]!, { from: `+1415${String(1_000_000 + (n % 1000)).padStart(7, '0')}`, text: `bench #${n}#` }),
+        call(target.api, '/api/sandbox/receive', keys[n % sessionCount]!, {
+          from: `+1415${String(1_000_000 + (n % 1000)).padStart(7, '0')}`,
+          text: `bench #${n}#`,
+        }),
       );
     }
     await senders.get('wharf')!(seq++);

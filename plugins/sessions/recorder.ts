@@ -107,6 +107,8 @@ export class EventRecorder {
       const fresh: Batch = (batch = { events: [], rows: [] });
       scope.state.set(BATCH, fresh);
       scope.deferred = () => this.#write(scope, fresh);
+      // Without subscribers (which write with the transaction), nothing after the statement needs it.
+      scope.deferredAlone = this.#subscribers.length === 0;
     }
     return batch;
   }
