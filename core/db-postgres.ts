@@ -262,6 +262,8 @@ interface Group {
 class MemberQueries extends PgQueries {
   ended = false;
   doomed: unknown;
+  /** Its work left to finish while the next member runs (see {@link finishInGroup}): its failure, or undefined. */
+  later: Promise<{ err: unknown } | undefined> | undefined;
   /** See {@link groupState}. */
   readonly shared: Map<object, unknown>;
 
@@ -299,6 +301,40 @@ class MemberQueries extends PgQueries {
  */
 export function groupState(tx: Db): Map<object, unknown> | undefined {
   return tx instanceof MemberQueries ? tx.shared : undefined;
+}
+
+/**
+ * Leaves `work` to finish while the next member of the group runs, when `tx` is a group member's
+ * whose turn is on (true; false otherwise: the caller awaits `work` itself). `work` has sent its
+ * statements with `tx` already and sends none after them (its turn ends now): they are on the
+ * connection before the next member's, so their answers come first. The group reads `work`'s
+ * outcome before it releases the member's savepoint for good and before the COMMIT; when it
+ * failed, the member fails alone with its error (its savepoint rolled back; the next member, whose
+ * statements PostgreSQL refused, runs again uncounted), and a serialization failure or a deadlock
+ * dooms the attempt as one met by the member would.
+ */
+export function finishInGroup(tx: Db, work: Promise<unknown>): boolean {
+  if (!(tx instanceof MemberQueries) || tx.ended) return false;
+  const outcome = work.then(
+    () => undefined,
+    (err: unknown) => ({ err }),
+  );
+  const before = tx.later;
+  tx.later = before ? before.then((failed) => failed ?? outcome) : outcome;
+  return true;
+}
+
+/**
+ * A member whose work left to finish failed after its savepoint was released (`finishInGroup`:
+ * the statement succeeded, what followed its answer threw): it cannot be undone alone, so the
+ * attempt is rolled back, the member fails with `cause`, and the others run again uncounted.
+ */
+class FailedAfterRelease extends Error {
+  readonly member: Member;
+  constructor(member: Member, cause: unknown) {
+    super('a member failed after its release', { cause });
+    this.member = member;
+  }
 }
 
 export class PostgresDb extends PgQueries implements DbHandle {
@@ -424,8 +460,8 @@ export class PostgresDb extends PgQueries implements DbHandle {
    * COMMIT that ends the group (nobody waits) carries the unlocks: run only when it succeeds.
    */
   async #attempt(client: pg.PoolClient, group: Group, begin: boolean, locks: readonly string[], session: { unlocked: boolean }): Promise<unknown> {
-    /** Members whose work is in the transaction, with their results. */
-    const taken: { member: Member; result: unknown }[] = [];
+    /** Members whose work is in the transaction, with their results and their work left to finish (see finishInGroup). */
+    const taken: { member: Member; result: unknown; later: Promise<{ err: unknown } | undefined> | undefined }[] = [];
     /** The member running now. */
     let current: Member | undefined;
     const shared = new Map<object, unknown>();
@@ -440,17 +476,36 @@ export class PostgresDb extends PgQueries implements DbHandle {
          * error and gone on: the transaction is then aborted). Before another member, RELEASE and
          * the next SAVEPOINT are sent and not waited for: the member's statements follow them on
          * the connection (pipelined, see openPostgres), and the release's answer is read once the
-         * member ran. After a failed statement of a query string the rest are not run: the unlocks
-         * only after a COMMIT that succeeded.
+         * member ran, as is the outcome of the work the last member left to finish (finishInGroup),
+         * whose answer comes before the release's. After a failed statement of a query string the
+         * rest are not run: the unlocks only after a COMMIT that succeeded.
          */
         let released: Promise<{ err: unknown } | undefined> | undefined;
+        /** The member released before `next` runs. */
+        let previous: (typeof taken)[number] | undefined;
         if (unreleased && next) {
+          previous = taken.at(-1);
           released = client.query(`RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}`).then(
             () => undefined,
             (err: unknown) => ({ err }),
           );
           unreleased = false;
         } else if (!next) {
+          // The last member's work left to finish is read before the COMMIT is sent: its savepoint is still open.
+          const last = unreleased ? taken.at(-1) : undefined;
+          const late = last?.later && (await last.later);
+          if (late) {
+            taken.pop();
+            if (retryable(late.err)) {
+              current = last!.member;
+              current.attempts++;
+              throw late.err;
+            }
+            await this.#rollbackToSavepoint(client, shared);
+            last!.member.reject(late.err);
+            unreleased = false;
+            continue;
+          }
           const end = `RELEASE SAVEPOINT ${SAVEPOINT}; COMMIT; ${locks.map((id) => `SELECT pg_advisory_unlock(${id});`).join(' ')}`;
           try {
             await client.query(end);
@@ -476,15 +531,23 @@ export class PostgresDb extends PgQueries implements DbHandle {
         } finally {
           tx.ended = true;
         }
+        const late = previous?.later && (await previous.later);
         const release = released && (await released);
+        if (late && retryable(late.err)) {
+          // The member before met the conflict: it counts an attempt; the others run again uncounted.
+          previous!.member.attempts++;
+          throw late.err;
+        }
+        if (late && !release) throw new FailedAfterRelease(previous!.member, late.err);
         if (release) {
-          // The member before it had aborted the transaction: this one's statements were refused
-          // (whatever it made of that, it runs again, uncounted); the one before fails alone.
+          // The member before had aborted the transaction (or its work left to finish failed): this
+          // one's statements were refused (whatever it made of that, it runs again, uncounted); the
+          // one before fails alone, with its own work's error when it has one.
           group.waiting.unshift(next);
           current = undefined;
           if ((release.err as { code?: string }).code !== '25P02') throw release.err;
           await this.#rollbackToSavepoint(client, shared);
-          taken.pop()!.member.reject(release.err);
+          taken.pop()!.member.reject(late ? late.err : release.err);
           continue;
         }
         if (tx.doomed !== undefined || (failure && retryable(failure.err))) {
@@ -499,17 +562,23 @@ export class PostgresDb extends PgQueries implements DbHandle {
           continue;
         }
         current = undefined;
-        taken.push({ member: next, result });
+        taken.push({ member: next, result, later: tx.later });
         unreleased = true;
       }
     } catch (err) {
       const members = [...taken.map((t) => t.member), ...(current ? [current] : [])];
+      const alone = err instanceof FailedAfterRelease ? err : undefined;
       try {
         await client.query('ROLLBACK');
       } catch {
         // The connection is gone: the server rolled back.
-        for (const member of members) member.reject(err);
-        throw err;
+        for (const member of members) member.reject(alone?.cause ?? err);
+        throw alone?.cause ?? err;
+      }
+      if (alone) {
+        alone.member.reject(alone.cause);
+        group.waiting.unshift(...members.filter((member) => member !== alone.member));
+        return undefined;
       }
       if (!retryable(err)) {
         for (const member of members) member.reject(err);

@@ -8,7 +8,9 @@
  * Events are written in batches: those a transaction emits are held in its scope and written
  * with their rows by one call of `SessionsStore.insertEvents` (on PostgreSQL one statement)
  * before the transaction's next statement (which may read them) and before it ends; their ids
- * are known from then on, and the subscribers run then. On PostgreSQL a transaction may run
+ * are known from then on, and the subscribers run then. A batch sent as a PostgreSQL group
+ * member's last statement, with no `onEvent` subscriber, is answered while the next member runs
+ * (its row subscribers' `written` then), still before the COMMIT. On PostgreSQL a transaction may run
  * again after a serialization failure: the events of a failed attempt are dropped with its
  * scope, only the committed attempt's are announced.
  */
@@ -107,6 +109,8 @@ export class EventRecorder {
       const fresh: Batch = (batch = { events: [], rows: [] });
       scope.state.set(BATCH, fresh);
       scope.deferred = () => this.#write(scope, fresh);
+      // Without subscribers (which write with the transaction), nothing after the statement needs it.
+      scope.deferredAlone = this.#subscribers.length === 0;
     }
     return batch;
   }

@@ -11,6 +11,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Db, Params, TransactionOptions } from '../../core/db.ts';
+import { finishInGroup } from '../../core/db-postgres.ts';
 
 /** What one outermost transaction carries. */
 export interface Scope {
@@ -25,6 +26,12 @@ export interface Scope {
    * before it ends. A statement sent with `tx` itself does not wait for them.
    */
   deferred?: () => Promise<void>;
+  /**
+   * Set with `deferred`: once their statement is sent, the deferred writes need the transaction
+   * no more (nothing after them sends a statement). At the end of a PostgreSQL group member they
+   * are then left to finish while the next member runs (`finishInGroup`), before the COMMIT.
+   */
+  deferredAlone?: boolean;
   /** The deferred writes being sent now. */
   flushing?: Promise<void>;
   /** Deferred writes that failed: the transaction fails with this, even when the statement that sent them was caught. */
@@ -133,7 +140,11 @@ export class ScopedDb implements Db {
       try {
         return await this.#als.run(scope, async () => {
           const result = await fn(tx);
-          // Deferred writes are part of the transaction: written before it ends (a failure rolls it back).
+          // Deferred writes are part of the transaction: written before it ends (a failure rolls it
+          // back). As a PostgreSQL group member's last statement, sent and not waited for: the
+          // group reads their outcome while the next member runs, and fails this one with their
+          // error (its caller's promise settles after the COMMIT in any case).
+          if (scope.deferred && scope.deferredAlone && !scope.flushing && !scope.failed && finishInGroup(tx, this.#flush(scope)!)) return result;
           while (scope.deferred || scope.flushing) await this.#flush(scope);
           if (scope.failed) throw scope.failed.err;
           return result;

@@ -16,7 +16,7 @@ import {
   numberPlaceholders,
   openDatabase,
 } from '../../core/db.ts';
-import { MAX_TRANSACTION_ATTEMPTS, openPostgres, PostgresDb } from '../../core/db-postgres.ts';
+import { finishInGroup, MAX_TRANSACTION_ATTEMPTS, openPostgres, PostgresDb } from '../../core/db-postgres.ts';
 import { openSqlite, type SqliteDb } from '../../core/db-sqlite.ts';
 import { syncConnection } from '../../core/lifecycle.ts';
 import { toWharfError } from '../../core/errors.ts';
@@ -624,6 +624,106 @@ describe('PostgreSQL: transactions naming the same keys share one BEGIN ... COMM
     expect(await Promise.all(names.map(committed))).toEqual([true, true, true, false, true]);
     expect(await outside.value<number>("SELECT count(*) FROM items WHERE name = 'piped-after'")).toBe(1);
     expect(await outside.value<number>("SELECT count(DISTINCT xid) FROM items WHERE name LIKE 'piped-%'")).toBe(1);
+  });
+
+  it("reads a member's work left to finish (finishInGroup) while the next member runs; when it fails, that member fails alone with its own error and the next runs again and commits once", async () => {
+    const hold = holder();
+    await hold.running;
+    const order: string[] = [];
+    const runs = new Map<string, number>();
+    const count = (name: string) => runs.set(name, (runs.get(name) ?? 0) + 1);
+    /** A member inserting `name`, then leaving the insert of `late` to finish after its turn. */
+    const member = (name: string, late: string) =>
+      db.transaction(async (tx) => {
+        count(name);
+        order.push(`${name} runs`);
+        await insert(tx, name);
+        const work = insert(tx, late).then(() => order.push(`${name}'s work answered`));
+        expect(finishInGroup(tx, work)).toBe(true);
+        return name;
+      }, LOCK);
+    const members = [
+      member('later-1', 'later-1-work'),
+      // Its work breaks a unique constraint: PostgreSQL refuses it, and then everything after it
+      // on the connection until the rollback (the next member's statements: 25P02).
+      member('later-2', 'later-1-work'),
+      member('later-3', 'later-3-work'),
+      // The last one's work is read before the COMMIT: it fails alone too.
+      member('later-4', 'later-3-work'),
+    ];
+    hold.open();
+    await hold.done;
+    const settled = await Promise.allSettled(members);
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected']);
+    for (const i of [1, 3]) {
+      const reason = (settled[i] as PromiseRejectedResult).reason;
+      expect(reason).toBeInstanceOf(ConstraintError);
+      expect(reason.message).toMatch(/duplicate key/);
+    }
+    // The next member ran before the work of the one before was answered.
+    expect(order.indexOf('later-2 runs')).toBeLessThan(order.indexOf("later-1's work answered"));
+    // The member behind the failed work ran twice (its first run's statements were refused), the others once.
+    expect(Object.fromEntries(runs)).toEqual({ 'later-1': 1, 'later-2': 1, 'later-3': 2, 'later-4': 1 });
+    const names = ['later-1', 'later-1-work', 'later-2', 'later-3', 'later-3-work', 'later-4'];
+    expect(await Promise.all(names.map(committed))).toEqual([true, true, false, true, true, false]);
+    expect(await outside.value<number>("SELECT count(*) FROM items WHERE name LIKE 'later-%'")).toBe(4);
+    expect(await outside.value<number>("SELECT count(DISTINCT xid) FROM items WHERE name LIKE 'later-%'")).toBe(1);
+    // Outside a group (no lock keys) there is nothing to leave it to: the caller waits itself.
+    expect(await db.transaction(async (tx) => finishInGroup(tx, Promise.resolve()))).toBe(false);
+  });
+
+  it('fails a member alone whose work left to finish threw after its statement succeeded (the attempt is rolled back, the others run again and commit once); a conflict in it dooms the attempt', async () => {
+    const hold = holder();
+    await hold.running;
+    const runs = new Map<string, number>();
+    const count = (name: string) => runs.set(name, (runs.get(name) ?? 0) + 1);
+    const plain = (name: string) =>
+      db.transaction(async (tx) => {
+        count(name);
+        await insert(tx, name);
+      }, LOCK);
+    const members = [
+      plain('after-release-1'),
+      db.transaction(async (tx) => {
+        count('after-release-bad');
+        await insert(tx, 'after-release-bad');
+        // The statement succeeds; what follows its answer throws, once the next member runs (its savepoint is released by then).
+        finishInGroup(
+          tx,
+          insert(tx, 'after-release-bad-work').then(() => {
+            throw new Error('refused after the answer');
+          }),
+        );
+      }, LOCK),
+      plain('after-release-2'),
+      db.transaction(async (tx) => {
+        count('after-release-conflict');
+        await insert(tx, `after-release-conflict-${runs.get('after-release-conflict')}`);
+        const conflict = Object.assign(new Error('could not serialize access'), { code: '40001' });
+        if (runs.get('after-release-conflict') === 1) finishInGroup(tx, Promise.reject(conflict));
+      }, LOCK),
+      plain('after-release-3'),
+    ];
+    hold.open();
+    await hold.done;
+    const settled = await Promise.allSettled(members);
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'fulfilled']);
+    expect((settled[1] as PromiseRejectedResult).reason).toMatchObject({ message: 'refused after the answer' });
+    // First attempt: rolled back at the failed work (members 1 to 3 ran); second: rolled back at
+    // the conflict (1, 2, conflict, 3 ran); third: all commit.
+    expect(Object.fromEntries(runs)).toEqual({
+      'after-release-1': 3,
+      'after-release-bad': 1,
+      'after-release-2': 3,
+      'after-release-conflict': 2,
+      'after-release-3': 2,
+    });
+    expect(await outside.all("SELECT name FROM items WHERE name LIKE 'after-release-%' ORDER BY id")).toEqual([
+      { name: 'after-release-1' },
+      { name: 'after-release-2' },
+      { name: 'after-release-conflict-2' },
+      { name: 'after-release-3' },
+    ]);
   });
 
   it('runs the members of an attempt doomed by a serialization failure again, even when the member that met it caught it; each commits once', async () => {

@@ -3,8 +3,9 @@
  * keep what the receive wrote and announced: the phone <-> LID pairs kept in memory once
  * committed (never a pair of a transaction that rolled back; a pair another instance committed is
  * read once), and the message copy written with its sender's contact read (one statement on
- * PostgreSQL; first sight, same and new push names; a rolled-back receive leaves neither).
- * Runs on SQLite ("all") and on PostgreSQL ("on postgres").
+ * PostgreSQL; first sight, same and new push names; a rolled-back receive leaves neither), and
+ * a receive whose events batch fails (read while the next receive of the group runs, on
+ * PostgreSQL) fails alone. Runs on SQLite ("all") and on PostgreSQL ("on postgres").
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DbHandle } from '../../../core/db.ts';
@@ -188,5 +189,46 @@ describe("a receive's message copy and its sender's contact", () => {
     expect(triples.map((triple) => textOf(triple[0]!)).sort()).toEqual([...texts].sort());
     const copies = await outside.value<number>("SELECT COUNT(*) FROM sessions_sandbox_messages WHERE session_id = ? AND message LIKE '%burst %'", [s.id]);
     expect(copies).toBe(texts.length);
+  });
+
+  it('concurrent receives (one group on PostgreSQL), one of whose events batch is refused by the database: that one fails alone and leaves nothing, the others commit once each', async () => {
+    // A row written with each messages.received event (as the webhooks outbox's are): NULL, refused by NOT NULL, for the text "refuse my batch".
+    const id = postgres ? 'id BIGSERIAL PRIMARY KEY' : 'id INTEGER PRIMARY KEY AUTOINCREMENT';
+    await app.running.data.exec(`CREATE TABLE test_receive_rows (${id}, text TEXT NOT NULL, event_id BIGINT)`);
+    const table = { name: 'test_receive_rows', columns: [['text', 'text']], eventId: 'event_id' } as const;
+    const off = svc.onEventRow(table, (event) => {
+      if (event.event !== 'messages.received' || event.sessionId !== s.id) return undefined;
+      const text = (event.payload.data as { message: { conversation: string } }).message.conversation;
+      return { values: [text === 'refuse my batch' ? null : text], written: () => {} };
+    });
+    const from = await lastEventId(app, s.id);
+    const announced: string[] = [];
+    const unlisten = svc.afterEvent((event) => {
+      if (event.sessionId === s.id && event.event === 'messages.received')
+        announced.push((event.payload.data as { message: { conversation: string } }).message.conversation);
+    });
+    const texts = Array.from({ length: 12 }, (_, i) => (i === 5 ? 'refuse my batch' : `batch ${i}`));
+    let statuses: number[];
+    try {
+      const results = await Promise.all(texts.map((text) => call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: freshPhone(), text })));
+      statuses = results.map((r) => r.status);
+    } finally {
+      off();
+      unlisten();
+    }
+    expect(statuses).toEqual(texts.map((text) => (text === 'refuse my batch' ? 500 : 200)));
+    const kept = texts.filter((text) => text !== 'refuse my batch');
+    const received = (await eventsOf(app, s.id, from)).filter((e) => e.event === 'messages.received');
+    const textOf = (e: (typeof received)[number]) => (e.payload.data as { message: { conversation: string } }).message.conversation;
+    expect(received.map(textOf).sort()).toEqual([...kept].sort());
+    const rows = await outside.all<{ text: string; event_id: number }>('SELECT text, event_id FROM test_receive_rows ORDER BY id');
+    expect(rows.map((r) => [r.text, r.event_id])).toEqual(received.map((e) => [textOf(e), e.id]));
+    expect(
+      await outside.value<number>("SELECT COUNT(*) FROM sessions_sandbox_messages WHERE session_id = ? AND message LIKE '%refuse my batch%'", [s.id]),
+    ).toBe(0);
+    expect(await outside.value<number>("SELECT COUNT(*) FROM sessions_sandbox_messages WHERE session_id = ? AND message LIKE '%batch %'", [s.id])).toBe(
+      kept.length,
+    );
+    expect([...announced].sort()).toEqual([...kept].sort());
   });
 });

@@ -6,11 +6,11 @@
  * each event once when it runs again. Runs on SQLite ("all") and on PostgreSQL ("on postgres").
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DbHandle } from '../../../core/db.ts';
+import { ConstraintError, type DbHandle } from '../../../core/db.ts';
 import type { PostgresDb } from '../../../core/db-postgres.ts';
 import type { TestApp } from '../../helpers/app.ts';
 import type { SessionsStore } from '../../../plugins/sessions/store.ts';
-import type { SessionsService } from '../../../plugins/sessions/types.ts';
+import type { EventRowTable, SessionsService } from '../../../plugins/sessions/types.ts';
 import { WAKE_CHANNEL } from '../../../plugins/webhooks/store.ts';
 import {
   call,
@@ -287,4 +287,166 @@ describe('events written in batches with their outbox rows', () => {
       expect((await svc.get(id))!.name).toBe('written by the first');
     },
   );
+});
+
+/**
+ * A table of this test's own whose rows are written with events (as the outbox's are), one per
+ * event whose data has a `tag`: a tag used twice breaks its unique constraint, and a tag
+ * starting with `throw` makes the row's `written` (what runs once the batch's answer is read) throw.
+ */
+const TAGS: EventRowTable = { name: 'test_event_tags', columns: [['tag', 'text']], eventId: 'event_id' };
+
+describe("a transaction's events batch that fails", () => {
+  let offTags: () => void;
+  /** What happened, in order: members running, and rows given their ids (`written`). */
+  const order: string[] = [];
+  beforeAll(async () => {
+    const id = postgres ? 'id BIGSERIAL PRIMARY KEY' : 'id INTEGER PRIMARY KEY AUTOINCREMENT';
+    await app.running.data.exec(`CREATE TABLE test_event_tags (${id}, tag TEXT NOT NULL UNIQUE, event_id BIGINT)`);
+    offTags = svc.onEventRow(TAGS, (event) => {
+      const tag = (event.payload.data as { tag?: string } | null)?.tag;
+      if (!tag) return undefined;
+      return {
+        values: [tag],
+        written: (id) => {
+          order.push(`written ${tag} ${id}`);
+          if (tag.startsWith('throw')) throw new Error(`refused once written: ${tag}`);
+        },
+      };
+    });
+  });
+  afterAll(() => offTags?.());
+
+  /**
+   * Runs `tags.length` transactions of the hooked session that wait together (one group on
+   * PostgreSQL: a transaction of the session holds its lock meanwhile), each emitting one event
+   * tagged with its tag; answers how each settled and how often each ran.
+   */
+  async function together(tags: readonly string[]) {
+    const store = (svc as unknown as { store: SessionsStore }).store;
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const holder = svc.transaction(async () => {
+      await store.session(hooked.id);
+      started();
+      await gate;
+    }, [hooked.id]);
+    await running;
+    const runs = tags.map(() => 0);
+    const members = tags.map((tag, i) =>
+      svc.transaction(async () => {
+        runs[i]!++;
+        order.push(`${tag} runs`);
+        return svc.emit(hooked.id, 'session.status', { tag });
+      }, [hooked.id]),
+    );
+    const settled = Promise.allSettled(members);
+    release();
+    await holder;
+    return { settled: await settled, runs };
+  }
+
+  const tagged = async (prefix: string) => {
+    const rows = await outside.all<{ id: number; tag: string; event_id: number }>(
+      'SELECT id, tag, event_id FROM test_event_tags WHERE tag LIKE ? ORDER BY id',
+      [`${prefix}%`],
+    );
+    const events = await outside.all<{ id: number; payload: string }>(
+      'SELECT id, payload FROM sessions_events WHERE session_id = ? AND payload LIKE ? ORDER BY id',
+      [hooked.id, `%"tag":"${prefix}%`],
+    );
+    return { rows, events: events.map((e) => ({ id: e.id, tag: JSON.parse(e.payload).data.tag as string })) };
+  };
+
+  it('fails its own transaction alone with its own error (a row refused by a constraint); the next one commits once; ids given in order; nothing of it announced', async () => {
+    const p = `batch-${Date.now()}-`;
+    await app.running.data.run('INSERT INTO test_event_tags (tag) VALUES (?)', [`${p}taken`]);
+    const announced: string[] = [];
+    const off = svc.afterEvent((event) => {
+      const tag = (event.payload.data as { tag?: string } | null)?.tag;
+      if (tag?.startsWith(p)) announced.push(`${tag} ${event.id}`);
+    });
+    order.length = 0;
+    let result: Awaited<ReturnType<typeof together>>;
+    try {
+      result = await together([`${p}first`, `${p}taken`, `${p}third`, `${p}fourth`]);
+    } finally {
+      off();
+    }
+    const { settled, runs } = result;
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    // On PostgreSQL the one after it ran twice: its first run's statements, behind the failed batch, were refused.
+    expect(runs).toEqual(postgres ? [1, 1, 2, 1] : [1, 1, 1, 1]);
+    const reason = (settled[1] as PromiseRejectedResult).reason;
+    // Its own error (not PostgreSQL's "current transaction is aborted" of the statements after it).
+    expect(reason).toBeInstanceOf(ConstraintError);
+    expect(reason).toMatchObject({ kind: 'unique' });
+    const { rows, events } = await tagged(p);
+    expect(events.map((e) => e.tag)).toEqual([`${p}first`, `${p}third`, `${p}fourth`]);
+    expect(rows.map((r) => [r.tag, r.event_id])).toEqual([[`${p}taken`, null], ...events.map((e) => [e.tag, e.id])]);
+    // Each committed event once, announced once, after the commit; the emitters got the committed ids.
+    expect(announced).toEqual(events.map((e) => `${e.tag} ${e.id}`));
+    const emitted = settled.filter((r) => r.status === 'fulfilled').map((r) => (r.value as { id: number }).id);
+    expect(emitted).toEqual(events.map((e) => e.id));
+    // The rows were given their ids in order, those committed in the end last.
+    const written = order.filter((line) => line.startsWith('written'));
+    expect(written.slice(-3)).toEqual(rows.slice(1).map((r) => `written ${r.tag} ${r.id}`));
+    expect(written.every((line) => !line.includes('taken'))).toBe(true);
+    if (postgres) {
+      // Each member's batch is read while the next one runs: the second ran before the first's row got its id.
+      expect(order.indexOf(`${p}taken runs`)).toBeLessThan(order.indexOf(`written ${p}first ${rows[1]!.id}`));
+    } else {
+      expect(order.indexOf(`written ${p}first ${rows[1]!.id}`)).toBeLessThan(order.indexOf(`${p}taken runs`));
+    }
+  });
+
+  it('fails its own transaction alone with its own error when what runs on its answer throws; the others commit once each', async () => {
+    const p = `written-${Date.now()}-`;
+    const announced: string[] = [];
+    const off = svc.afterEvent((event) => {
+      const tag = (event.payload.data as { tag?: string } | null)?.tag;
+      if (tag?.startsWith(p)) announced.push(tag);
+    });
+    let result: Awaited<ReturnType<typeof together>>;
+    try {
+      result = await together([`${p}first`, `throw-${p}`, `${p}third`]);
+    } finally {
+      off();
+    }
+    const { settled, runs } = result;
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    // On PostgreSQL its savepoint was released when its batch's answer was read (the next one was
+    // running): the group's attempt was rolled back and the others ran again.
+    expect(runs).toEqual(postgres ? [2, 1, 2] : [1, 1, 1]);
+    expect((settled[1] as PromiseRejectedResult).reason).toMatchObject({ message: `refused once written: throw-${p}` });
+    const { rows, events } = await tagged(p);
+    expect(events.map((e) => e.tag)).toEqual([`${p}first`, `${p}third`]);
+    expect(rows.map((r) => [r.tag, r.event_id])).toEqual(events.map((e) => [e.tag, e.id]));
+    expect(await outside.value<number>('SELECT COUNT(*) FROM test_event_tags WHERE tag = ?', [`throw-${p}`])).toBe(0);
+    expect(announced).toEqual([`${p}first`, `${p}third`]);
+  });
+
+  it("is waited for by its transaction when a subscriber runs on its events (it writes with the transaction): the subscribers' writes commit with them", async () => {
+    const p = `subscribed-${Date.now()}-`;
+    const off = svc.onEvent(async (event, tx) => {
+      const tag = (event.payload.data as { tag?: string } | null)?.tag;
+      if (tag?.startsWith(p)) await tx.run('INSERT INTO test_event_tags (tag, event_id) VALUES (?, ?)', [`${tag}-by-subscriber`, event.id]);
+    });
+    let result: Awaited<ReturnType<typeof together>>;
+    try {
+      result = await together([`${p}first`, `${p}second`]);
+    } finally {
+      off();
+    }
+    expect(result.settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+    const { rows, events } = await tagged(p);
+    expect(rows.map((r) => [r.tag, r.event_id])).toEqual([
+      [`${p}first`, events[0]!.id],
+      [`${p}first-by-subscriber`, events[0]!.id],
+      [`${p}second`, events[1]!.id],
+      [`${p}second-by-subscriber`, events[1]!.id],
+    ]);
+  });
 });
