@@ -68,6 +68,16 @@ export const OWNER_METHODS = [
 ] as const satisfies readonly (keyof NetworkAdapter)[];
 
 export type OwnerMethod = (typeof OWNER_METHODS)[number];
+
+/**
+ * The methods whose second run is a second effect the user sees (a message sent twice, two
+ * groups): when a call of one was sent and no answer came, it may have run on the owner, and the
+ * caller is told so instead of being told to retry. The others read, or set a state again.
+ */
+const NOT_REPEATABLE: ReadonlySet<OwnerMethod> = new Set(['send', 'editMessage', 'createGroup']);
+
+/** Connection errors that mean the call never reached the owner (nothing can have run there). */
+const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 const OWNER_METHOD_NAMES: ReadonlySet<string> = new Set(OWNER_METHODS);
 
 /** A call one instance hands the owner of a session. */
@@ -148,7 +158,13 @@ export class OwnerClient {
     });
   }
 
-  #unreachable(call: ForwardedCall, why: string): WharfError {
+  #unreachable(call: ForwardedCall, why: string, mayHaveRun = false): WharfError {
+    if (mayHaveRun) {
+      return new WharfError(
+        'unavailable',
+        `Session ${call.session.id} is driven by another Wharf instance, which did not answer this request (${why}). It may have been carried out there: check (the session's messages and webhooks) before you send it again.`,
+      );
+    }
     return new WharfError(
       'unavailable',
       `Session ${call.session.id} is driven by another Wharf instance, which could not serve this request (${why}). Retry: once that instance's lease runs out, another instance takes the session over.`,
@@ -177,9 +193,11 @@ export class OwnerClient {
     } catch (err) {
       const cause = (err as { cause?: { code?: string } }).cause?.code;
       const why = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : `unreachable: ${cause ?? (err as Error).message}`;
-      log.warn({ ...where, err }, 'a call to the instance driving a session failed');
+      // Sent (a time-out, a connection lost after the request went): it may have run there.
+      const mayHaveRun = NOT_REPEATABLE.has(call.method) && !(cause !== undefined && NEVER_SENT.has(cause));
+      log.warn({ ...where, err, mayHaveRun }, 'a call to the instance driving a session failed');
       this.#calls.inc({ method: call.method, outcome: 'unreachable' });
-      throw this.#unreachable(call, why);
+      throw this.#unreachable(call, why, mayHaveRun);
     }
     // An answer not signed by an instance with our key is no answer (a proxy's page, another service on that address).
     if (!matches(mac(key, responseHead(signature, res.status), text), res.headers.get('x-wharf-signature') ?? '')) {

@@ -9,8 +9,11 @@
  */
 import { Boom } from '@hapi/boom';
 import { createHmac, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { decode, encode, FORWARD_KEY, FORWARD_PATH } from '../../../plugins/sessions/forwarding.ts';
+import { decode, encode, FORWARD_KEY, FORWARD_PATH, OwnerClient } from '../../../plugins/sessions/forwarding.ts';
 import { encryptMedia } from '../../../plugins/sessions/networks/media-crypto.ts';
 import { internalUrl } from '../../../plugins/sessions/index.ts';
 import type { WhatsAppNetwork } from '../../../plugins/sessions/networks/whatsapp/index.ts';
@@ -281,6 +284,44 @@ describe('when the instances disagree, or the owner dies', () => {
 });
 
 describe('parts', () => {
+  it('a call sent and never answered: a send or a group creation may have run on the owner (no retry advised); a read is to retry; nothing sent is to retry', async () => {
+    // An owner that takes the request and never answers, and an address where nothing listens.
+    const silent = http.createServer(() => undefined);
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const closed = http.createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const closedPort = (closed.address() as AddressInfo).port;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const client = new OwnerClient({ key: randomBytes(32), timeoutMs: 300, retryAfterSeconds: 6, log: a.running.log, metrics: new Registry() });
+    const session = { id: 42, orgId: 'org', name: 'x', phoneNumber: null, status: 'connected' } as never;
+    const attempt = async (url: string, method: 'send' | 'createGroup' | 'groups') => {
+      try {
+        await client.call({ owner: 'o', url }, { owner: 'o', method, session, args: [] });
+      } catch (err) {
+        return err as { status: number; message: string; retryAfter?: number };
+      }
+      throw new Error('the call did not fail');
+    };
+    try {
+      const silentUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+      for (const method of ['send', 'createGroup'] as const) {
+        const err = await attempt(silentUrl, method);
+        expect(err.status, method).toBe(503);
+        expect(err.message, method).toMatch(/no answer within 300 ms\). It may have been carried out there: check .* before you send it again\.$/);
+        expect(err.retryAfter, method).toBeUndefined();
+      }
+      const read = await attempt(silentUrl, 'groups');
+      expect(read).toMatchObject({ status: 503, retryAfter: 6 });
+      expect(read.message).toMatch(/no answer within 300 ms\)\. Retry/);
+      const refused = await attempt(`http://127.0.0.1:${closedPort}`, 'send');
+      expect(refused).toMatchObject({ status: 503, retryAfter: 6 });
+      expect(refused.message).toMatch(/unreachable: ECONNREFUSED\)\. Retry/);
+    } finally {
+      silent.closeAllConnections();
+      await new Promise<void>((r) => silent.close(() => r()));
+    }
+  });
+
   it('a call’s JSON carries bytes (decrypt-media’s answer) intact, and nothing else is taken for bytes', () => {
     const value = { bytes: Buffer.from([0, 1, 2, 255]), nested: [{ key: new Uint8Array([7, 8]) }], text: 'x', tagged: { '$wharf:buffer': 'AA==', other: 1 } };
     const back = decode(encode(value)) as typeof value;
