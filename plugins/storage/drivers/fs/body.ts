@@ -52,6 +52,9 @@ function checkedKind(header: string): Checked | undefined {
   return (CHECKED as readonly string[]).includes(name) && header.length > name.length ? (name as Checked) : undefined;
 }
 
+/** Checksums a body was checked against and matched: [kind, base64 digest], filled at its end. */
+export type Verified = [Checked, string][];
+
 /** The checksum headers of a request this store checks: [kind, the declared base64 digest]. */
 export function declaredChecksums(headers: Record<string, string | string[] | undefined>): [Checked, string][] {
   return CHECKED.flatMap((name) => {
@@ -61,13 +64,14 @@ export function declaredChecksums(headers: Record<string, string | string[] | un
 }
 
 /** Passes a body through, checking at its end the checksums its headers declared (BadDigest). */
-export async function* checkChecksums(source: AsyncIterable<Buffer>, declared: readonly [Checked, string][]): AsyncGenerator<Buffer> {
+export async function* checkChecksums(source: AsyncIterable<Buffer>, declared: readonly [Checked, string][], verified?: Verified): AsyncGenerator<Buffer> {
   const sums = await Promise.all(declared.map(async ([name, value]) => ({ name, value, sum: await checksum(name) })));
   for await (const chunk of source) {
     for (const { sum } of sums) sum.update(chunk);
     yield chunk;
   }
   for (const { name, value, sum } of sums) if ((await sum.base64()) !== value) throw badDigest(name);
+  for (const { name, value } of sums) verified?.push([name, value]);
 }
 
 /** Pulls bytes and lines out of an async stream of buffers. */
@@ -130,6 +134,8 @@ export interface ChunkedOptions {
   trailer: boolean;
   /** What `x-amz-trailer` names (comma-separated), if anything: only the checksums it announces are computed. */
   announced?: string;
+  /** Where the trailing checksums that matched are told. */
+  verified?: Verified;
 }
 
 /** Decodes an aws-chunked body, checking signatures and trailing checksums. */
@@ -196,6 +202,7 @@ export async function* dechunk(source: AsyncIterable<Buffer>, opts: ChunkedOptio
     // A checked kind in a trailer that x-amz-trailer did not announce: S3 refuses such a body.
     if (!sum) throw badChunk(`trailer ${name} not announced in x-amz-trailer`);
     if ((await sum.base64()) !== value) throw badDigest(kind);
+    opts.verified?.push([kind, value]);
   }
 }
 

@@ -19,7 +19,7 @@ import type { Logger } from '../../../../core/logger.ts';
 import { answerMalformed } from '../../../../core/malformed.ts';
 import { redactUrl } from '../../../../core/redact.ts';
 import type { Authenticated, Principal, Verifier } from './auth.ts';
-import { checkChecksums, checkSha256, declaredChecksums, dechunk, exactLength, readSmall } from './body.ts';
+import { checkChecksums, checkSha256, declaredChecksums, dechunk, exactLength, readSmall, type Verified } from './body.ts';
 import {
   MAX_KEY_BYTES,
   MAX_PARTS,
@@ -272,7 +272,7 @@ export function createEndpoint({
       res.setHeader('access-control-allow-origin', '*');
       res.setHeader(
         'access-control-expose-headers',
-        'ETag, Content-Length, Content-Range, x-amz-request-id, x-amz-version-id, x-amz-checksum-crc32, x-amz-checksum-sha256, x-amz-mp-parts-count',
+        'ETag, Content-Length, Content-Range, x-amz-request-id, x-amz-version-id, x-amz-checksum-crc32, x-amz-checksum-crc32c, x-amz-checksum-crc64nvme, x-amz-checksum-sha1, x-amz-checksum-sha256, x-amz-checksum-type, x-amz-mp-parts-count',
       );
     }
     if (wantsContinue) awaitingContinue.set(req, res);
@@ -408,8 +408,8 @@ export function createEndpoint({
     return n;
   }
 
-  /** The body as bytes, decoded and checked per the signing mode. */
-  function bodyOf(req: http.IncomingMessage, auth: Authenticated): AsyncIterable<Buffer> {
+  /** The body as bytes, decoded and checked per the signing mode (the checksums that matched told to `verified`). */
+  function bodyOf(req: http.IncomingMessage, auth: Authenticated, verified?: Verified): AsyncIterable<Buffer> {
     const declared = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
     const encodings = String(req.headers['content-encoding'] ?? '')
       .split(',')
@@ -421,7 +421,7 @@ export function createEndpoint({
       const trailerHeader = req.headers['x-amz-trailer'];
       const trailer = auth.payload.endsWith('-TRAILER') || trailerHeader !== undefined;
       const announced = typeof trailerHeader === 'string' ? trailerHeader : undefined;
-      return withChecksums(exactLength(dechunk(reading(req), { signer: signed ? auth.chunks : undefined, trailer, announced }), size, MAX_PUT_BYTES));
+      return withChecksums(exactLength(dechunk(reading(req), { signer: signed ? auth.chunks : undefined, trailer, announced, verified }), size, MAX_PUT_BYTES));
     }
     // aws-chunked framing is only decoded for a streaming x-amz-content-sha256 (signed as part of
     // the request, as S3 requires). Decoding it otherwise would let anyone holding a presigned URL,
@@ -436,14 +436,14 @@ export function createEndpoint({
     /** The body with the checksums its headers declare (x-amz-checksum-*) checked at its end. */
     function withChecksums(body: AsyncIterable<Buffer>): AsyncIterable<Buffer> {
       const checksums = declaredChecksums(req.headers);
-      return checksums.length ? checkChecksums(body, checksums) : body;
+      return checksums.length ? checkChecksums(body, checksums, verified) : body;
     }
   }
 
   /** Receives an object's or part's body into a temporary file, through the quota's meter, its Content-MD5 checked. */
-  async function receiveChecked(req: http.IncomingMessage, auth: Authenticated, hold: QuotaHold) {
+  async function receiveChecked(req: http.IncomingMessage, auth: Authenticated, hold: QuotaHold, verified?: Verified) {
     const md5 = contentMd5Of(req);
-    const received = await store.receive(hold.meter(bodyOf(req, auth)));
+    const received = await store.receive(hold.meter(bodyOf(req, auth, verified)));
     if (md5 !== undefined && !md5.equals(received.md5)) {
       await store.discard(received);
       throw new S3Error('BadDigest', 400, 'The Content-MD5 you specified did not match what we received.');
@@ -463,8 +463,14 @@ export function createEndpoint({
     }
   }
 
-  function objectHeaders(res: http.ServerResponse, row: ObjectRow, query: URLSearchParams): void {
+  function objectHeaders(res: http.ServerResponse, row: ObjectRow, query: URLSearchParams, whole: boolean, req: http.IncomingMessage): void {
     res.setHeader('etag', quoted(row.etag));
+    // The checksum of the whole object, when asked for (as S3: not for a range or a part).
+    const { checksum } = row.meta;
+    if (checksum && whole && String(req.headers['x-amz-checksum-mode'] ?? '').toUpperCase() === 'ENABLED') {
+      res.setHeader(`x-amz-checksum-${checksum.algorithm}`, checksum.value);
+      res.setHeader('x-amz-checksum-type', 'FULL_OBJECT');
+    }
     res.setHeader('last-modified', new Date(row.lastModified).toUTCString());
     res.setHeader('accept-ranges', 'bytes');
     res.setHeader('content-type', row.meta.contentType);
@@ -569,7 +575,7 @@ export function createEndpoint({
       }
       if (pre) throw new S3Error(pre === 304 ? 'NotModified' : 'PreconditionFailed', pre, 'At least one of the preconditions you specified did not hold.');
       const { start, end, partial } = rangeOf(req, res, row, partNumber);
-      objectHeaders(res, row, t.query);
+      objectHeaders(res, row, t.query, !partial && partNumber === undefined, req);
       if (partNumber !== undefined && row.parts) res.setHeader('x-amz-mp-parts-count', row.parts.length);
       const length = row.size === 0 ? 0 : end - start + 1;
       res.setHeader('content-length', length);
@@ -698,10 +704,15 @@ export function createEndpoint({
   /** PutObject: stores the body (checked against Content-MD5 and the signed payload) as the object. */
   async function putObject(req: http.IncomingMessage, res: http.ServerResponse, t: Target, auth: Authenticated): Promise<void> {
     store.requireBucket(t.bucket);
-    const row = await quota.write(auth.principal, t.bucket, { kind: 'object', key: t.key }, declaredSize(req, auth), async (hold) =>
-      store.commit(t.bucket, t.key, await receiveChecked(req, auth, hold), metaFrom(req.headers)),
-    );
-    sendEmpty(res, 200, { etag: quoted(row.etag) });
+    const verified: Verified = [];
+    const row = await quota.write(auth.principal, t.bucket, { kind: 'object', key: t.key }, declaredSize(req, auth), async (hold) => {
+      const received = await receiveChecked(req, auth, hold, verified);
+      // S3 takes one checksum algorithm a request: the first checked is the object's.
+      const checksum = verified[0] && { algorithm: verified[0][0], value: verified[0][1] };
+      return store.commit(t.bucket, t.key, received, { ...metaFrom(req.headers), ...(checksum ? { checksum } : {}) });
+    });
+    const checksum = row.meta.checksum;
+    sendEmpty(res, 200, { etag: quoted(row.etag), ...(checksum ? { [`x-amz-checksum-${checksum.algorithm}`]: checksum.value } : {}) });
   }
 
   /** CopyObject: the source's bytes (its size known from its row) as a new single-part object. */

@@ -55,6 +55,12 @@ export interface ObjectMeta {
   user: Record<string, string>;
   /** Content-Encoding, Content-Disposition, Cache-Control, Content-Language, Expires as given. */
   headers: Record<string, string>;
+  /**
+   * The checksum the upload declared and the store checked (`x-amz-checksum-<algorithm>`, base64),
+   * returned on a whole GET or HEAD that asks for it (`x-amz-checksum-mode: ENABLED`). Only for
+   * objects PUT in one request (and their copies): a multipart object has none.
+   */
+  checksum?: { algorithm: string; value: string };
 }
 
 export interface ObjectRow {

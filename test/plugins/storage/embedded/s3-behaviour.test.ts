@@ -12,6 +12,7 @@ import zlib from 'node:zlib';
 import { Readable } from 'node:stream';
 import {
   CompleteMultipartUploadCommand,
+  CopyObjectCommand,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
   DeleteBucketCommand,
@@ -440,6 +441,73 @@ describe('x-amz-checksum-* headers (the SDK sends CRC32 by default)', () => {
     }
   });
 });
+
+describe('stored checksums (x-amz-checksum-mode: ENABLED)', () => {
+  const sha256 = (b: string | Buffer) => createHash('sha256').update(b).digest('base64');
+
+  it('the checksum a PUT declared is answered by the PUT and by a whole GET or HEAD that asks for it; not without asking, not for a range; kept by a copy', async () => {
+    const put = await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'kept/a.txt', Body: 'hello checksums', ChecksumSHA256: sha256('hello checksums') }));
+    expect(put.ChecksumSHA256).toBe(sha256('hello checksums'));
+    // A client that does not ask (the SDK's default asks on GetObject: WHEN_SUPPORTED).
+    const quiet = s3Client(env.creds, { requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' });
+    try {
+      const plain = await quiet.send(new GetObjectCommand({ Bucket: bucket, Key: 'kept/a.txt' }));
+      expect(plain.ChecksumSHA256).toBeUndefined();
+      expect(await plain.Body!.transformToString()).toBe('hello checksums');
+      // An object PUT without one (the default client would add CRC32) has none.
+      await quiet.send(new PutObjectCommand({ Bucket: bucket, Key: 'kept/none.txt', Body: 'no sum' }));
+    } finally {
+      quiet.destroy();
+    }
+    const asked = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: 'kept/a.txt', ChecksumMode: 'ENABLED' }));
+    expect([asked.ChecksumSHA256, asked.ChecksumType]).toEqual([sha256('hello checksums'), 'FULL_OBJECT']);
+    expect(await asked.Body!.transformToString()).toBe('hello checksums');
+    const range = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: 'kept/a.txt', ChecksumMode: 'ENABLED', Range: 'bytes=0-4' }));
+    expect(range.ChecksumSHA256).toBeUndefined();
+    expect(await range.Body!.transformToString()).toBe('hello');
+    expect((await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: 'kept/a.txt', ChecksumMode: 'ENABLED' }))).ChecksumSHA256).toBe(
+      sha256('hello checksums'),
+    );
+    await s3.send(new CopyObjectCommand({ Bucket: bucket, Key: 'kept/copy.txt', CopySource: `${bucket}/kept/a.txt` }));
+    expect((await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: 'kept/copy.txt', ChecksumMode: 'ENABLED' }))).ChecksumSHA256).toBe(
+      sha256('hello checksums'),
+    );
+    const none = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: 'kept/none.txt', ChecksumMode: 'ENABLED' }));
+    expect([none.ChecksumSHA256, none.ChecksumCRC32, none.ChecksumCRC64NVME]).toEqual([undefined, undefined, undefined]);
+  });
+
+  it('with the SDK’s defaults, a download checks what the upload stored: bytes changed on disk fail the read', async () => {
+    const sdk = s3Client(env.creds, { requestChecksumCalculation: 'WHEN_SUPPORTED', responseChecksumValidation: 'WHEN_SUPPORTED' });
+    try {
+      const body = randomBytes(200_000);
+      await sdk.send(
+        new PutObjectCommand({ Bucket: bucket, Key: 'kept/b.bin', Body: Readable.from([body]), ContentLength: body.length, ChecksumAlgorithm: 'CRC64NVME' }),
+      );
+      const got = await sdk.send(new GetObjectCommand({ Bucket: bucket, Key: 'kept/b.bin' }));
+      expect(got.ChecksumCRC64NVME).toMatch(/^[A-Za-z0-9+/]{11}=$/);
+      expect(Buffer.from(await got.Body!.transformToByteArray()).equals(body)).toBe(true);
+      // The same bytes on disk, one flipped: the SDK's check of the stored checksum fails the read.
+      const file = blobHolding(path.join(env.app.dataDir, 'objects'), body);
+      const changed = Buffer.from(body);
+      changed[1000]! ^= 0xff;
+      fs.writeFileSync(file, changed);
+      const bad = await sdk.send(new GetObjectCommand({ Bucket: bucket, Key: 'kept/b.bin' }));
+      await expect(bad.Body!.transformToByteArray()).rejects.toThrow(/checksum/i);
+    } finally {
+      sdk.destroy();
+    }
+  });
+});
+
+/** The file under `dir` whose bytes are `body`. */
+function blobHolding(dir: string, body: Buffer): string {
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile()) continue;
+    const file = path.join(entry.parentPath, entry.name);
+    if (fs.statSync(file).size === body.length && fs.readFileSync(file).equals(body)) return file;
+  }
+  throw new Error('no file holds the body');
+}
 
 describe('request headers', () => {
   it('Expect values other than 100-continue are ignored, as S3 does: the object is stored', async () => {
