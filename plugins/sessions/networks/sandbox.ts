@@ -274,8 +274,8 @@ export class SandboxNetwork implements NetworkAdapter {
     chat: 'personal' | 'group',
   ): Promise<void> {
     const senderDigits = digitsOf(sender.phoneNumber);
-    const blocked = await this.#store.contact(recipient.id, phoneJid(senderDigits));
-    if (blocked?.blocked) return;
+    const contact = await this.#store.contact(recipient.id, phoneJid(senderDigits));
+    if (contact?.blocked) return;
     const key = await this.#inboundKey(senderKey.id, senderDigits, chat, chat === 'group' ? senderKey.remoteJid : null);
     await this.#store.insertMessage(
       {
@@ -289,7 +289,7 @@ export class SandboxNetwork implements NetworkAdapter {
       },
       now(),
     );
-    await this.#sawContact(recipient, senderDigits, sender.name, blocked);
+    await this.#sawContact(recipient, senderDigits, sender.name, contact);
     const accepted = await this.#host.inbound(recipient.id, { key, message: node, pushName: sender.name, messageTimestamp: ts, chat });
     const recipientJid = this.#selfJid(recipient);
     await this.#host.receipt(sender.id, senderKey, 'delivered', recipientJid);

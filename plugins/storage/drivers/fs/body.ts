@@ -52,11 +52,11 @@ function checkedKind(header: string): Checked | undefined {
   return (CHECKED as readonly string[]).includes(name) && header.length > name.length ? (name as Checked) : undefined;
 }
 
-/** Checksums a body was checked against and matched: [kind, base64 digest], filled at its end. */
-export type Verified = [Checked, string][];
+/** Checksums as [kind, base64 digest]: those a request declares, or those a body matched (filled at its end). */
+export type Checksums = [Checked, string][];
 
 /** The checksum headers of a request this store checks: [kind, the declared base64 digest]. */
-export function declaredChecksums(headers: Record<string, string | string[] | undefined>): [Checked, string][] {
+export function declaredChecksums(headers: Record<string, string | string[] | undefined>): Checksums {
   return CHECKED.flatMap((name) => {
     const value = headers[`x-amz-checksum-${name}`];
     return typeof value === 'string' ? [[name, value.trim()] as [Checked, string]] : [];
@@ -64,7 +64,7 @@ export function declaredChecksums(headers: Record<string, string | string[] | un
 }
 
 /** Passes a body through, checking at its end the checksums its headers declared (BadDigest). */
-export async function* checkChecksums(source: AsyncIterable<Buffer>, declared: readonly [Checked, string][], verified?: Verified): AsyncGenerator<Buffer> {
+export async function* checkChecksums(source: AsyncIterable<Buffer>, declared: Readonly<Checksums>, verified?: Checksums): AsyncGenerator<Buffer> {
   const sums = await Promise.all(declared.map(async ([name, value]) => ({ name, value, sum: await checksum(name) })));
   for await (const chunk of source) {
     for (const { sum } of sums) sum.update(chunk);
@@ -135,7 +135,7 @@ export interface ChunkedOptions {
   /** What `x-amz-trailer` names (comma-separated), if anything: only the checksums it announces are computed. */
   announced?: string;
   /** Where the trailing checksums that matched are told. */
-  verified?: Verified;
+  verified?: Checksums;
 }
 
 /** Decodes an aws-chunked body, checking signatures and trailing checksums. */

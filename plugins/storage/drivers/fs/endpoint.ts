@@ -19,7 +19,7 @@ import type { Logger } from '../../../../core/logger.ts';
 import { answerMalformed } from '../../../../core/malformed.ts';
 import { redactUrl } from '../../../../core/redact.ts';
 import type { Authenticated, Principal, Verifier } from './auth.ts';
-import { checkChecksums, checkSha256, declaredChecksums, dechunk, exactLength, readSmall, type Verified } from './body.ts';
+import { type Checksums, checkChecksums, checkSha256, declaredChecksums, dechunk, exactLength, readSmall } from './body.ts';
 import {
   MAX_KEY_BYTES,
   MAX_PARTS,
@@ -220,6 +220,21 @@ async function sendRange(handle: fsp.FileHandle, res: http.ServerResponse, start
   res.end();
 }
 
+/** S3's words for a connection silent past its timeout (onSilence; the parser's header timeout). */
+const REQUEST_TIMEOUT_MESSAGE =
+  'Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.';
+
+/** S3's error document: the error, its details, the resource (the path, when known) and the request id. */
+function errorDocument(e: S3Error, resource: string | undefined, requestId: string): string {
+  const details = Object.entries(e.details)
+    .map(([k, v]) => el(k, v))
+    .join('');
+  return `${XML_HEAD}<Error>${el('Code', e.code)}${el('Message', e.message)}${details}${resource === undefined ? '' : el('Resource', resource)}${el('RequestId', requestId)}</Error>`;
+}
+
+/** Whether a GET or HEAD asks for the object's stored checksum (as the AWS SDKs do by default). */
+const asksChecksum = (req: http.IncomingMessage) => String(req.headers['x-amz-checksum-mode'] ?? '').toUpperCase() === 'ENABLED';
+
 export function createEndpoint({
   store,
   verifier,
@@ -244,17 +259,17 @@ export function createEndpoint({
   // What Node's parser refuses gets S3's error document (S3 answers all of these 400).
   answerMalformed(server, ({ status, path, reason, message: described }) => {
     const requestId = randomBytes(8).toString('hex').toUpperCase();
-    const [code, message] =
+    const e =
       status === 408
-        ? ['RequestTimeout', 'Your socket connection to the server was not read from or written to within the timeout period.']
+        ? new S3Error('RequestTimeout', 400, REQUEST_TIMEOUT_MESSAGE)
         : status === 431
-          ? ['RequestHeaderSectionTooLarge', 'Your request header section exceeds the maximum allowed size.']
-          : ['InvalidRequest', `${described}.`];
+          ? new S3Error('RequestHeaderSectionTooLarge', 400, 'Your request header section exceeds the maximum allowed size.')
+          : new S3Error('InvalidRequest', 400, `${described}.`);
     log.debug({ requestId, status, path, reason }, 'object store request refused by the HTTP parser');
     return {
-      status: 400,
+      status: e.status,
       headers: { 'content-type': 'application/xml', 'x-amz-request-id': requestId, server: 'Wharf' },
-      body: `${XML_HEAD}<Error>${el('Code', code)}${el('Message', message)}${path === undefined ? '' : el('Resource', path)}${el('RequestId', requestId)}</Error>`,
+      body: errorDocument(e, path, requestId),
     };
   });
 
@@ -291,16 +306,7 @@ export function createEndpoint({
       res.destroy();
       return;
     }
-    sendError(
-      req,
-      res,
-      new S3Error(
-        'RequestTimeout',
-        400,
-        'Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.',
-      ),
-      requestId,
-    );
+    sendError(req, res, new S3Error('RequestTimeout', 400, REQUEST_TIMEOUT_MESSAGE), requestId);
     // The handler may still be waiting for the body. Node no longer tracks a request once its
     // response is finished, so closing the socket alone would leave that wait (and its temporary
     // file) forever: the request itself is destroyed.
@@ -338,12 +344,7 @@ export function createEndpoint({
       res.destroy();
       return;
     }
-    const body =
-      req.method === 'HEAD'
-        ? ''
-        : `${XML_HEAD}<Error>${el('Code', e.code)}${el('Message', e.message)}${Object.entries(e.details)
-            .map(([k, v]) => el(k, v))
-            .join('')}${el('Resource', (req.url ?? '').split('?')[0])}${el('RequestId', requestId)}</Error>`;
+    const body = req.method === 'HEAD' ? '' : errorDocument(e, (req.url ?? '').split('?')[0], requestId);
     res.statusCode = e.status;
     res.setHeader('content-type', 'application/xml');
     res.setHeader('content-length', Buffer.byteLength(body));
@@ -409,7 +410,7 @@ export function createEndpoint({
   }
 
   /** The body as bytes, decoded and checked per the signing mode (the checksums that matched told to `verified`). */
-  function bodyOf(req: http.IncomingMessage, auth: Authenticated, verified?: Verified): AsyncIterable<Buffer> {
+  function bodyOf(req: http.IncomingMessage, auth: Authenticated, verified?: Checksums): AsyncIterable<Buffer> {
     const declared = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
     const encodings = String(req.headers['content-encoding'] ?? '')
       .split(',')
@@ -441,7 +442,7 @@ export function createEndpoint({
   }
 
   /** Receives an object's or part's body into a temporary file, through the quota's meter, its Content-MD5 checked. */
-  async function receiveChecked(req: http.IncomingMessage, auth: Authenticated, hold: QuotaHold, verified?: Verified) {
+  async function receiveChecked(req: http.IncomingMessage, auth: Authenticated, hold: QuotaHold, verified?: Checksums) {
     const md5 = contentMd5Of(req);
     const received = await store.receive(hold.meter(bodyOf(req, auth, verified)));
     if (md5 !== undefined && !md5.equals(received.md5)) {
@@ -463,11 +464,11 @@ export function createEndpoint({
     }
   }
 
-  function objectHeaders(res: http.ServerResponse, row: ObjectRow, query: URLSearchParams, whole: boolean, req: http.IncomingMessage): void {
+  /** `withChecksum`: the stored checksum asked for, of the whole object (as S3: not for a range or a part). */
+  function objectHeaders(res: http.ServerResponse, row: ObjectRow, query: URLSearchParams, withChecksum: boolean): void {
     res.setHeader('etag', quoted(row.etag));
-    // The checksum of the whole object, when asked for (as S3: not for a range or a part).
     const { checksum } = row.meta;
-    if (checksum && whole && String(req.headers['x-amz-checksum-mode'] ?? '').toUpperCase() === 'ENABLED') {
+    if (checksum && withChecksum) {
       res.setHeader(`x-amz-checksum-${checksum.algorithm}`, checksum.value);
       res.setHeader('x-amz-checksum-type', 'FULL_OBJECT');
     }
@@ -575,7 +576,7 @@ export function createEndpoint({
       }
       if (pre) throw new S3Error(pre === 304 ? 'NotModified' : 'PreconditionFailed', pre, 'At least one of the preconditions you specified did not hold.');
       const { start, end, partial } = rangeOf(req, res, row, partNumber);
-      objectHeaders(res, row, t.query, !partial && partNumber === undefined, req);
+      objectHeaders(res, row, t.query, !partial && partNumber === undefined && asksChecksum(req));
       if (partNumber !== undefined && row.parts) res.setHeader('x-amz-mp-parts-count', row.parts.length);
       const length = row.size === 0 ? 0 : end - start + 1;
       res.setHeader('content-length', length);
@@ -704,7 +705,7 @@ export function createEndpoint({
   /** PutObject: stores the body (checked against Content-MD5 and the signed payload) as the object. */
   async function putObject(req: http.IncomingMessage, res: http.ServerResponse, t: Target, auth: Authenticated): Promise<void> {
     store.requireBucket(t.bucket);
-    const verified: Verified = [];
+    const verified: Checksums = [];
     const row = await quota.write(auth.principal, t.bucket, { kind: 'object', key: t.key }, declaredSize(req, auth), async (hold) => {
       const received = await receiveChecked(req, auth, hold, verified);
       // S3 takes one checksum algorithm a request: the first checked is the object's.
