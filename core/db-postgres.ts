@@ -150,29 +150,6 @@ function values(p: Prepared, params: Params | undefined): unknown[] {
   return (p.names ?? []).map((n) => named[n]);
 }
 
-/** Connections whose writes are held until the end of the current turn (see {@link send}). */
-const corked = new WeakSet<object>();
-
-/**
- * Sends a query (pg writes it at once: pipeline mode, see openPostgres). On a connection (not the
- * pool), what else it is given before the end of this turn of the event loop goes out in the same
- * write: a group member's events batch, the RELEASE after it and the next member's first statement
- * are one write and one wake-up of the server's backend, where each was a syscall of its own
- * (loopback's receive path runs in the sender's syscall).
- */
-function send(target: pg.Pool | pg.PoolClient, query: string | pg.QueryConfig): Promise<pg.QueryResult> {
-  const stream = (target as { connection?: { stream?: { cork(): void; uncork(): void } } }).connection?.stream;
-  if (stream && !corked.has(stream)) {
-    corked.add(stream);
-    stream.cork();
-    process.nextTick(() => {
-      corked.delete(stream);
-      stream.uncork();
-    });
-  }
-  return target.query(query as pg.QueryConfig);
-}
-
 /** Queries on a pool or on one client of it (inside a transaction). */
 class PgQueries implements Db {
   readonly engine = 'postgres' as const;
@@ -185,7 +162,7 @@ class PgQueries implements Db {
   protected async query(sql: string, params: Params | undefined): Promise<pg.QueryResult> {
     const p = prepare(sql);
     try {
-      return await send(this.target, { name: p.name, text: p.text, values: values(p, params) });
+      return await this.target.query({ name: p.name, text: p.text, values: values(p, params) });
     } catch (err) {
       throw translateError(err);
     }
@@ -211,7 +188,7 @@ class PgQueries implements Db {
 
   async exec(sql: string): Promise<void> {
     try {
-      await send(this.target, sql);
+      await this.target.query(sql);
     } catch (err) {
       throw translateError(err);
     }
@@ -489,7 +466,7 @@ export class PostgresDb extends PgQueries implements DbHandle {
     let current: Member | undefined;
     const shared = new Map<object, unknown>();
     try {
-      if (begin) await send(client, BEGIN);
+      if (begin) await client.query(BEGIN);
       /** The last member taken ran in the savepoint open now, which is not released yet. */
       let unreleased = false;
       for (;;) {
@@ -508,7 +485,7 @@ export class PostgresDb extends PgQueries implements DbHandle {
         let previous: (typeof taken)[number] | undefined;
         if (unreleased && next) {
           previous = taken.at(-1);
-          released = send(client, `RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}`).then(
+          released = client.query(`RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}`).then(
             () => undefined,
             (err: unknown) => ({ err }),
           );
@@ -531,7 +508,7 @@ export class PostgresDb extends PgQueries implements DbHandle {
           }
           const end = `RELEASE SAVEPOINT ${SAVEPOINT}; COMMIT; ${locks.map((id) => `SELECT pg_advisory_unlock(${id});`).join(' ')}`;
           try {
-            await send(client, end);
+            await client.query(end);
           } catch (err) {
             if (!unreleased || (err as { code?: string }).code !== '25P02') throw err;
             // The last member aborted the transaction: its savepoint is undone, it fails alone.

@@ -2,7 +2,6 @@
 // PostgreSQL a fresh database on the test server (test/pg/postgres.sh).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { execFile } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -671,49 +670,6 @@ describe('PostgreSQL: transactions naming the same keys share one BEGIN ... COMM
     expect(await outside.value<number>("SELECT count(DISTINCT xid) FROM items WHERE name LIKE 'later-%'")).toBe(1);
     // Outside a group (no lock keys) there is nothing to leave it to: the caller waits itself.
     expect(await db.transaction(async (tx) => finishInGroup(tx, Promise.resolve()))).toBe(false);
-  });
-
-  it("writes a member's work left to finish, the RELEASE after it and the next member's first statement to the connection at once (one write, not three)", async () => {
-    // Writes reaching the sockets (each a syscall): a corked stream's buffered chunks go as one.
-    const writes = new Map<object, number>();
-    type Write = (this: object, ...args: unknown[]) => unknown;
-    const socket = net.Socket.prototype as unknown as { _write: Write; _writev: Write };
-    const originals = { _write: socket._write, _writev: socket._writev };
-    const counted = (original: Write): Write =>
-      function write(this: object, ...args) {
-        writes.set(this, (writes.get(this) ?? 0) + 1);
-        return original.apply(this, args);
-      };
-    let settled: PromiseSettledResult<string>[];
-    const count = 12;
-    try {
-      const hold = holder();
-      await hold.running;
-      writes.clear();
-      const members = Array.from({ length: count }, (_, i) =>
-        db.transaction(async (tx) => {
-          await insert(tx, `one-write-${i}`);
-          expect(finishInGroup(tx, insert(tx, `one-write-${i}-work`))).toBe(true);
-          return `one-write-${i}`;
-        }, LOCK),
-      );
-      Object.assign(socket, { _write: counted(originals._write), _writev: counted(originals._writev) });
-      hold.open();
-      await hold.done;
-      settled = await Promise.allSettled(members);
-    } finally {
-      Object.assign(socket, originals);
-    }
-    expect(settled.map((r) => r.status)).toEqual(Array(count).fill('fulfilled'));
-    // The group's connection is the socket written most. Written one by one, each member's first
-    // statement, its work and the RELEASE after it are three writes (39 for these 12 members);
-    // coalesced, about one a member (17 here: the holder's statements, the first member's and the
-    // COMMIT add a few, and a turn that waits for an answer starts another write).
-    const most = Math.max(...writes.values());
-    expect(most).toBeGreaterThanOrEqual(count);
-    expect(most).toBeLessThanOrEqual(count + 8);
-    const names = Array.from({ length: count }, (_, i) => [`one-write-${i}`, `one-write-${i}-work`]).flat();
-    expect(await Promise.all(names.map(committed))).toEqual(names.map(() => true));
   });
 
   it('fails a member alone whose work left to finish threw after its statement succeeded (the attempt is rolled back, the others run again and commit once); a conflict in it dooms the attempt', async () => {
