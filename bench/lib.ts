@@ -167,6 +167,42 @@ export function cpuMicros(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
+/**
+ * CPU time (µs, user + system) of the local PostgreSQL server listening on `port`: its postmaster,
+ * the children it has reaped (backends of closed connections) and those alive. Undefined when no
+ * postmaster of this machine has `-p port` on its command line (a remote server, another launcher).
+ */
+export function postgresCpuMicros(port: number): number | undefined {
+  const stat = (pid: string) => {
+    try {
+      return fs
+        .readFileSync(`/proc/${pid}/stat`, 'utf8')
+        .replace(/^.*\) /, '')
+        .split(' ');
+    } catch {
+      return undefined;
+    }
+  };
+  const pids = fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+  const postmaster = pids.find((pid) => {
+    try {
+      const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      return args[0]?.endsWith('/postgres') && args[args.indexOf('-p') + 1] === String(port);
+    } catch {
+      return false;
+    }
+  });
+  const own = postmaster && stat(postmaster);
+  if (!own) return undefined;
+  // After the command: ppid is field 4, utime 14, stime 15, cutime 16, cstime 17 (1-based), ticks of 10 ms.
+  let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+  for (const pid of pids) {
+    const fields = stat(pid);
+    if (fields?.[1] === postmaster) ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks * 10_000;
+}
+
 export function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);

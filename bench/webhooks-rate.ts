@@ -9,7 +9,8 @@
  * the highest rate whose answers keep up; BENCH_WEBHOOK_PER_SESSION sets concurrency_per_session,
  * and a list (8,32) runs one server per limit, measured in the same rounds).
  * BENCH_ENGINE=postgres puts the server's database on PostgreSQL (a fresh database on the test
- * server, test/pg/postgres.sh); BENCH_BASE=DIR runs a second Wharf from the sources in DIR (say an
+ * server, test/pg/postgres.sh, or POSTGRES_URL), and then also reports the CPU time the PostgreSQL server's
+ * processes spent per event during each server's rounds, when that server runs on this machine; BENCH_BASE=DIR runs a second Wharf from the sources in DIR (say an
  * export of main with this tree's node_modules linked in), measured in the same rounds, so that
  * before and after are compared interleaved. BENCH_SESSIONS=N spreads the events over N sandbox
  * sessions of one organization (event n to session n mod N; default 1): one session's receives
@@ -21,7 +22,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { Agent, Pool } from 'undici';
-import { benchCookie, cpuMicros, fmt, median } from './lib.ts';
+import { benchCookie, cpuMicros, fmt, median, postgresCpuMicros } from './lib.ts';
 import { freshDatabase } from '../test/helpers/postgres.ts';
 import { localReceiver, percentile, webhooksServer } from './webhooks.ts';
 
@@ -91,8 +92,14 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
       return json;
     };
     const senders = new Map<string, (n: number) => Promise<unknown>>();
+    /** The port of the PostgreSQL server the trees use (one server, a database each). */
+    let postgresPort: number | undefined;
     for (const tree of trees) {
-      const env: Record<string, string> = engine === 'postgres' ? { WHARF_DATABASE__URL: await freshDatabase() } : {};
+      const env: Record<string, string> = {};
+      if (engine === 'postgres') {
+        env.WHARF_DATABASE__URL = await freshDatabase();
+        postgresPort = Number(new URL(env.WHARF_DATABASE__URL).port || 5432);
+      }
       const wharfServer = webhooksServer(`webhooks-rate-${tree.label}`, { root: tree.root, env, perSession: tree.perSession });
       const server = await wharfServer.start();
       const api = new Pool(server.url, { connections: 32 });
@@ -199,6 +206,7 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
     for (const rate of rates) {
       const total = rate * seconds;
       const cpuPerEvent = new Map<string, number[]>(targets.map((t) => [t.label, []]));
+      const postgresPerEvent = new Map<string, number[]>(targets.map((t) => [t.label, []]));
       const answers = new Map<string, Stats[]>(targets.map((t) => [t.label, []]));
       const lags = new Map<string, Stats[]>(targets.map((t) => [t.label, []]));
       const load: number[] = [];
@@ -209,11 +217,14 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
           const target = targets.find((t) => t.label === name);
           await fresh(name);
           const cpu = target ? cpuMicros(target.server.child.pid!) : 0;
+          const postgresCpu = target && postgresPort ? postgresCpuMicros(postgresPort) : undefined;
           const ms = await measure(rate, total, send);
           load.push(os.loadavg()[0]!);
           results.get(name)!.push(stats(ms, total - ms.length));
           if (target) {
             cpuPerEvent.get(name)!.push((cpuMicros(target.server.child.pid!) - cpu) / total);
+            const postgresAfter = postgresCpu === undefined ? undefined : postgresCpuMicros(postgresPort!);
+            if (postgresAfter !== undefined) postgresPerEvent.get(name)!.push((postgresAfter - postgresCpu!) / total);
             answers.get(name)!.push(stats(answered, 0));
             lags.get(name)!.push(stats(lagOf(), 0));
           }
@@ -246,6 +257,15 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
                 .map((v) => fmt(v, 0))
                 .join(', ')}).`,
           ),
+          ...targets
+            .filter(({ label }) => postgresPerEvent.get(label)!.length > 0)
+            .map(
+              ({ label }) =>
+                `${label === 'wharf' ? 'Wharf' : label}: PostgreSQL's CPU time per event (its processes on this machine, during the round): ${fmt(median(postgresPerEvent.get(label)!), 0)} µs (median; rounds ${postgresPerEvent
+                  .get(label)!
+                  .map((v) => fmt(v, 0))
+                  .join(', ')}).`,
+            ),
           '',
           ...[...failures].map(
             ([label, f]) =>
