@@ -125,4 +125,12 @@ export const migrations: Migration[] = [
     sqlite: '-- nothing: SQLite has one process, which claims nothing',
     postgres: CLAIM_FUNCTION,
   },
+  {
+    // No query looks dispatches up by their event (the API shows event_id, lists by organization,
+    // session and status): the index only cost every outbox write and every outcome an index entry
+    // (BENCHMARKS.md, issue 16 part 11).
+    id: '004-drop-by-event',
+    sqlite: 'DROP INDEX IF EXISTS webhooks_dispatches_by_event',
+    postgres: 'DROP INDEX IF EXISTS webhooks_dispatches_by_event',
+  },
 ];

@@ -144,6 +144,21 @@ describe('events written in batches with their outbox rows', () => {
     }
   });
 
+  it('the outbox carries only the indexes its queries use (none by event: each was an entry more on every outbox write and outcome)', async () => {
+    const names = postgres
+      ? await outside.all<{ name: string }>("SELECT indexname AS name FROM pg_indexes WHERE tablename = 'webhooks_dispatches' ORDER BY 1")
+      : await outside.all<{ name: string }>(
+          "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'webhooks_dispatches' AND name NOT LIKE 'sqlite_autoindex%' ORDER BY 1",
+        );
+    expect(names.map((r) => r.name)).toEqual([
+      'webhooks_dispatches_by_org',
+      'webhooks_dispatches_by_session',
+      'webhooks_dispatches_due',
+      'webhooks_dispatches_finished',
+      ...(postgres ? ['webhooks_dispatches_pkey'] : []),
+    ]);
+  });
+
   it('events are written before the transaction reads: a read after emit sees them with their ids', async () => {
     const from = await lastEventId(hooked.id);
     const seen = await svc.transaction(async () => {
