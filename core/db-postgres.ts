@@ -45,7 +45,14 @@ const SAVEPOINT = 'wharf_tx';
 /** How a group's transaction starts. */
 const BEGIN = `BEGIN ISOLATION LEVEL SERIALIZABLE; SAVEPOINT ${SAVEPOINT}`;
 
-const retryable = (err: unknown) => RETRYABLE.has((err as { code?: string })?.code ?? '');
+/**
+ * Thrown by a group member's work left to finish (see {@link finishInGroup}) when what the member
+ * went on assuming, instead of waiting for that work's answer, turns out not to be so: the attempt
+ * runs again as after a serialization failure (the member counts an attempt), without the backoff.
+ */
+export class StaleAssumption extends Error {}
+
+const retryable = (err: unknown) => err instanceof StaleAssumption || RETRYABLE.has((err as { code?: string })?.code ?? '');
 const INT8_OID = 20;
 
 /**
@@ -303,6 +310,11 @@ export function groupState(tx: Db): Map<object, unknown> | undefined {
   return tx instanceof MemberQueries ? tx.shared : undefined;
 }
 
+/** Whether `tx` is a group member's whose turn is on: work it sends may be left to finish (see {@link finishInGroup}). */
+export function inGroupTurn(tx: Db): tx is MemberQueries {
+  return tx instanceof MemberQueries && !tx.ended;
+}
+
 /**
  * Leaves `work` to finish while the next member of the group runs, when `tx` is a group member's
  * whose turn is on (true; false otherwise: the caller awaits `work` itself). `work` has sent its
@@ -310,11 +322,11 @@ export function groupState(tx: Db): Map<object, unknown> | undefined {
  * connection before the next member's, so their answers come first. The group reads `work`'s
  * outcome before it releases the member's savepoint for good and before the COMMIT; when it
  * failed, the member fails alone with its error (its savepoint rolled back; the next member, whose
- * statements PostgreSQL refused, runs again uncounted), and a serialization failure or a deadlock
- * dooms the attempt as one met by the member would.
+ * statements PostgreSQL refused, runs again uncounted), and a serialization failure, a deadlock or
+ * a {@link StaleAssumption} dooms the attempt as one met by the member would.
  */
 export function finishInGroup(tx: Db, work: Promise<unknown>): boolean {
-  if (!(tx instanceof MemberQueries) || tx.ended) return false;
+  if (!inGroupTurn(tx)) return false;
   const outcome = work.then(
     () => undefined,
     (err: unknown) => ({ err }),
@@ -435,7 +447,8 @@ export class PostgresDb extends PgQueries implements DbHandle {
       close();
       for (let n = 1; group.waiting.length > 0; n++) {
         const doomed = await this.#attempt(client, group, n > 1, locks, session);
-        if (doomed !== undefined && group.waiting.length > 0) await sleep(Math.random() * 5 * 2 ** Math.min(n, MAX_TRANSACTION_ATTEMPTS));
+        if (doomed !== undefined && !(doomed instanceof StaleAssumption) && group.waiting.length > 0)
+          await sleep(Math.random() * 5 * 2 ** Math.min(n, MAX_TRANSACTION_ATTEMPTS));
       }
     } catch (err) {
       broken = true;

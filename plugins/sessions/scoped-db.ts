@@ -11,7 +11,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Db, Params, TransactionOptions } from '../../core/db.ts';
-import { finishInGroup } from '../../core/db-postgres.ts';
+import { finishInGroup, inGroupTurn } from '../../core/db-postgres.ts';
 
 /** What one outermost transaction carries. */
 export interface Scope {
@@ -105,6 +105,20 @@ export class ScopedDb implements Db {
 
   exec(sql: string): Promise<void> {
     return this.#on((db) => db.exec(sql));
+  }
+
+  /**
+   * Sends `statement` in the transaction in progress without waiting for its answer, which
+   * `then` gets (and may refuse by throwing) while the transaction goes on: when that transaction
+   * is a PostgreSQL group member whose turn is on, the group reads the answer while its next member
+   * runs, before the COMMIT (see finishInGroup; a `StaleAssumption` thrown by `then` runs the
+   * attempt again). Returns false, having sent nothing, anywhere else: the caller then sends the
+   * statement itself and waits.
+   */
+  leaveToGroup<R>(statement: (db: Db) => Promise<R>, then: (result: R) => void): boolean {
+    const scope = this.scope;
+    if (!scope || !inGroupTurn(scope.tx)) return false;
+    return finishInGroup(scope.tx, this.#on(statement).then(then));
   }
 
   /**

@@ -4,6 +4,7 @@
  * and the encrypted copies on the sandbox "CDN"). Session rows are not here: the sandbox reaches
  * them through its host.
  */
+import { StaleAssumption } from '../../../core/db-postgres.ts';
 import type { ScopedDb } from '../scoped-db.ts';
 import type { ChatKind } from './types.ts';
 
@@ -38,6 +39,31 @@ class LidPairs {
     }
     this.#lidOfPn.set(pn, lid);
     this.#pnOfLid.set(lid, pn);
+  }
+}
+
+/** How many senders' contacts a store remembers as last read (the oldest go first). */
+const CONTACT_HINTS = 10_000;
+
+/**
+ * The contacts of senders as this process last read them, by session and JID, bounded: a hint,
+ * never an answer (another instance may have changed one since). A receive whose sender's hint
+ * says there is nothing to change goes on without waiting for its contact read, and the read's
+ * answer is checked when it comes (see `insertMessageKnowingContact`).
+ */
+class ContactHints {
+  readonly #rows = new Map<string, ContactRow>();
+
+  get(sessionId: number, jid: string): ContactRow | undefined {
+    return this.#rows.get(`${sessionId} ${jid}`);
+  }
+
+  set(sessionId: number, jid: string, row: ContactRow | undefined): void {
+    const key = `${sessionId} ${jid}`;
+    this.#rows.delete(key);
+    if (!row) return;
+    if (this.#rows.size >= CONTACT_HINTS) this.#rows.delete(this.#rows.keys().next().value!);
+    this.#rows.set(key, row);
   }
 }
 
@@ -101,6 +127,7 @@ const SELECT_CONTACT = 'SELECT jid, name, notify, blocked FROM sessions_sandbox_
 export class SandboxStore {
   readonly #db: ScopedDb;
   readonly #lids = new LidPairs();
+  readonly #contacts = new ContactHints();
 
   constructor(db: ScopedDb) {
     this.#db = db;
@@ -142,11 +169,43 @@ export class SandboxStore {
    * transactions (they run one after another, see `sessionLock`).
    */
   async insertMessageAndContact(row: Omit<SandboxMessageRow, 'read_at'>, now: string, jid: string): Promise<ContactRow | undefined> {
+    let contact: ContactRow | undefined;
     if (this.#db.engine !== 'postgres') {
       await this.insertMessage(row, now);
-      return this.contact(row.session_id, jid);
-    }
-    return this.#db.one<ContactRow>(`WITH copy AS (${INSERT_MESSAGE}) ${SELECT_CONTACT}`, [...messageParams(row, now), row.session_id, jid]);
+      contact = await this.contact(row.session_id, jid);
+    } else contact = await this.#db.one<ContactRow>(...this.#insertMessageAndContact(row, now, jid));
+    this.#contacts.set(row.session_id, jid, contact);
+    return contact;
+  }
+
+  /**
+   * {@link insertMessageAndContact} without waiting for its answer: when the contact as this store
+   * last read it is `expected` (a sender whose contact the receive leaves as it is) and the
+   * transaction is a PostgreSQL group member's, the statement is sent and true returned at once, the
+   * caller going on as if the contact were still so; its answer is checked while the group's next
+   * member runs, and a contact found otherwise (changed by another instance, say) runs the attempt
+   * again (`StaleAssumption`), which then waits for the answer. False, having sent nothing,
+   * otherwise. On a session's chain of transactions (one after another) this is the one answer a
+   * receive waited for.
+   */
+  insertMessageKnowingContact(
+    row: Omit<SandboxMessageRow, 'read_at'>,
+    now: string,
+    jid: string,
+    expected: (contact: ContactRow | undefined) => boolean,
+  ): boolean {
+    if (this.#db.engine !== 'postgres' || !expected(this.#contacts.get(row.session_id, jid))) return false;
+    return this.#db.leaveToGroup(
+      (db) => db.one<ContactRow>(...this.#insertMessageAndContact(row, now, jid)),
+      (contact) => {
+        this.#contacts.set(row.session_id, jid, contact);
+        if (!expected(contact)) throw new StaleAssumption(`the contact ${jid} changed since this instance read it`);
+      },
+    );
+  }
+
+  #insertMessageAndContact(row: Omit<SandboxMessageRow, 'read_at'>, now: string, jid: string): [string, unknown[]] {
+    return [`WITH copy AS (${INSERT_MESSAGE}) ${SELECT_CONTACT}`, [...messageParams(row, now), row.session_id, jid]];
   }
 
   message(sessionId: number, keyId: string): Promise<SandboxMessageRow | undefined> {
@@ -201,6 +260,7 @@ export class SandboxStore {
     now: string,
   ): Promise<void> {
     const blocked = fields.blocked === undefined || fields.blocked === null ? null : fields.blocked ? 1 : 0;
+    this.#contacts.set(sessionId, jid, undefined);
     await this.#db.run(
       `INSERT INTO sessions_sandbox_contacts (session_id, jid, name, notify, blocked, updated_at) VALUES (@session_id, @jid, @name, @notify, COALESCE(@blocked, 0), @now)
        ON CONFLICT (session_id, jid) DO UPDATE SET name = COALESCE(@name, sessions_sandbox_contacts.name), notify = COALESCE(@notify, sessions_sandbox_contacts.notify),

@@ -64,6 +64,9 @@ function stableDigits(seed: string, length: number): string {
   return (BigInt(`0x${hash.subarray(0, 8).toString('hex')}`) % 10n ** BigInt(length)).toString().padStart(length, '0');
 }
 
+/** A sender's contact that a message with push name `notify` leaves as it is: there, and that name (or none given). */
+const contactUnchanged = (contact: ContactRow | undefined, notify: string | null) => contact !== undefined && (contact.notify === notify || notify === null);
+
 export class SandboxNetwork implements NetworkAdapter {
   readonly name = 'sandbox';
   readonly capabilities: NetworkCapabilities = { pairing: [], receive: true };
@@ -305,7 +308,7 @@ export class SandboxNetwork implements NetworkAdapter {
    */
   async #sawContact(session: NetworkSession, digits: string, notify: string | null, existing: ContactRow | undefined): Promise<void> {
     const jid = phoneJid(digits);
-    if (existing && (existing.notify === notify || notify === null)) return;
+    if (contactUnchanged(existing, notify)) return;
     await this.#store.upsertContact(session.id, jid, { notify }, now());
     const entry = { id: jid, lid: lidJid(await this.#lidOf(digits)), phoneNumber: jid, notify };
     await this.#host.emit(session.id, existing ? 'contacts.update' : 'contacts.upsert', [entry]);
@@ -336,9 +339,11 @@ export class SandboxNetwork implements NetworkAdapter {
       origin_session_id: null,
     };
     await this.#host.transaction(async () => {
-      // A newsletter's author is not a contact; anyone else's text is stored with its sender's contact read.
+      // A newsletter's author is not a contact; anyone else's text is stored with its sender's contact read, not
+      // waited for when this instance last read that contact as this text leaves it (checked when it comes).
       if (input.chat === 'newsletter') await this.#store.insertMessage(copy, now());
-      else await this.#sawContact(session, digits, pushName, await this.#store.insertMessageAndContact(copy, now(), phoneJid(digits)));
+      else if (!this.#store.insertMessageKnowingContact(copy, now(), phoneJid(digits), (contact) => contactUnchanged(contact, pushName)))
+        await this.#sawContact(session, digits, pushName, await this.#store.insertMessageAndContact(copy, now(), phoneJid(digits)));
       const accepted = await this.#host.inbound(session.id, { key, message: node, pushName, messageTimestamp: seconds(), chat: input.chat });
       if (accepted && session.readIncomingMessages) await this.#store.markRead(session.id, id, now());
     }, [session.id]);

@@ -7,6 +7,7 @@
  * a receive whose events batch fails (read while the next receive of the group runs, on
  * PostgreSQL) fails alone. Runs on SQLite ("all") and on PostgreSQL ("on postgres").
  */
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DbHandle } from '../../../core/db.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
@@ -230,5 +231,121 @@ describe("a receive's message copy and its sender's contact", () => {
       kept.length,
     );
     expect([...announced].sort()).toEqual([...kept].sort());
+  });
+});
+
+describe('a sender whose contact this instance has read', () => {
+  /**
+   * The statements sent on a PostgreSQL connection while another of that connection's was still
+   * unanswered (pipelined), until `restore`: pg's Query is submitted (written), then answered by its
+   * ReadyForQuery or its error.
+   */
+  function sentBehind(): { texts: string[]; restore(): void } {
+    const texts: string[] = [];
+    const unanswered = new Map<unknown, number>();
+    type Hook = (this: { text?: string }, ...args: unknown[]) => unknown;
+    const proto = pg.Query.prototype as unknown as { submit: Hook; handleReadyForQuery: Hook; handleError: Hook };
+    const originals = { submit: proto.submit, handleReadyForQuery: proto.handleReadyForQuery, handleError: proto.handleError };
+    proto.submit = function submitted(con) {
+      if ((unanswered.get(con) ?? 0) > 0) texts.push(this.text ?? '');
+      unanswered.set(con, (unanswered.get(con) ?? 0) + 1);
+      return originals.submit.call(this, con);
+    };
+    const answered = (con: unknown) => unanswered.set(con, (unanswered.get(con) ?? 1) - 1);
+    proto.handleReadyForQuery = function ready(con) {
+      answered(con);
+      return originals.handleReadyForQuery.call(this, con);
+    };
+    proto.handleError = function failed(err, con) {
+      answered(con);
+      return originals.handleError.call(this, err, con);
+    };
+    return { texts, restore: () => Object.assign(proto, originals) };
+  }
+  const eventsBatch = (texts: readonly string[]) => texts.filter((sql) => /INSERT INTO sessions_events/.test(sql));
+  const copyInserts = (texts: readonly string[]) => texts.filter((sql) => /INSERT INTO sessions_sandbox_messages/.test(sql));
+  const copiesOf = (text: string) =>
+    outside.value<number>('SELECT COUNT(*) FROM sessions_sandbox_messages WHERE session_id = ? AND message = ?', [
+      s.id,
+      JSON.stringify({ conversation: text }),
+    ]);
+
+  it('on PostgreSQL sends its events batch without waiting for its copy and contact read once it has read that contact as the text leaves it; not before', async () => {
+    const phones = Array.from({ length: 6 }, freshPhone);
+    /** Six receives at once, one from each number (groups on PostgreSQL: the first member of each reads the session, the others share it). */
+    const burst = async (label: string) => {
+      const results = await Promise.all(
+        phones.map((phone, i) => call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: phone, text: `${label} ${i}`, pushName: 'Cat' })),
+      );
+      expect(results.map((r) => r.status)).toEqual(results.map(() => 200));
+    };
+    const behind: string[][] = [];
+    for (const label of ['first sight', 'read', 'known']) {
+      const watched = postgres ? sentBehind() : undefined;
+      try {
+        await burst(label);
+      } finally {
+        watched?.restore();
+      }
+      behind.push(eventsBatch(watched?.texts ?? []));
+    }
+    if (postgres) {
+      // Each batch of the first two bursts waited for its receive's read; some of the third's did not.
+      expect(behind[0]).toEqual([]);
+      expect(behind[1]).toEqual([]);
+      expect(behind[2]!.length).toBeGreaterThan(0);
+    }
+    const from = await lastEventId(app, s.id);
+    await receiveFrom(phones[0]!, 'known once more', 'Cat');
+    expect((await eventsOf(app, s.id, from)).map((e) => e.event)).toEqual(['messages.upsert', 'messages.received', 'messages-personal']);
+    for (const label of ['first sight', 'read', 'known']) for (let i = 0; i < 6; i++) expect(await copiesOf(`${label} ${i}`)).toBe(1);
+    expect(await copiesOf('known once more')).toBe(1);
+  });
+
+  it('whose contact another instance changed or deleted since: the receive runs again, waiting for the read, and records what it finds (once), beside others of its group', async () => {
+    const phone = freshPhone();
+    const other = freshPhone();
+    const jid = `${digits(phone)}@s.whatsapp.net`;
+    for (const [number, name] of [
+      [phone, 'Dan'],
+      [other, 'Eve'],
+    ] as const) {
+      await receiveFrom(number, `meet ${name}`, name);
+      await receiveFrom(number, `read ${name}`, name);
+    }
+    // Another instance renames the contact: this one's read says "Dan".
+    await outside.run('UPDATE sessions_sandbox_contacts SET notify = ? WHERE session_id = ? AND jid = ?', ['Daniel', s.id, jid]);
+    let from = await lastEventId(app, s.id);
+    const counting = statements();
+    let texts: string[];
+    try {
+      const results = await Promise.all([
+        call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: other, text: 'beside 1', pushName: 'Eve' }),
+        call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: phone, text: 'after the rename', pushName: 'Dan' }),
+        call(app, s.apiKey, 'POST', '/api/sandbox/receive', { from: other, text: 'beside 2', pushName: 'Eve' }),
+      ]);
+      expect(results.map((r) => r.status)).toEqual([200, 200, 200]);
+    } finally {
+      texts = counting.texts();
+      counting.restore();
+    }
+    const events = await eventsOf(app, s.id, from);
+    expect(events.filter((e) => e.event.startsWith('contacts.')).map((e) => [e.event, (e.payload.data as { notify: string }[])[0]!.notify])).toEqual([
+      ['contacts.update', 'Dan'],
+    ]);
+    expect(events.filter((e) => e.event === 'messages.received')).toHaveLength(3);
+    for (const text of ['beside 1', 'after the rename', 'beside 2']) expect(await copiesOf(text)).toBe(1);
+    expect(await outside.value<string>('SELECT notify FROM sessions_sandbox_contacts WHERE session_id = ? AND jid = ?', [s.id, jid])).toBe('Dan');
+    // On PostgreSQL the renamed sender's copy went twice (the first attempt's rolled back, with those
+    // run after it in its group), on SQLite once each.
+    expect(copyInserts(texts).length).toBeGreaterThanOrEqual(postgres ? 4 : 3);
+    if (!postgres) expect(copyInserts(texts)).toHaveLength(3);
+
+    // Deleted by another instance: the receive finds no contact and adds it again.
+    await outside.run('DELETE FROM sessions_sandbox_contacts WHERE session_id = ? AND jid = ?', [s.id, jid]);
+    from = await lastEventId(app, s.id);
+    await receiveFrom(phone, 'after the deletion', 'Dan');
+    expect((await eventsOf(app, s.id, from)).map((e) => e.event)).toEqual(['contacts.upsert', 'messages.upsert', 'messages.received', 'messages-personal']);
+    expect(await copiesOf('after the deletion')).toBe(1);
   });
 });
