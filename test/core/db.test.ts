@@ -16,7 +16,7 @@ import {
   numberPlaceholders,
   openDatabase,
 } from '../../core/db.ts';
-import { finishInGroup, MAX_TRANSACTION_ATTEMPTS, openPostgres, PostgresDb } from '../../core/db-postgres.ts';
+import { finishInGroup, MAX_TRANSACTION_ATTEMPTS, openPostgres, PostgresDb, StaleAssumption } from '../../core/db-postgres.ts';
 import { openSqlite, type SqliteDb } from '../../core/db-sqlite.ts';
 import { syncConnection } from '../../core/lifecycle.ts';
 import { toWharfError } from '../../core/errors.ts';
@@ -724,6 +724,38 @@ describe('PostgreSQL: transactions naming the same keys share one BEGIN ... COMM
       { name: 'after-release-conflict-2' },
       { name: 'after-release-3' },
     ]);
+  });
+
+  it("runs the attempt again when a member's work left to finish finds a StaleAssumption: counted for that member alone, until it gives up after MAX_TRANSACTION_ATTEMPTS", async () => {
+    const hold = holder();
+    await hold.running;
+    const runs = new Map<string, number>();
+    const count = (name: string) => runs.set(name, (runs.get(name) ?? 0) + 1);
+    /** Inserts `name`, leaving a check to the group that finds its assumption stale on the first `stale` runs. */
+    const member = (name: string, stale: number) =>
+      db.transaction(async (tx) => {
+        count(name);
+        const run = runs.get(name)!;
+        const work = insert(tx, name).then(() => {
+          if (run <= stale) throw new StaleAssumption(`${name} assumed wrong`);
+        });
+        expect(finishInGroup(tx, work)).toBe(true);
+        return name;
+      }, LOCK);
+    const members = [member('stale-before', 0), member('stale-once', 1), member('stale-after', 0), member('stale-always', Infinity)];
+    hold.open();
+    await hold.done;
+    const settled = await Promise.allSettled(members);
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected']);
+    expect((settled[3] as PromiseRejectedResult).reason).toBeInstanceOf(ContentionError);
+    // The one that kept finding its assumption stale gave up after its attempts; the others ran
+    // again with each doomed attempt, uncounted (more runs than that), and committed once each.
+    expect(runs.get('stale-always')).toBe(MAX_TRANSACTION_ATTEMPTS);
+    expect(runs.get('stale-before')).toBeGreaterThan(MAX_TRANSACTION_ATTEMPTS);
+    expect(runs.get('stale-once')).toBe(runs.get('stale-before'));
+    const names = ['stale-before', 'stale-once', 'stale-after', 'stale-always'];
+    expect(await Promise.all(names.map(committed))).toEqual([true, true, true, false]);
+    expect(await outside.value<number>("SELECT count(*) FROM items WHERE name LIKE 'stale-%'")).toBe(3);
   });
 
   it('runs the members of an attempt doomed by a serialization failure again, even when the member that met it caught it; each commits once', async () => {

@@ -23,6 +23,10 @@
 #                 over TCP, scram-sha-256, as a production server would want)
 #   PG_INSTALL    1 = apt-get install postgresql if missing   (default 1)
 #   PG_LOCK_WAIT  seconds to wait for another caller's "up"   (default 300)
+#   PG_SETTINGS   more server settings, space-separated name=value pairs, each given as -c
+#                 (default none; for measurements, say PG_SETTINGS="shared_preload_libraries=
+#                 pg_stat_statements pg_stat_statements.track=all" on a PG_DIR and PG_PORT of
+#                 their own: BENCHMARKS.md, issue 16 part 11)
 #
 # PostgreSQL refuses to run as root: when the script runs as root (CI), the server runs as the
 # `postgres` user the package creates (setpriv, which execs, so the pid we record is the
@@ -47,7 +51,10 @@ LOG="$PG_DIR/postgres.log"
 PIDFILE="$PG_DIR/postgres.pid"
 LOCK="$PG_DIR.lock"                 # outside $PG_DIR: that one gets wiped while we hold the lock
 INSTALL_LOG="$PG_DIR.install.log"   # idem
-STAMP="port=$PG_PORT user=$PG_USER password=$PG_PASSWORD"
+PG_SETTINGS=${PG_SETTINGS:-}
+STAMP="port=$PG_PORT user=$PG_USER password=$PG_PASSWORD${PG_SETTINGS:+ settings=$PG_SETTINGS}"
+# shellcheck disable=SC2206 # split on spaces on purpose: name=value pairs
+EXTRA=(); for setting in $PG_SETTINGS; do EXTRA+=(-c "$setting"); done
 
 FIXTURE=postgres.sh
 FIXTURE_TAG=postgres
@@ -168,11 +175,11 @@ log "starting postgres on 127.0.0.1:$PG_PORT"
 if [ "$(id -u)" = 0 ]; then
   setsid setpriv --reuid=postgres --regid=postgres --init-groups -- "$PG_BIN/postgres" -D "$DATA" -p "$PG_PORT" \
     -c listen_addresses=127.0.0.1 -c unix_socket_directories="$SOCK" -c max_connections=300 \
-    -c fsync=off -c synchronous_commit=off -c full_page_writes=off </dev/null >>"$LOG" 2>&1 9>&- &
+    -c fsync=off -c synchronous_commit=off -c full_page_writes=off "${EXTRA[@]}" </dev/null >>"$LOG" 2>&1 9>&- &
 else
   setsid "$PG_BIN/postgres" -D "$DATA" -p "$PG_PORT" \
     -c listen_addresses=127.0.0.1 -c unix_socket_directories="$SOCK" -c max_connections=300 \
-    -c fsync=off -c synchronous_commit=off -c full_page_writes=off </dev/null >>"$LOG" 2>&1 9>&- &
+    -c fsync=off -c synchronous_commit=off -c full_page_writes=off "${EXTRA[@]}" </dev/null >>"$LOG" 2>&1 9>&- &
 fi
 echo $! >"$PIDFILE"
 ok=0
