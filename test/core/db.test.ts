@@ -4,7 +4,6 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ConstraintError,
@@ -23,7 +22,7 @@ import { toWharfError } from '../../core/errors.ts';
 import { migrate, migrationStatus } from '../../core/migrations.ts';
 import type { Migration } from '../../core/plugin.ts';
 import { tempDir } from '../helpers/app.ts';
-import { freshDatabase, legacyPluginDir, postgresPlugins } from '../helpers/postgres.ts';
+import { freshDatabase, legacyPluginDir, pgSentBehind, postgresPlugins } from '../helpers/postgres.ts';
 
 const run = promisify(execFile);
 const NODE = path.resolve('node_modules/.bin/node');
@@ -571,27 +570,7 @@ describe('PostgreSQL: transactions naming the same keys share one BEGIN ... COMM
   });
 
   it("sends a member's first statement behind the release of the one before, without waiting for its answer; behind a member that aborted the transaction, it runs again and commits once", async () => {
-    // Each query written to a connection while another of its queries is unanswered (pipelined):
-    // pg's Query is submitted (written), then answered by its ReadyForQuery or its error.
-    const sentBehind: string[] = [];
-    const unanswered = new Map<unknown, number>();
-    type Hook = (this: { text?: string }, ...args: unknown[]) => unknown;
-    const proto = pg.Query.prototype as unknown as { submit: Hook; handleReadyForQuery: Hook; handleError: Hook };
-    const originals = { submit: proto.submit, handleReadyForQuery: proto.handleReadyForQuery, handleError: proto.handleError };
-    proto.submit = function submitted(con) {
-      if ((unanswered.get(con) ?? 0) > 0) sentBehind.push(this.text ?? '');
-      unanswered.set(con, (unanswered.get(con) ?? 0) + 1);
-      return originals.submit.call(this, con);
-    };
-    const answered = (con: unknown) => unanswered.set(con, (unanswered.get(con) ?? 1) - 1);
-    proto.handleReadyForQuery = function ready(con) {
-      answered(con);
-      return originals.handleReadyForQuery.call(this, con);
-    };
-    proto.handleError = function failed(err, con) {
-      answered(con);
-      return originals.handleError.call(this, err, con);
-    };
+    const behind = pgSentBehind();
     let afterRuns = 0;
     let settled: PromiseSettledResult<unknown>[];
     try {
@@ -613,12 +592,12 @@ describe('PostgreSQL: transactions naming the same keys share one BEGIN ... COMM
       await hold.done;
       settled = await Promise.allSettled(members);
     } finally {
-      Object.assign(proto, originals);
+      behind.restore();
     }
     expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
     expect((settled[3] as PromiseRejectedResult).reason).toMatchObject({ code: '25P02' });
     // The first statements of members 2 to 5, each sent behind the RELEASE before it; the fifth's second run waited for the rollback.
-    expect(sentBehind.filter((sql) => sql.startsWith('INSERT INTO items'))).toHaveLength(4);
+    expect(behind.texts.filter((sql) => sql.startsWith('INSERT INTO items'))).toHaveLength(4);
     expect(afterRuns).toBe(2);
     const names = ['piped-1', 'piped-2', 'piped-3', 'piped-lost', 'piped-after'];
     expect(await Promise.all(names.map(committed))).toEqual([true, true, true, false, true]);

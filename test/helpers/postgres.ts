@@ -128,3 +128,31 @@ export function legacyPluginDir(): string {
   );
   return dir;
 }
+
+/**
+ * Records the statements sent on a connection while another of that connection's was still
+ * unanswered (pipelined: nobody waited for an answer before sending them), until `restore`. pg's
+ * Query is submitted (written), then answered by its ReadyForQuery or its error.
+ */
+export function pgSentBehind(): { texts: string[]; restore(): void } {
+  const texts: string[] = [];
+  const unanswered = new Map<unknown, number>();
+  type Hook = (this: { text?: string }, ...args: unknown[]) => unknown;
+  const proto = pg.Query.prototype as unknown as { submit: Hook; handleReadyForQuery: Hook; handleError: Hook };
+  const originals = { submit: proto.submit, handleReadyForQuery: proto.handleReadyForQuery, handleError: proto.handleError };
+  proto.submit = function submitted(con) {
+    if ((unanswered.get(con) ?? 0) > 0) texts.push(this.text ?? '');
+    unanswered.set(con, (unanswered.get(con) ?? 0) + 1);
+    return originals.submit.call(this, con);
+  };
+  const answered = (con: unknown) => unanswered.set(con, (unanswered.get(con) ?? 1) - 1);
+  proto.handleReadyForQuery = function ready(con) {
+    answered(con);
+    return originals.handleReadyForQuery.call(this, con);
+  };
+  proto.handleError = function failed(err, con) {
+    answered(con);
+    return originals.handleError.call(this, err, con);
+  };
+  return { texts, restore: () => Object.assign(proto, originals) };
+}

@@ -194,7 +194,7 @@ export class SandboxStore {
     jid: string,
     expected: (contact: ContactRow | undefined) => boolean,
   ): boolean {
-    if (this.#db.engine !== 'postgres' || !expected(this.#contacts.get(row.session_id, jid))) return false;
+    if (!expected(this.#contacts.get(row.session_id, jid))) return false;
     return this.#db.leaveToGroup(
       (db) => db.one<ContactRow>(...this.#insertMessageAndContact(row, now, jid)),
       (contact) => {

@@ -7,11 +7,11 @@
  * a receive whose events batch fails (read while the next receive of the group runs, on
  * PostgreSQL) fails alone. Runs on SQLite ("all") and on PostgreSQL ("on postgres").
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DbHandle } from '../../../core/db.ts';
 import type { Sessions } from '../../../plugins/sessions/service.ts';
 import type { TestApp } from '../../helpers/app.ts';
+import { pgSentBehind } from '../../helpers/postgres.ts';
 import { committedView, countStatements, pgStatements } from '../webhooks/helpers.ts';
 import { call, eventsOf, lastEventId, sandboxSession, type SessionInfo, startMessagingApp, type Tenant, tenant } from './helpers.ts';
 
@@ -235,33 +235,6 @@ describe("a receive's message copy and its sender's contact", () => {
 });
 
 describe('a sender whose contact this instance has read', () => {
-  /**
-   * The statements sent on a PostgreSQL connection while another of that connection's was still
-   * unanswered (pipelined), until `restore`: pg's Query is submitted (written), then answered by its
-   * ReadyForQuery or its error.
-   */
-  function sentBehind(): { texts: string[]; restore(): void } {
-    const texts: string[] = [];
-    const unanswered = new Map<unknown, number>();
-    type Hook = (this: { text?: string }, ...args: unknown[]) => unknown;
-    const proto = pg.Query.prototype as unknown as { submit: Hook; handleReadyForQuery: Hook; handleError: Hook };
-    const originals = { submit: proto.submit, handleReadyForQuery: proto.handleReadyForQuery, handleError: proto.handleError };
-    proto.submit = function submitted(con) {
-      if ((unanswered.get(con) ?? 0) > 0) texts.push(this.text ?? '');
-      unanswered.set(con, (unanswered.get(con) ?? 0) + 1);
-      return originals.submit.call(this, con);
-    };
-    const answered = (con: unknown) => unanswered.set(con, (unanswered.get(con) ?? 1) - 1);
-    proto.handleReadyForQuery = function ready(con) {
-      answered(con);
-      return originals.handleReadyForQuery.call(this, con);
-    };
-    proto.handleError = function failed(err, con) {
-      answered(con);
-      return originals.handleError.call(this, err, con);
-    };
-    return { texts, restore: () => Object.assign(proto, originals) };
-  }
   const eventsBatch = (texts: readonly string[]) => texts.filter((sql) => /INSERT INTO sessions_events/.test(sql));
   const copyInserts = (texts: readonly string[]) => texts.filter((sql) => /INSERT INTO sessions_sandbox_messages/.test(sql));
   const copiesOf = (text: string) =>
@@ -281,7 +254,7 @@ describe('a sender whose contact this instance has read', () => {
     };
     const behind: string[][] = [];
     for (const label of ['first sight', 'read', 'known']) {
-      const watched = postgres ? sentBehind() : undefined;
+      const watched = postgres ? pgSentBehind() : undefined;
       try {
         await burst(label);
       } finally {
