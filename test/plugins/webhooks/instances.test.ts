@@ -2,7 +2,8 @@
  * Webhook dispatch across instances: two apps on one PostgreSQL database (the same data dir, so
  * the same key decrypts the webhook secrets) share the outbox. Every delivery goes out once, from
  * one instance at a time, the per-session limit holds over both, and a delivery leased by an
- * instance that died is taken over when its lease expires. Runs on PostgreSQL in every project:
+ * instance that died is taken over when its lease expires; a receive from a sender the other
+ * instance renamed since this one read its contact records what it finds. Runs on PostgreSQL in every project:
  * it is about what only a shared database does.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -98,6 +99,30 @@ describe('two instances on one PostgreSQL database', () => {
     expect(byA).toBeGreaterThan(0);
     expect(byB).toBeGreaterThan(0);
     expect(byA + byB).toBe(N);
+  });
+
+  it("record what a receive finds when the other instance renamed its sender meanwhile (the first instance's read of the contact is stale): the rename back once, each message once", async () => {
+    const t = await tenant(a);
+    const s = await hookedSession(a, t.pat, receiver.url('/renamed'), ['messages.received', 'contacts.upsert', 'contacts.update']);
+    const from = '+14155550123';
+    await receive(a, s, 'first sight', { from, pushName: 'Ann' });
+    await receive(a, s, 'read by a', { from, pushName: 'Ann' });
+    await receive(b, s, 'renamed on b', { from, pushName: 'Bob' });
+    // a last read the contact as "Ann": its receive goes on without waiting for the read, finds "Bob", and runs again.
+    await receive(a, s, 'back on a', { from, pushName: 'Ann' });
+    const hooks = () => receiver.requests.filter((r) => r.path === '/renamed').map((r) => r.json as { event: string; data: unknown });
+    await eventually(() => hooks().length === 7, 30_000, 'four messages and three contact events at the receiver');
+    await new Promise((r) => setTimeout(r, 300));
+    const all = hooks();
+    expect(all).toHaveLength(7);
+    const contacts = all.filter((h) => h.event.startsWith('contacts.')).map((h) => [h.event, (h.data as { notify: string }[])[0]!.notify]);
+    expect(contacts).toEqual([
+      ['contacts.upsert', 'Ann'],
+      ['contacts.update', 'Bob'],
+      ['contacts.update', 'Ann'],
+    ]);
+    const texts = all.filter((h) => h.event === 'messages.received').map((h) => (h.data as { message: { conversation: string } }).message.conversation);
+    expect(texts).toEqual(['first sight', 'read by a', 'renamed on b', 'back on a']);
   });
 
   it('take over the deliveries an instance that died had leased, once the lease expires, and not before', async () => {
