@@ -13,6 +13,8 @@ export default defineConfig({
     expect: { poll: { timeout: 15_000 } },
     // Tests start real servers (Ceph RGW, the built binary); two cores, so keep parallelism modest.
     maxWorkers: 2,
+    // The databases a run makes on the test PostgreSQL server are dropped when it ends.
+    globalSetup: ['./test/pg/run-databases.ts'],
     projects: [
       { extends: true, test: { name: 'all', include: ['test/**/*.test.ts'] } },
       // The file-storage contract tests run a second time, unchanged, against the embedded

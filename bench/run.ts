@@ -4,6 +4,7 @@
  * compares Wharf with a bare baseline in the same run and reports ratios.
  */
 import { execFileSync } from 'node:child_process';
+import { dropRunDatabases, runId } from '../test/pg/run-databases.ts';
 
 const benchmarks: Record<string, () => Promise<{ run(): Promise<string> }>> = {
   healthz: () => import('./healthz.ts'),
@@ -41,11 +42,17 @@ for (const name of wanted) {
     process.exit(2);
   }
 }
-for (const name of wanted.length ? wanted : Object.keys(benchmarks)) {
-  const started = Date.now();
-  const { run } = await benchmarks[name]!();
-  const report = await run();
-  process.stdout.write(
-    `### ${name}\n\n${report}\n\n(${Math.round((Date.now() - started) / 1000)} s, node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)})\n\n`,
-  );
+// The databases the benchmarks make on the test PostgreSQL server are dropped at the end (test/pg/run-databases.ts).
+runId();
+try {
+  for (const name of wanted.length ? wanted : Object.keys(benchmarks)) {
+    const started = Date.now();
+    const { run } = await benchmarks[name]!();
+    const report = await run();
+    process.stdout.write(
+      `### ${name}\n\n${report}\n\n(${Math.round((Date.now() - started) / 1000)} s, node ${process.versions.node}, ${new Date().toISOString().slice(0, 10)})\n\n`,
+    );
+  }
+} finally {
+  await dropRunDatabases();
 }

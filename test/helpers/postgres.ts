@@ -17,6 +17,7 @@ import { PLUGIN_CONTRACT } from '../../core/plugin.ts';
 import { builtinPlugins } from '../../plugins/index.ts';
 import { tempDir } from './app.ts';
 import { runUpScript } from './fixture-script.ts';
+import { runDatabaseName } from '../pg/run-databases.ts';
 
 const SCRIPT = fileURLToPath(new URL('../pg/postgres.sh', import.meta.url));
 
@@ -45,10 +46,10 @@ async function resolveUrl(): Promise<string> {
   return url;
 }
 
-/** A new, empty database on the test server; its URL. Nobody else uses it. */
+/** A new, empty database on the test server; its URL. Nobody else uses it; dropped when the run ends (test/pg/run-databases.ts). */
 export async function freshDatabase(): Promise<string> {
   const url = await ensurePostgres();
-  const name = `wharf_test_${randomUUID().replaceAll('-', '')}`;
+  const name = runDatabaseName(url, randomUUID().replaceAll('-', ''));
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
