@@ -157,14 +157,29 @@ export function wrkAsync(url: string, options: WrkOptions = {}): Promise<WrkResu
   });
 }
 
+/**
+ * The fields of /proc/PID/stat after the command's name (state is the first); undefined when the
+ * process is gone. 1-based field n of stat(5) is index n - 3 here.
+ */
+function procStat(pid: number | string): string[] | undefined {
+  try {
+    return fs
+      .readFileSync(`/proc/${pid}/stat`, 'utf8')
+      .replace(/^.*\) /, '')
+      .split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/** utime + stime (fields 14 and 15), and with `children` cutime + cstime (16 and 17) too: clock ticks of 10 ms. */
+const ticks = (fields: string[], children = false) => Number(fields[11]) + Number(fields[12]) + (children ? Number(fields[13]) + Number(fields[14]) : 0);
+
 /** CPU time (user + system) a process has used so far, in microseconds. */
 export function cpuMicros(pid: number): number {
-  const fields = fs
-    .readFileSync(`/proc/${pid}/stat`, 'utf8')
-    .replace(/^.*\) /, '')
-    .split(' ');
-  // After the command: state is field 3, utime 14 and stime 15 (1-based), in clock ticks of 10 ms.
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  const fields = procStat(pid);
+  if (!fields) throw new Error(`cpuMicros: no process ${pid}`);
+  return ticks(fields) * 10_000;
 }
 
 /**
@@ -173,16 +188,6 @@ export function cpuMicros(pid: number): number {
  * postmaster of this machine has `-p port` on its command line (a remote server, another launcher).
  */
 export function postgresCpuMicros(port: number): number | undefined {
-  const stat = (pid: string) => {
-    try {
-      return fs
-        .readFileSync(`/proc/${pid}/stat`, 'utf8')
-        .replace(/^.*\) /, '')
-        .split(' ');
-    } catch {
-      return undefined;
-    }
-  };
   const pids = fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name));
   const postmaster = pids.find((pid) => {
     try {
@@ -192,15 +197,15 @@ export function postgresCpuMicros(port: number): number | undefined {
       return false;
     }
   });
-  const own = postmaster && stat(postmaster);
+  const own = postmaster && procStat(postmaster);
   if (!own) return undefined;
-  // After the command: ppid is field 4, utime 14, stime 15, cutime 16, cstime 17 (1-based), ticks of 10 ms.
-  let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+  let total = ticks(own, true);
   for (const pid of pids) {
-    const fields = stat(pid);
-    if (fields?.[1] === postmaster) ticks += Number(fields[11]) + Number(fields[12]);
+    const fields = procStat(pid);
+    // ppid is field 4.
+    if (fields?.[1] === postmaster) total += ticks(fields);
   }
-  return ticks * 10_000;
+  return total * 10_000;
 }
 
 export function median(values: number[]): number {

@@ -54,5 +54,5 @@ try {
     );
   }
 } finally {
-  await dropRunDatabases();
+  await dropRunDatabases().catch((err: unknown) => process.stderr.write(`the run's databases were not dropped: ${(err as Error).message}\n`));
 }

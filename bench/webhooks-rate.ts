@@ -203,6 +203,11 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
     type Stats = { p50: number; p95: number; p99: number; lost: number };
     const stats = (ms: number[], lost: number): Stats => ({ p50: percentile(ms, 50), p95: percentile(ms, 95), p99: percentile(ms, 99), lost });
     const sections: string[] = [];
+    /** "Wharf: <what>: 812 µs (median; rounds ...)." for a tree's per-round figures; undefined without any. */
+    const perEvent = (label: string, what: string, rounds: number[]) =>
+      rounds.length === 0
+        ? undefined
+        : `${label === 'wharf' ? 'Wharf' : label}: ${what}: ${fmt(median(rounds), 0)} µs (median; rounds ${rounds.map((v) => fmt(v, 0)).join(', ')}).`;
     for (const rate of rates) {
       const total = rate * seconds;
       const cpuPerEvent = new Map<string, number[]>(targets.map((t) => [t.label, []]));
@@ -250,22 +255,14 @@ export async function run(options: { rounds?: number; rate?: number; seconds?: n
             row(`${name(label)}: its answer -> webhook (lag)`, lags.get(label)!),
           ]),
           '',
-          ...targets.map(
-            ({ label }) =>
-              `${label === 'wharf' ? 'Wharf' : label}: CPU time per event (receive, record, deliver, write the outcome; user + system): ${fmt(median(cpuPerEvent.get(label)!), 0)} µs (median; rounds ${cpuPerEvent
-                .get(label)!
-                .map((v) => fmt(v, 0))
-                .join(', ')}).`,
-          ),
-          ...targets
-            .filter(({ label }) => postgresPerEvent.get(label)!.length > 0)
-            .map(
-              ({ label }) =>
-                `${label === 'wharf' ? 'Wharf' : label}: PostgreSQL's CPU time per event (its processes on this machine, during the round): ${fmt(median(postgresPerEvent.get(label)!), 0)} µs (median; rounds ${postgresPerEvent
-                  .get(label)!
-                  .map((v) => fmt(v, 0))
-                  .join(', ')}).`,
+          ...[
+            ...targets.map(({ label }) =>
+              perEvent(label, 'CPU time per event (receive, record, deliver, write the outcome; user + system)', cpuPerEvent.get(label)!),
             ),
+            ...targets.map(({ label }) =>
+              perEvent(label, "PostgreSQL's CPU time per event (its processes on this machine, during the round)", postgresPerEvent.get(label)!),
+            ),
+          ].filter((line) => line !== undefined),
           '',
           ...[...failures].map(
             ([label, f]) =>

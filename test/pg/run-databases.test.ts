@@ -1,10 +1,19 @@
 // The databases of a run of the tests are dropped when it ends, and only those (test/pg/run-databases.ts).
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { ensurePostgres } from '../helpers/postgres.ts';
+import { dropDatabase, ensurePostgres, freshDatabase } from '../helpers/postgres.ts';
 import { dropRunDatabases, runDatabaseName } from './run-databases.ts';
 
 describe("a run's databases on the test PostgreSQL server", () => {
+  it("belong to the run vitest's global setup named: freshDatabase's names carry its id", async () => {
+    // Set in the main process before the workers started (vitest.config.ts globalSetup), not by this worker.
+    const run = process.env.WHARF_TEST_RUN;
+    expect(run).toMatch(/^[0-9a-f]{8}$/);
+    const name = new URL(await freshDatabase()).pathname.slice(1);
+    expect(name).toMatch(new RegExp(`^wharf_test_${run}_[0-9a-f]{32}$`));
+    await dropDatabase(`postgres://x/${name}`);
+  });
+
   it("are named after the run and dropped at its end, connections and all; another run's stay", async () => {
     const url = await ensurePostgres();
     const client = new pg.Client({ connectionString: url });

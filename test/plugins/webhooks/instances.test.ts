@@ -105,13 +105,17 @@ describe('two instances on one PostgreSQL database', () => {
     const t = await tenant(a);
     const s = await hookedSession(a, t.pat, receiver.url('/renamed'), ['messages.received', 'contacts.upsert', 'contacts.update']);
     const from = '+14155550123';
-    await receive(a, s, 'first sight', { from, pushName: 'Ann' });
-    await receive(a, s, 'read by a', { from, pushName: 'Ann' });
-    await receive(b, s, 'renamed on b', { from, pushName: 'Bob' });
-    // a last read the contact as "Ann": its receive goes on without waiting for the read, finds "Bob", and runs again.
-    await receive(a, s, 'back on a', { from, pushName: 'Ann' });
     const hooks = () => receiver.requests.filter((r) => r.path === '/renamed').map((r) => r.json as { event: string; data: unknown });
-    await eventually(() => hooks().length === 7, 30_000, 'four messages and three contact events at the receiver');
+    /** A receive on `app`, then its webhooks at the receiver (a session's deliveries run side by side, so this keeps their order). */
+    const receiveAndDeliver = async (app: TestApp, text: string, pushName: string, hooksAfter: number) => {
+      await receive(app, s, text, { from, pushName });
+      await eventually(() => hooks().length === hooksAfter, 30_000, `the webhooks of "${text}" at the receiver`);
+    };
+    await receiveAndDeliver(a, 'first sight', 'Ann', 2);
+    await receiveAndDeliver(a, 'read by a', 'Ann', 3);
+    await receiveAndDeliver(b, 'renamed on b', 'Bob', 5);
+    // a last read the contact as "Ann": its receive goes on without waiting for the read, finds "Bob", and runs again.
+    await receiveAndDeliver(a, 'back on a', 'Ann', 7);
     await new Promise((r) => setTimeout(r, 300));
     const all = hooks();
     expect(all).toHaveLength(7);
