@@ -23,7 +23,8 @@ import type { CoreConfig } from '../core/core-config.ts';
 import { WharfError } from '../core/errors.ts';
 import { builtinPlugins } from '../plugins/index.ts';
 import { addClientCommands } from '../client/commands.ts';
-import { count, humanBytes } from '../client/output.ts';
+import { humanBytes } from '../client/bytes.ts';
+import { count } from '../client/output.ts';
 import { driverOf, type StoragePluginConfig } from '../plugins/storage/config.ts';
 
 interface GlobalArgs {

@@ -4,7 +4,8 @@
  * connection details, bytes go straight to the store, `POST /api/files` records them, and
  * `GET|DELETE /api/files` list and remove them. No sign-in is needed.
  */
-import { count, humanBytes, print, table, warn } from './output.ts';
+import { humanBytes } from './bytes.ts';
+import { count, print, table, warn } from './output.ts';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';

@@ -37,15 +37,3 @@ export function table(header: string[], rows: string[][]): string {
 export function count(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
-
-const KiB = 1024;
-const MiB = 1024 * KiB;
-const GiB = 1024 * MiB;
-
-/** `17 B`, `812 KiB`, `12.3 MiB`, `1.25 GiB`: binary units, one decimal from MiB up. */
-export function humanBytes(n: number): string {
-  if (n < KiB) return `${n} B`;
-  if (n < MiB) return `${Math.round(n / KiB)} KiB`;
-  if (n < GiB) return `${(n / MiB).toFixed(1)} MiB`;
-  return `${(n / GiB).toFixed(2)} GiB`;
-}

@@ -3,7 +3,7 @@
  * (at most ten times a second); elsewhere (a pipe, a log file, CI) nothing but the lines the
  * command prints as each file finishes, so logs stay readable.
  */
-import { humanBytes } from './output.ts';
+import { humanBytes } from './bytes.ts';
 
 export interface ProgressOptions {
   totalBytes: number;

@@ -2,7 +2,8 @@
 import { type ComponentChildren, cloneElement, type VNode } from 'preact';
 import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import type { ApiError } from './api.ts';
-import { bytes, grouped } from './format.ts';
+import { humanBytes } from '../../../client/bytes.ts';
+import { grouped } from './format.ts';
 
 /** An API error where it happened: the server's message, and each field's complaints. */
 export function ErrorBox({ error, id }: { error: ApiError | undefined; id?: string }) {
@@ -226,7 +227,7 @@ export function Usage({ used, limit }: { used: number; limit: number | null }) {
         <meter min={0} max={1} value={0} aria-label="Storage used (no limit)" />
       )}
       <span class={over ? 'over' : ''}>
-        {bytes(used)} {limit !== null ? `of ${bytes(limit)}` : 'used, no limit'}
+        {humanBytes(used)} {limit !== null ? `of ${humanBytes(limit)}` : 'used, no limit'}
         {over ? ' (over the limit)' : ''}
       </span>
     </div>

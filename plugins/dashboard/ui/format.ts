@@ -1,18 +1,5 @@
 /** Numbers and times as people read them. */
 
-const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-
-/** 1536 -> "1.5 KiB": binary units, labelled as such (as the command line prints them and storage limits are set). */
-export function bytes(n: number): string {
-  let value = n;
-  let unit = 0;
-  while (value >= 1024 && unit < UNITS.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${unit === 0 ? value : value.toFixed(value < 10 ? 1 : 0)} ${UNITS[unit]}`;
-}
-
 /** A date-time in the reader's locale, minutes precision. */
 export function when(iso: string | null | undefined): string {
   if (!iso) return 'never';

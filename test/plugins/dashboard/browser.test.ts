@@ -136,7 +136,7 @@ describe('the dashboard, first hour', () => {
     await form.getByLabel('Unit').selectOption('TiB');
     await form.getByLabel('Storage limit').fill('1e30');
     await form.getByRole('button', { name: 'Create app' }).click();
-    await expect.poll(() => inner(alert)).toContain(`too big: at most ${STORAGE_LIMIT_MAX.toLocaleString('en')} bytes (8.0 PiB)`);
+    await expect.poll(() => inner(alert)).toContain(`too big: at most ${STORAGE_LIMIT_MAX.toLocaleString('en')} bytes (8.00 PiB)`);
     await form.getByLabel('Unit').selectOption('MiB');
     await form.getByLabel('Storage limit').fill('0.0000001');
     await form.getByRole('button', { name: 'Create app' }).click();

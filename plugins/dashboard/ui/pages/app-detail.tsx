@@ -3,7 +3,8 @@ import { useState } from 'preact/hooks';
 import { DISPLAY_NAME_MAX } from '../../../../core/limits.ts';
 import { api, query } from '../api.ts';
 import { Card, Command, Confirm, CopyButton, Empty, ErrorBox, Field, Loading, Secret, ShownOnce, Usage } from '../components.tsx';
-import { ago, bytes, count, when } from '../format.ts';
+import { humanBytes } from '../../../../client/bytes.ts';
+import { ago, count, when } from '../format.ts';
 import { link, useAction, useLoad } from '../hooks.ts';
 import type { ApiToken, App } from '../types.ts';
 import { EditApp } from './apps.tsx';
@@ -43,9 +44,9 @@ export function AppDetail({ appId }: { appId: string }) {
         <span>
           {count(a.fileCount, 'file')}
           {a.unregisteredCount > 0
-            ? `, plus ${count(a.unregisteredCount, 'object')} (${bytes(a.unregisteredBytes)}) written to the bucket without a record`
+            ? `, plus ${count(a.unregisteredCount, 'object')} (${humanBytes(a.unregisteredBytes)}) written to the bucket without a record`
             : ''}
-          {a.pendingBytes ? `, plus ${bytes(a.pendingBytes)} in unfinished multipart uploads (finish or abort them to free it)` : ''}
+          {a.pendingBytes ? `, plus ${humanBytes(a.pendingBytes)} in unfinished multipart uploads (finish or abort them to free it)` : ''}
         </span>
         <span>
           Bucket <code>{a.bucketName}</code>

@@ -3,7 +3,8 @@ import { useState } from 'preact/hooks';
 import { DISPLAY_NAME_MAX, STORAGE_LIMIT_MAX } from '../../../../core/limits.ts';
 import { ApiError, api } from '../api.ts';
 import { Card, Confirm, Dialog, Empty, ErrorBox, Field, Loading, Usage } from '../components.tsx';
-import { bytes, grouped, when } from '../format.ts';
+import { humanBytes } from '../../../../client/bytes.ts';
+import { grouped, when } from '../format.ts';
 import { link, type Loaded, useAction, useLoad } from '../hooks.ts';
 import type { App } from '../types.ts';
 
@@ -48,7 +49,7 @@ export function limitBytes(amount: string, unit: Unit): number | null {
   if (!Number.isFinite(value)) throw refuse('not a number');
   if (value < 0) throw refuse('must not be negative');
   const n = Math.round(value * UNIT[unit]);
-  if (n > STORAGE_LIMIT_MAX) throw refuse(`too big: at most ${grouped(STORAGE_LIMIT_MAX)} bytes (${bytes(STORAGE_LIMIT_MAX)})`);
+  if (n > STORAGE_LIMIT_MAX) throw refuse(`too big: at most ${grouped(STORAGE_LIMIT_MAX)} bytes (${humanBytes(STORAGE_LIMIT_MAX)})`);
   if (value > 0 && n < 1) throw refuse('under one byte: give at least 1 byte, 0 for no storage at all, or leave it empty for no limit');
   return n;
 }

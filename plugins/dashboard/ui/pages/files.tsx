@@ -2,7 +2,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, query } from '../api.ts';
 import { Card, Confirm, Empty, ErrorBox, Field, Loading, Pager } from '../components.tsx';
-import { bytes, when } from '../format.ts';
+import { humanBytes } from '../../../../client/bytes.ts';
+import { when } from '../format.ts';
 import { useAction, useLoad } from '../hooks.ts';
 import type { Pagination, StoredFile } from '../types.ts';
 import { type Upload, uploadFiles } from '../upload.ts';
@@ -117,9 +118,9 @@ export function Files({ appId, onChange }: { appId: string; onChange(): void }) 
                 <progress max={Math.max(u.size, 1)} value={u.size === 0 && u.state === 'done' ? 1 : u.loaded} aria-label={`Upload of ${u.name}`} />
                 <span class="state">
                   {u.state === 'waiting' && 'waiting'}
-                  {u.state === 'sending' && `${Math.floor((u.loaded / Math.max(u.size, 1)) * 100)}% of ${bytes(u.size)}`}
+                  {u.state === 'sending' && `${Math.floor((u.loaded / Math.max(u.size, 1)) * 100)}% of ${humanBytes(u.size)}`}
                   {u.state === 'recording' && 'recording…'}
-                  {u.state === 'done' && `done, ${bytes(u.size)}`}
+                  {u.state === 'done' && `done, ${humanBytes(u.size)}`}
                   {u.state === 'failed' && <span role="alert">failed: {u.error}</span>}
                 </span>
               </li>
@@ -217,7 +218,7 @@ export function Files({ appId, onChange }: { appId: string; onChange(): void }) 
                   </div>
                 </td>
                 <td data-label="Size" class="nowrap">
-                  {bytes(f.size)}
+                  {humanBytes(f.size)}
                 </td>
                 <td data-label="Type" class="mono">
                   {f.type}

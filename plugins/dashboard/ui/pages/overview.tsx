@@ -1,7 +1,8 @@
 /** The overview: the organization's apps, sessions, storage used, and recent failed deliveries. */
 import { api } from '../api.ts';
 import { Badge, Card, Empty, ErrorBox, Loading, Usage } from '../components.tsx';
-import { ago, bytes, count } from '../format.ts';
+import { humanBytes } from '../../../../client/bytes.ts';
+import { ago, count } from '../format.ts';
 import { link, useLoad } from '../hooks.ts';
 import { useMe } from '../session.ts';
 import type { App, Dispatch, Paginated, Session } from '../types.ts';
@@ -33,7 +34,7 @@ export function Overview() {
           <strong>{apps.data?.length ?? '–'}</strong> {apps.data?.length === 1 ? 'app' : 'apps'}
         </a>
         <a class="stat" href={link('apps')}>
-          <strong>{apps.data ? bytes(used) : '–'}</strong> stored in {count(files, 'file')}
+          <strong>{apps.data ? humanBytes(used) : '–'}</strong> stored in {count(files, 'file')}
         </a>
         <a class="stat" href={link('sessions')}>
           <strong>{sessions.data?.length ?? '–'}</strong> messaging {sessions.data?.length === 1 ? 'session' : 'sessions'}, {connected} connected
