@@ -169,11 +169,12 @@ export class SandboxStore {
    * transactions (they run one after another, see `sessionLock`).
    */
   async insertMessageAndContact(row: Omit<SandboxMessageRow, 'read_at'>, now: string, jid: string): Promise<ContactRow | undefined> {
-    let contact: ContactRow | undefined;
     if (this.#db.engine !== 'postgres') {
       await this.insertMessage(row, now);
-      contact = await this.contact(row.session_id, jid);
-    } else contact = await this.#db.one<ContactRow>(...this.#insertMessageAndContact(row, now, jid));
+      return this.contact(row.session_id, jid);
+    }
+    // Kept as a hint on PostgreSQL only, the one engine where a receive can go on without the answer.
+    const contact = await this.#db.one<ContactRow>(...this.#insertMessageAndContact(row, now, jid));
     this.#contacts.set(row.session_id, jid, contact);
     return contact;
   }
@@ -185,7 +186,7 @@ export class SandboxStore {
    * caller going on as if the contact were still so; its answer is checked while the group's next
    * member runs, and a contact found otherwise (changed by another instance, say) runs the attempt
    * again (`StaleAssumption`), which then waits for the answer. False, having sent nothing,
-   * otherwise. On a session's chain of transactions (one after another) this is the one answer a
+   * otherwise (always on SQLite, where no hint is kept: `expected` gets undefined). On a session's chain of transactions (one after another) this is the one answer a
    * receive waited for.
    */
   insertMessageKnowingContact(

@@ -329,6 +329,7 @@ export class SandboxNetwork implements NetworkAdapter {
     const key = await this.#inboundKey(id, digits, input.chat, chatJid);
     const node: MessageNode = { conversation: input.text };
     const pushName = input.pushName ?? (input.chat === 'newsletter' ? null : phone);
+    const senderJid = phoneJid(digits);
     const copy = {
       session_id: session.id,
       key_id: id,
@@ -342,8 +343,8 @@ export class SandboxNetwork implements NetworkAdapter {
       // A newsletter's author is not a contact; anyone else's text is stored with its sender's contact read, not
       // waited for when this instance last read that contact as this text leaves it (checked when it comes).
       if (input.chat === 'newsletter') await this.#store.insertMessage(copy, now());
-      else if (!this.#store.insertMessageKnowingContact(copy, now(), phoneJid(digits), (contact) => contactUnchanged(contact, pushName)))
-        await this.#sawContact(session, digits, pushName, await this.#store.insertMessageAndContact(copy, now(), phoneJid(digits)));
+      else if (!this.#store.insertMessageKnowingContact(copy, now(), senderJid, (contact) => contactUnchanged(contact, pushName)))
+        await this.#sawContact(session, digits, pushName, await this.#store.insertMessageAndContact(copy, now(), senderJid));
       const accepted = await this.#host.inbound(session.id, { key, message: node, pushName, messageTimestamp: seconds(), chat: input.chat });
       if (accepted && session.readIncomingMessages) await this.#store.markRead(session.id, id, now());
     }, [session.id]);
