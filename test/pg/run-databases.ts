@@ -56,7 +56,7 @@ export function setup(): void {
   runId();
 }
 
-/** vitest's global teardown, once every test file has finished: a cleanup that fails (the server gone) is said, never fails the run. */
+/** vitest's global teardown, once every test file has finished, and bench/run.ts's end: a cleanup that fails (the server gone) is said, never fails the run. */
 export async function teardown(): Promise<void> {
   await dropRunDatabases().catch((err: unknown) => {
     process.stderr.write(`run-databases: the run's databases were not dropped: ${(err as Error).message}\n`);
